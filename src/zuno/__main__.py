@@ -1,0 +1,3 @@
+from zuno.cli import main
+
+raise SystemExit(main())

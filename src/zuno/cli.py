@@ -1,0 +1,246 @@
+"""The zuno command: batch, call, tools, events.
+
+A batch that ran exits 0 whatever its outcomes; unusable input (bad JSON, bad config, unknown
+profile, a session held by another process) exits 2 with a clear message and runs nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from zuno.config import ConfigError
+from zuno.permissions import Approver, AutoApprover, NoApprover, TerminalApprover
+from zuno.runtime import Runtime, Session
+from zuno.store import SessionBusy
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    pass
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def _approver(args: argparse.Namespace) -> Approver:
+    if getattr(args, "approve", False):
+        return AutoApprover()
+    if sys.stderr.isatty() and os.path.exists("/dev/tty"):
+        try:
+            with open("/dev/tty"):
+                return TerminalApprover()
+        except OSError:
+            pass
+    return NoApprover()
+
+
+def _runtime(args: argparse.Namespace) -> Runtime:
+    return Runtime(
+        root=args.root,
+        config_file=args.config,
+        profile=args.profile,
+        db=args.db,
+        approver=_approver(args),
+    )
+
+
+def _read_calls(source: str | None) -> list[Any]:
+    if source in (None, "-"):
+        text = sys.stdin.read()
+        where = "standard input"
+    else:
+        p = Path(source)
+        if not p.is_file():
+            raise UsageError(f"batch file {source} does not exist.")
+        text = p.read_text(encoding="utf-8")
+        where = source
+    try:
+        calls = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{where}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno}).") from e
+    if not isinstance(calls, list):
+        raise UsageError(f"{where}: a batch is a JSON array of calls, not a {type(calls).__name__}.")
+    return calls
+
+
+async def _with_session(args: argparse.Namespace, body: Callable[[Session], Awaitable[int]]) -> int:
+    rt = _runtime(args)
+    try:
+        if args.session and not rt.store.session_exists(args.session) and not args.new_session_ok:
+            pass  # an unknown id starts a new session of that name
+        session = rt.session(args.session)
+        await session.open()
+        loop = asyncio.get_running_loop()
+        interrupted = {"n": 0}
+
+        def on_sigint() -> None:
+            interrupted["n"] += 1
+            if interrupted["n"] == 1:
+                print("\nzuno: cancelling the step (Ctrl-C again to abandon it)", file=sys.stderr)
+                session.cancel()
+            else:
+                os._exit(130)
+
+        try:
+            loop.add_signal_handler(signal.SIGINT, on_sigint)
+        except (NotImplementedError, RuntimeError):
+            pass
+        try:
+            return await body(session)
+        finally:
+            try:
+                loop.remove_signal_handler(signal.SIGINT)
+            except (NotImplementedError, RuntimeError):
+                pass
+            await session.close()
+    finally:
+        await rt.aclose()
+
+
+def cmd_batch(args: argparse.Namespace) -> int:
+    calls = _read_calls(args.file)
+
+    async def body(session: Session) -> int:
+        result = await session.step(calls)
+        _print_json(result.to_json())
+        return EXIT_OK
+
+    return asyncio.run(_with_session(args, body))
+
+
+def cmd_call(args: argparse.Namespace) -> int:
+    try:
+        arguments = json.loads(args.arguments) if args.arguments else {}
+    except json.JSONDecodeError as e:
+        raise UsageError(f"ARGS_JSON is not valid JSON ({e.msg} at column {e.colno}).") from e
+    call = {"name": args.name, "arguments": arguments}
+
+    async def body(session: Session) -> int:
+        result = await session.step([call])
+        if args.json:
+            rec = result.results[0].to_json()
+            _print_json({"session": result.session, "step": result.step, "notices": result.notices, **rec})
+        else:
+            for n in result.notices:
+                print(f"[notice] {n['text']}", file=sys.stderr)
+            sys.stdout.write(result.results[0].text + "\n")
+        return EXIT_OK
+
+    return asyncio.run(_with_session(args, body))
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    rt = _runtime(args)
+    try:
+        rows = []
+        for name, tool in rt.surface.tools.items():
+            row: dict[str, Any] = {
+                "name": name,
+                "description": tool.description,
+                "declarations": tool.declarations.as_dict(),
+                "inputSchema": tool.input_schema(),
+            }
+            if tool.action_effects is not None:
+                row["classifiedBy"] = "action"
+                row["actionEffects"] = {k: str(v) for k, v in tool.action_effects.items()}
+            rows.append(row)
+        if args.json:
+            _print_json({"profile": rt.surface.profile, "tools": rows, "unavailable": rt.surface.disabled})
+        else:
+            for r in rows:
+                d = r["declarations"]
+                first = r["description"].split(". ")[0].rstrip(".")
+                print(f"{r['name']:<14} {d['effect']:<13} {d['replay']:<5} {d['concurrency']:<18} {first}")
+            for name, why in rt.surface.disabled.items():
+                print(f"{name:<14} (unavailable: {why})")
+        return EXIT_OK
+    finally:
+        asyncio.run(rt.aclose())
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    rt = _runtime(args)
+    try:
+        if not rt.store.session_exists(args.session):
+            raise UsageError(f"no session {args.session!r} in {rt.store.path}.")
+        events = rt.store.events(args.session)
+        if args.json:
+            _print_json({"session": args.session, "events": events})
+        else:
+            for e in events:
+                who = f" {e['call_id']}" if e["call_id"] else ""
+                print(
+                    f"{e['seq']:>6} step {e['step'] or '-':>3}{who} {e['kind']} "
+                    + json.dumps(e["data"], ensure_ascii=False)
+                )
+        return EXIT_OK
+    finally:
+        asyncio.run(rt.aclose())
+
+
+def _common(p: argparse.ArgumentParser, session: bool = True) -> None:
+    p.add_argument("--root", default=".", help="workspace root (default: the current directory)")
+    p.add_argument("--config", default=None, help="a config file, read after the root's zuno.json")
+    p.add_argument("--profile", default=None, help="tool profile: zuno (default) or chord")
+    p.add_argument("--db", default=None, help="the store (default: <root>/.zuno/zuno.db, or $ZUNO_DB)")
+    p.add_argument("--approve", action="store_true", help="approve every call that asks for approval")
+    if session:
+        p.add_argument("--session", default=None, help="continue (or name) a session")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="zuno", description="A tool runtime for coding agents.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("batch", help="run a JSON array of calls as one model step")
+    p.add_argument("file", nargs="?", default="-", help="a JSON file, or - for standard input")
+    _common(p)
+    p.set_defaults(func=cmd_batch)
+
+    p = sub.add_parser("call", help="run one call")
+    p.add_argument("name")
+    p.add_argument("arguments", nargs="?", default=None, help="the arguments as a JSON object")
+    p.add_argument("--json", action="store_true", help="print the whole record as JSON")
+    _common(p)
+    p.set_defaults(func=cmd_call)
+
+    p = sub.add_parser("tools", help="list the tool surface with declarations")
+    p.add_argument("--json", action="store_true")
+    _common(p, session=False)
+    p.set_defaults(func=cmd_tools)
+
+    p = sub.add_parser("events", help="list a session's durable events")
+    p.add_argument("--json", action="store_true")
+    _common(p, session=False)
+    p.add_argument("--session", required=True)
+    p.set_defaults(func=cmd_events)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+    except AttributeError:
+        pass
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.new_session_ok = True
+    try:
+        return int(args.func(args))
+    except (UsageError, ConfigError, SessionBusy) as e:
+        print(f"zuno: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130

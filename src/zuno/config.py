@@ -1,0 +1,205 @@
+"""The config model and where it is read from.
+
+Read, later ones winning: ``$ZUNO_CONFIG_DIR/zuno.json`` (else ``~/.config/zuno/zuno.json``),
+``<root>/zuno.json``, the file named by ``ZUNO_CONFIG`` or ``--config``, and the JSON text in
+``ZUNO_CONFIG_CONTENT``. Objects merge key by key; any other value replaces. A bad config is a
+``ConfigError`` naming the key, the value, the allowed range and the file it came from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from zuno import limits
+
+
+class ConfigError(Exception):
+    """Unusable configuration: nothing runs, the CLI exits 2."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _bounded(default: int) -> Any:
+    return Field(default, ge=limits.CONCURRENCY_MIN, le=limits.CONCURRENCY_MAX)
+
+
+class ConcurrencyConfig(_Strict):
+    tool_calls: int = _bounded(limits.DEFAULT_TOOL_CALLS)
+    delegations: int = _bounded(limits.DEFAULT_DELEGATIONS)
+    mcp_connections: int = _bounded(limits.DEFAULT_MCP_CONNECTIONS)
+    lsp_requests: int = _bounded(limits.DEFAULT_LSP_REQUESTS)
+
+
+class ToolOutputConfig(_Strict):
+    max_bytes: int = Field(limits.DEFAULT_MAX_BYTES, ge=1, le=1 << 30)
+    max_lines: int = Field(limits.DEFAULT_MAX_LINES, ge=1, le=1 << 24)
+
+
+class PermissionRule(_Strict):
+    tool: str = Field(min_length=1)
+    pattern: str | None = None
+    action: Literal["allow", "ask", "deny"]
+
+
+class PermissionConfig(_Strict):
+    rules: list[PermissionRule] = Field(default_factory=list)
+    strict: bool = False
+
+
+class HookConfig(_Strict):
+    command: str | list[str]
+    tools: list[str] = Field(default_factory=lambda: ["*"])
+    timeout_ms: int = Field(int(limits.HOOK_TIMEOUT_S * 1000), ge=1, le=600_000)
+
+
+class HooksConfig(_Strict):
+    pre_dispatch: list[HookConfig] = Field(default_factory=list)
+
+
+class AgentConfig(_Strict):
+    name: str | None = None
+    # An exact allowlist: it replaces the profile's default surface (registered slots may be named).
+    tools: list[str] | None = None
+
+
+class WorkspaceConfig(_Strict):
+    granted_dirs: list[str] = Field(default_factory=list)
+
+
+class SearchConfig(_Strict):
+    rg_path: str | None = None
+
+
+class ShellConfig(_Strict):
+    interpreter: str = "bash"
+    timeout_ms: int | None = Field(None, ge=0)
+    preflight_budget_ms: int = Field(30_000, ge=1, le=600_000)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class Config(_Strict):
+    profile: Literal["zuno", "chord"] = "zuno"
+    tools: dict[str, bool] = Field(default_factory=dict)
+    concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
+    tool_output: ToolOutputConfig = Field(default_factory=ToolOutputConfig)
+    permission: PermissionConfig = Field(default_factory=PermissionConfig)
+    hooks: HooksConfig = Field(default_factory=HooksConfig)
+    extensions: list[str] = Field(default_factory=list)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
+    search: SearchConfig = Field(default_factory=SearchConfig)
+    shell: ShellConfig = Field(default_factory=ShellConfig)
+
+
+def _merge(base: dict[str, Any], top: Mapping[str, Any], origin: dict[str, str], src: str, prefix: str) -> None:
+    for k, v in top.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping) and isinstance(base.get(k), dict):
+            _merge(base[k], v, origin, src, key + ".")
+        else:
+            base[k] = json.loads(json.dumps(v)) if isinstance(v, Mapping | list) else v
+            origin[key] = src
+            if isinstance(v, Mapping):
+                for sub in _walk_keys(v, key + "."):
+                    origin[sub] = src
+
+
+def _walk_keys(m: Mapping[str, Any], prefix: str) -> list[str]:
+    out = []
+    for k, v in m.items():
+        out.append(prefix + k)
+        if isinstance(v, Mapping):
+            out.extend(_walk_keys(v, prefix + k + "."))
+    return out
+
+
+def _parse(text: str, src: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"config {src}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno}).") from e
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {src}: the top level must be a JSON object, not {type(data).__name__}.")
+    return data
+
+
+def _field_range(loc: tuple[Any, ...]) -> tuple[Any, Any] | None:
+    model: Any = Config
+    info = None
+    for part in loc:
+        fields = getattr(model, "model_fields", None)
+        if not fields or part not in fields:
+            return None
+        info = fields[part]
+        model = info.annotation
+    if info is None:
+        return None
+    lo = hi = None
+    for m in info.metadata:
+        lo = getattr(m, "ge", lo)
+        hi = getattr(m, "le", hi)
+    return lo, hi
+
+
+def _describe(err: Mapping[str, Any], origin: Mapping[str, str]) -> str:
+    loc = tuple(err["loc"])
+    key = ".".join(str(p) for p in loc)
+    src = origin.get(key) or next((origin[k] for k in origin if key.startswith(k + ".")), "defaults")
+    value = err.get("input")
+    kind = err["type"]
+    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+        rng = _field_range(loc)
+        lo, hi = rng if rng else (None, None)
+        allowed = f"{lo}..={hi}" if lo is not None and hi is not None else err["msg"]
+        return f"config key {key} = {value!r} is out of range: allowed {allowed} (from {src})."
+    if kind == "extra_forbidden":
+        return f"config key {key} is not a known key (from {src}). Remove it or check its spelling."
+    if kind == "literal_error":
+        return f"config key {key} = {value!r}: {err['msg']} (from {src})."
+    return f"config key {key} = {value!r}: {err['msg']} (from {src})."
+
+
+def load_config(
+    root: Path,
+    config_file: str | os.PathLike[str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    env = os.environ if environ is None else environ
+    merged: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    user_dir = Path(env["ZUNO_CONFIG_DIR"]) if env.get("ZUNO_CONFIG_DIR") else Path.home() / ".config" / "zuno"
+    sources: list[tuple[str, Path | None, str | None]] = [
+        (str(user_dir / "zuno.json"), user_dir / "zuno.json", None),
+        (str(root / "zuno.json"), root / "zuno.json", None),
+    ]
+    named = config_file or env.get("ZUNO_CONFIG")
+    if named:
+        p = Path(named)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} (from {'--config' if config_file else 'ZUNO_CONFIG'}) does not exist.")
+        sources.append((str(p), p, None))
+    if env.get("ZUNO_CONFIG_CONTENT"):
+        sources.append(("ZUNO_CONFIG_CONTENT", None, env["ZUNO_CONFIG_CONTENT"]))
+    for name, path, text in sources:
+        if path is not None:
+            if not path.is_file():
+                continue
+            text = path.read_text(encoding="utf-8")
+        assert text is not None
+        _merge(merged, _parse(text, name), origin, name, "")
+    if overrides:
+        _merge(merged, overrides, origin, "arguments", "")
+    try:
+        return Config.model_validate(merged)
+    except ValidationError as e:
+        lines = [_describe(err, origin) for err in e.errors()]
+        raise ConfigError("\n".join(lines)) from None

@@ -1,0 +1,588 @@
+"""The dispatcher: admit -> run -> settle, the only place tools run.
+
+Admission happens in the model's order: resolve -> validate -> classify -> hooks -> permission.
+A refusal commits a dispatch-blocked event at once and settles as ``blocked``. Execution: runs of
+consecutive non-Exclusive calls overlap under ``concurrency.tool_calls``; an Exclusive call is a
+two-sided barrier. The intent row of a call is committed before it starts (at-most-once), and
+results are persisted in call order whatever order they complete in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from zuno import limits
+from zuno.config import Config
+from zuno.declarations import STRICT, BlockKind, Concurrency, Declarations, Effect, Outcome, Replay
+from zuno.hooks import applies, run_hook
+from zuno.output import Artifacts, apply_limits
+from zuno.permissions import ApprovalRequest, Approver, decide
+from zuno.records import CallRecord, StepResult
+from zuno.store import Store
+from zuno.surface import Surface
+from zuno.tool import Refused, Services, Tool, ToolArgs, ToolContext, ToolOutput, TransientError
+from zuno.workspace import Workspace
+
+CROSS_CUTTING = ("intent", "accept_large_output")
+
+
+@dataclass
+class _Admitted:
+    idx: int
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    tool: Tool
+    args: ToolArgs
+    decl: Declarations
+    accept_large_output: bool
+
+
+@dataclass
+class _Blocked:
+    idx: int
+    call_id: str
+    name: str
+    arguments: Any
+    decl: Declarations
+    kind: BlockKind
+    message: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def _describe_validation(tool: Tool, err: ValidationError) -> str:
+    props = tool.Args.model_json_schema().get("properties", {})
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(arguments)"
+        top = str(e["loc"][0]) if e["loc"] else ""
+        if e["type"] == "missing":
+            expected = props.get(top, {}).get("type") or "a value"
+            parts.append(f"argument '{loc}' is required ({expected}); add it")
+        elif e["type"] == "extra_forbidden":
+            parts.append(f"argument '{loc}' is not an argument of {tool.name}; remove it (known: {sorted(props)})")
+        else:
+            parts.append(f"argument '{loc}': {e['msg']} (got {e.get('input')!r})")
+    return f"invalid arguments for {tool.name}: " + "; ".join(parts) + ". Correct the call and send it again."
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        workspace: Workspace,
+        store: Store,
+        config: Config,
+        surface: Surface,
+        services: Services,
+        approver: Approver,
+    ) -> None:
+        self.session_id = session_id
+        self.workspace = workspace
+        self.store = store
+        self.config = config
+        self.surface = surface
+        self.services = services
+        self.approver = approver
+        self.artifacts = Artifacts(workspace, store)
+        self._bound = asyncio.Semaphore(config.concurrency.tool_calls)
+        self._inner: set[asyncio.Task[ToolOutput]] = set()
+        self._cancel_requested = False
+        self.artifact_reader = "bg" if "bg" in surface.tools else "read"
+
+    # -- cancellation ---------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Cancel the running step: running calls are cancelled and settle with what they have;
+        calls not started yet do not start."""
+        self._cancel_requested = True
+        for t in list(self._inner):
+            t.cancel()
+
+    # -- admission ------------------------------------------------------------------------------
+
+    async def _admit(self, step: int, idx: int, raw: Any) -> _Admitted | _Blocked:
+        if not isinstance(raw, dict):
+            return _Blocked(
+                idx,
+                f"call_{step:04d}_{idx:02d}",
+                "",
+                raw,
+                STRICT,
+                BlockKind.invalid_arguments,
+                'a call must be a JSON object with "name" and "arguments".',
+            )
+        call_id = str(raw.get("id") or f"call_{step:04d}_{idx:02d}")
+        name = raw.get("name")
+        arguments: Any = raw.get("arguments", {})
+        if not isinstance(name, str) or not name:
+            return _Blocked(
+                idx,
+                call_id,
+                str(name or ""),
+                arguments,
+                STRICT,
+                BlockKind.invalid_arguments,
+                'the call has no tool "name"; name one of: ' + ", ".join(self.surface.names()),
+            )
+        # 1. resolve
+        tool = self.surface.tools.get(name)
+        if tool is None:
+            why = self.surface.disabled.get(name)
+            msg = (
+                f"tool {name!r} is not available: {why}."
+                if why
+                else f"tool {name!r} is not available in profile {self.surface.profile!r}."
+            )
+            msg += " Available: " + ", ".join(self.surface.names()) + "."
+            return _Blocked(idx, call_id, name, arguments, STRICT, BlockKind.unavailable, msg)
+        # 2. validate
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError as e:
+                return _Blocked(
+                    idx,
+                    call_id,
+                    name,
+                    arguments,
+                    STRICT,
+                    BlockKind.invalid_arguments,
+                    f"arguments for {name} are not valid JSON ({e.msg} at column {e.colno}); send a JSON object.",
+                )
+        if not isinstance(arguments, dict):
+            return _Blocked(
+                idx,
+                call_id,
+                name,
+                arguments,
+                STRICT,
+                BlockKind.invalid_arguments,
+                f"arguments for {name} must be a JSON object, not {type(arguments).__name__}.",
+            )
+        rest = {k: v for k, v in arguments.items() if k not in CROSS_CUTTING}
+        intent = arguments.get("intent")
+        accept_large = arguments.get("accept_large_output", False)
+        if intent is not None and not isinstance(intent, str):
+            return _Blocked(
+                idx,
+                call_id,
+                name,
+                arguments,
+                STRICT,
+                BlockKind.invalid_arguments,
+                "argument 'intent' must be a string (a UI label); fix or drop it.",
+            )
+        if not isinstance(accept_large, bool):
+            return _Blocked(
+                idx,
+                call_id,
+                name,
+                arguments,
+                STRICT,
+                BlockKind.invalid_arguments,
+                "argument 'accept_large_output' must be true or false.",
+            )
+        try:
+            args = tool.Args.model_validate(rest)
+        except ValidationError as e:
+            return _Blocked(
+                idx,
+                call_id,
+                name,
+                arguments,
+                tool.declarations,
+                BlockKind.invalid_arguments,
+                _describe_validation(tool, e),
+            )
+        # 3. classify
+        decl = tool.classify(args)
+        # 4. hooks
+        payload = {
+            "session": self.session_id,
+            "call_id": call_id,
+            "tool": name,
+            "arguments": arguments,
+            "declarations": decl.as_dict(),
+        }
+        for hook in self.config.hooks.pre_dispatch:
+            if applies(hook, name):
+                verdict = await run_hook(hook, payload, self.workspace.root)
+                if not verdict.allowed:
+                    return _Blocked(idx, call_id, name, arguments, decl, BlockKind.denied, verdict.reason)
+        # 5. permission
+        subject = tool.subject(args)
+        decision = decide(self.config.permission, name, subject, decl)
+        if decision.action == "deny":
+            return _Blocked(idx, call_id, name, arguments, decl, BlockKind.denied, decision.reason + ".")
+        if decision.action == "ask":
+            answer = await self.approver.approve(
+                ApprovalRequest(self.session_id, call_id, name, subject, arguments, decl, decision.reason)
+            )
+            self.store.add_event(
+                self.session_id,
+                "approval",
+                {"tool": name, "reason": decision.reason, "answer": answer},
+                step=step,
+                call_id=call_id,
+            )
+            if answer is None:
+                return _Blocked(
+                    idx,
+                    call_id,
+                    name,
+                    arguments,
+                    decl,
+                    BlockKind.denied,
+                    f"approval was needed ({decision.reason}) and nobody could give it: no approver is "
+                    "attached. Run on a terminal to be asked, or pass --approve.",
+                )
+            if answer is False:
+                return _Blocked(
+                    idx,
+                    call_id,
+                    name,
+                    arguments,
+                    decl,
+                    BlockKind.denied,
+                    f"approval was needed ({decision.reason}) and was declined.",
+                )
+        return _Admitted(idx, call_id, name, arguments, tool, args, decl, accept_large)
+
+    # -- the step -------------------------------------------------------------------------------
+
+    async def step(self, calls: list[Any], notices: list[dict[str, Any]] | None = None) -> StepResult:
+        self._cancel_requested = False
+        n = self.store.begin_step(self.session_id)
+        self.store.add_event(self.session_id, "step-started", {"calls": len(calls)}, step=n)
+        delivered = [*(notices or []), *self.store.take_notices(self.session_id, n)]
+        records: list[CallRecord | None] = [None] * len(calls)
+        pending: dict[int, Callable[[], CallRecord]] = {}
+        cursor = 0
+
+        def settle(idx: int, persist: Callable[[], CallRecord]) -> None:
+            nonlocal cursor
+            pending[idx] = persist
+            while cursor in pending:
+                records[cursor] = pending.pop(cursor)()
+                cursor += 1
+
+        admissions: list[_Admitted | _Blocked] = []
+        for idx, raw in enumerate(calls):
+            adm = await self._admit(n, idx, raw)
+            if isinstance(adm, _Blocked):
+                self.store.add_event(
+                    self.session_id,
+                    "dispatch-blocked",
+                    {"tool": adm.name, "block_kind": str(adm.kind), "reason": adm.message},
+                    step=n,
+                    call_id=adm.call_id,
+                )
+            admissions.append(adm)
+
+        for adm in admissions:
+            if isinstance(adm, _Blocked):
+                settle(adm.idx, self._persist_blocked(n, adm))
+
+        segments: list[list[_Admitted]] = []
+        for adm in admissions:
+            if not isinstance(adm, _Admitted):
+                continue
+            exclusive = adm.decl.concurrency is Concurrency.Exclusive
+            if exclusive or not segments or segments[-1][0].decl.concurrency is Concurrency.Exclusive:
+                segments.append([adm])
+            else:
+                segments[-1].append(adm)
+
+        async def one(adm: _Admitted) -> None:
+            persist = await self._run_call(n, adm)
+            settle(adm.idx, persist)
+
+        for seg in segments:
+            if self._cancel_requested:
+                for adm in seg:
+                    settle(adm.idx, self._persist_not_started(n, adm))
+                continue
+            tasks = [asyncio.create_task(one(adm)) for adm in seg]
+            try:
+                await asyncio.wait(tasks)
+            except asyncio.CancelledError:
+                # The step itself was cancelled (API): cancel the calls, let them settle, record
+                # everything, then let the cancellation through.
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                self.cancel()
+                await asyncio.wait(tasks)
+                self._record_rest(n, segments, seg, settle)
+                self._end_step(n)
+                raise
+            for t in tasks:
+                if (exc := t.exception()) is not None:  # a bug in the dispatcher itself
+                    raise exc
+        self._end_step(n)
+        return StepResult(self.session_id, n, [r for r in records if r is not None], delivered)
+
+    def _record_rest(
+        self,
+        n: int,
+        segments: list[list[_Admitted]],
+        current: list[_Admitted],
+        settle: Callable[[int, Callable[[], CallRecord]], None],
+    ) -> None:
+        after = False
+        for seg in segments:
+            if seg is current:
+                after = True
+                continue
+            if after:
+                for adm in seg:
+                    settle(adm.idx, self._persist_not_started(n, adm))
+
+    def _end_step(self, n: int) -> None:
+        self.store.end_step(self.session_id, n)
+        self.store.add_event(self.session_id, "step-ended", {}, step=n)
+
+    # -- settling -------------------------------------------------------------------------------
+
+    def _persist_blocked(self, n: int, b: _Blocked) -> Callable[[], CallRecord]:
+        def persist() -> CallRecord:
+            text = f"[blocked: {b.kind}] {b.message} Nothing ran."
+            self.store.insert_settled_call(
+                session_id=self.session_id,
+                step=n,
+                idx=b.idx,
+                call_id=b.call_id,
+                name=b.name,
+                arguments=b.arguments,
+                declarations=b.decl.as_dict(),
+                outcome=str(Outcome.blocked),
+                block_kind=str(b.kind),
+                cancelled=False,
+                text=text,
+                metadata=b.metadata,
+            )
+            return CallRecord(b.call_id, b.name, Outcome.blocked, b.kind, False, text, b.metadata, b.decl, None, None)
+
+        return persist
+
+    def _persist_not_started(self, n: int, a: _Admitted) -> Callable[[], CallRecord]:
+        def persist() -> CallRecord:
+            text = "[cancelled] The step was cancelled before this call started. Nothing ran."
+            self.store.insert_settled_call(
+                session_id=self.session_id,
+                step=n,
+                idx=a.idx,
+                call_id=a.call_id,
+                name=a.name,
+                arguments=a.arguments,
+                declarations=a.decl.as_dict(),
+                outcome=str(Outcome.error),
+                block_kind=None,
+                cancelled=True,
+                text=text,
+                metadata={"notStarted": True},
+            )
+            self.store.add_event(
+                self.session_id,
+                "call-settled",
+                {"outcome": "error", "cancelled": True, "notStarted": True},
+                step=n,
+                call_id=a.call_id,
+            )
+            return CallRecord(
+                a.call_id, a.name, Outcome.error, None, True, text, {"notStarted": True}, a.decl, None, None
+            )
+
+        return persist
+
+    async def _run_call(self, n: int, adm: _Admitted) -> Callable[[], CallRecord]:
+        exclusive = adm.decl.concurrency is Concurrency.Exclusive
+        if exclusive:
+            return await self._run_admitted(n, adm)
+        async with self._bound:
+            return await self._run_admitted(n, adm)
+
+    async def _run_admitted(self, n: int, adm: _Admitted) -> Callable[[], CallRecord]:
+        if self._cancel_requested:
+            return self._persist_not_started(n, adm)
+        started = time.time()
+        seq, attempt = self.store.insert_call(
+            session_id=self.session_id,
+            step=n,
+            idx=adm.idx,
+            call_id=adm.call_id,
+            name=adm.name,
+            arguments=adm.arguments,
+            declarations=adm.decl.as_dict(),
+            started_at=started,
+        )
+        self.store.add_event(
+            self.session_id,
+            "call-started",
+            {"tool": adm.name, "attempt": attempt, "declarations": adm.decl.as_dict()},
+            step=n,
+            call_seq=seq,
+            call_id=adm.call_id,
+        )
+        ctx = ToolContext(
+            workspace=self.workspace,
+            store=self.store,
+            config=self.config,
+            session_id=self.session_id,
+            step=n,
+            call_id=adm.call_id,
+            call_seq=seq,
+            services=self.services,
+            tool_name=adm.name,
+        )
+        out = await self._invoke(ctx, adm)
+        ended = time.time()
+        if isinstance(out, Refused):
+            self.store.add_event(
+                self.session_id,
+                "dispatch-blocked",
+                {"tool": adm.name, "block_kind": str(out.kind), "reason": out.message},
+                step=n,
+                call_seq=seq,
+                call_id=adm.call_id,
+            )
+            text = f"[blocked: {out.kind}] {out.message} Nothing ran."
+            rec = CallRecord(
+                adm.call_id,
+                adm.name,
+                Outcome.blocked,
+                out.kind,
+                False,
+                text,
+                dict(out.metadata),
+                adm.decl,
+                started,
+                ended,
+                attempt,
+            )
+        else:
+            try:
+                text, metadata = apply_limits(
+                    out,
+                    limits=self.config.tool_output,
+                    accept_large_output=adm.accept_large_output,
+                    artifacts=self.artifacts,
+                    session_id=self.session_id,
+                    call_seq=seq,
+                    call_id=adm.call_id,
+                    artifact_reader=self.artifact_reader,
+                )
+            except OSError as e:
+                text = f"[error] the output could not be saved ({e}); it is not shown because it is over the limits."
+                metadata = dict(out.metadata)
+                out.outcome = Outcome.error if out.outcome is Outcome.ok else out.outcome
+            rec = CallRecord(
+                adm.call_id,
+                adm.name,
+                out.outcome,
+                None,
+                out.cancelled,
+                text,
+                metadata,
+                adm.decl,
+                started,
+                ended,
+                attempt,
+            )
+
+        def persist() -> CallRecord:
+            self.store.settle_call(
+                seq,
+                outcome=str(rec.outcome),
+                block_kind=str(rec.block_kind) if rec.block_kind else None,
+                cancelled=rec.cancelled,
+                text=rec.text,
+                metadata=rec.metadata,
+                started_at=rec.started_at,
+                ended_at=rec.ended_at,
+            )
+            self.store.add_event(
+                self.session_id,
+                "call-settled",
+                {"outcome": str(rec.outcome), "cancelled": rec.cancelled},
+                step=n,
+                call_seq=seq,
+                call_id=adm.call_id,
+            )
+            return rec
+
+        return persist
+
+    async def _invoke(self, ctx: ToolContext, adm: _Admitted) -> ToolOutput | Refused:
+        attempts = limits.SAFE_RETRY_ATTEMPTS if adm.decl.replay is Replay.Safe else 1
+        for i in range(attempts):
+            inner = asyncio.create_task(adm.tool.run(ctx, adm.args))
+            self._inner.add(inner)
+            if self._cancel_requested:
+                inner.cancel()
+            try:
+                await asyncio.wait({inner})
+            finally:
+                self._inner.discard(inner)
+            if inner.cancelled():
+                return self._cancelled_output(adm)
+            exc = inner.exception()
+            if exc is None:
+                out = inner.result()
+                if not isinstance(out, ToolOutput):
+                    return ToolOutput.failure(f"tool {adm.name} returned {type(out).__name__}, not a ToolOutput.")
+                return out
+            if isinstance(exc, Refused):
+                return exc
+            if isinstance(exc, TransientError) and i + 1 < attempts and not self._cancel_requested:
+                delay = limits.SAFE_RETRY_BACKOFF_S[min(i, len(limits.SAFE_RETRY_BACKOFF_S) - 1)]
+                self.store.add_event(
+                    self.session_id,
+                    "call-retry",
+                    {"tool": adm.name, "attempt": i + 2, "after_s": delay, "error": str(exc)},
+                    step=ctx.step,
+                    call_seq=ctx.call_seq,
+                    call_id=adm.call_id,
+                )
+                await asyncio.sleep(delay)
+                continue
+            if isinstance(exc, TransientError):
+                why = (
+                    f"failed {attempts} times"
+                    if attempts > 1
+                    else "failed; its replay policy is Never, so it is not retried"
+                )
+                return ToolOutput.failure(f"[error] {adm.name} {why}: {exc}")
+            return ToolOutput.failure(
+                f"[error] {adm.name} failed inside the tool: {type(exc).__name__}: {exc}. "
+                + (
+                    "Nothing was changed by a read-only tool."
+                    if adm.decl.effect is Effect.ReadOnly
+                    else "Inspect the state it may have touched before retrying."
+                )
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _cancelled_output(adm: _Admitted) -> ToolOutput:
+        if adm.decl.effect is Effect.ReadOnly:
+            return ToolOutput(
+                text="[cancelled] The call was cancelled before it finished. It changed nothing.",
+                outcome=Outcome.error,
+                cancelled=True,
+            )
+        return ToolOutput(
+            text="[uncertain: cancelled] The call was cancelled while it ran; what it changed is unknown. "
+            "Inspect the real state it would have changed before running it again.",
+            outcome=Outcome.uncertain,
+            cancelled=True,
+        )

@@ -1,0 +1,128 @@
+"""Output limits and withholding, and the artifacts that keep every byte.
+
+Output over ``tool_output.max_bytes`` or ``max_lines`` is withheld, never truncated: its exact
+bytes are saved first as an artifact, and the model gets a notice naming the measured size, the
+limit crossed, the artifact and its size, and the read that gets it back. The call still
+succeeds. ``accept_large_output: true`` inlines it instead (a deliberate back door).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zuno.config import ToolOutputConfig
+from zuno.store import Store
+from zuno.tool import ToolOutput
+from zuno.workspace import Workspace
+
+ARTIFACTS_DIR = "artifacts"
+
+
+def count_lines(data: bytes) -> int:
+    if not data:
+        return 0
+    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
+@dataclass(frozen=True, slots=True)
+class SavedArtifact:
+    path: str  # relative to the workspace root, as the model names it
+    size: int
+    sha256: str
+
+
+class Artifacts:
+    """Saves exact bytes under ``.zuno/artifacts/<session>/`` and records them in the store."""
+
+    def __init__(self, workspace: Workspace, store: Store) -> None:
+        self.workspace = workspace
+        self.store = store
+
+    def directory(self, session_id: str) -> Path:
+        d = self.workspace.ensure_state_dir() / ARTIFACTS_DIR / session_id
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def save(self, session_id: str, call_seq: int | None, stem: str, data: bytes, kind: str) -> SavedArtifact:
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "_", stem)[:80] or "output"
+        target = self.directory(session_id) / f"{call_seq or 0:06d}-{safe}.out"
+        tmp = target.with_suffix(".tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+        return self.register(session_id, call_seq, target, kind)
+
+    def register(self, session_id: str, call_seq: int | None, target: Path, kind: str) -> SavedArtifact:
+        """Record a file that already holds an output's exact bytes (a shell log, say)."""
+        h = hashlib.sha256()
+        size = 0
+        with open(target, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+                size += len(chunk)
+        rel = self.workspace.display(target)
+        self.store.record_artifact(session_id, call_seq, rel, kind, size, h.hexdigest())
+        return SavedArtifact(rel, size, h.hexdigest())
+
+
+def render(out: ToolOutput, body: str) -> str:
+    return "\n".join(part for part in (out.head, body, out.tail) if part)
+
+
+def apply_limits(
+    out: ToolOutput,
+    *,
+    limits: ToolOutputConfig,
+    accept_large_output: bool,
+    artifacts: Artifacts,
+    session_id: str,
+    call_seq: int,
+    call_id: str,
+    artifact_reader: str,
+) -> tuple[str, dict[str, Any]]:
+    """Decide what the model sees for one output. Returns (text, metadata)."""
+    metadata = dict(out.metadata)
+    if out.bounded or accept_large_output:
+        return render(out, out.text), metadata
+    data = out.body_bytes()
+    size, lines = len(data), count_lines(data)
+    crossed: list[tuple[str, int, int]] = []
+    if size > limits.max_bytes:
+        crossed.append(("tool_output.max_bytes", limits.max_bytes, size))
+    if lines > limits.max_lines:
+        crossed.append(("tool_output.max_lines", limits.max_lines, lines))
+    if not crossed:
+        return render(out, out.text), metadata
+    saved = artifacts.save(session_id, call_seq, call_id, data, kind="withheld-output")
+    if artifact_reader == "bg":
+        read = {"name": "bg", "arguments": {"action": "artifact", "outputPath": saved.path}}
+    else:
+        read = {"name": "read", "arguments": {"path": saved.path}}
+    limit_text = "; ".join(f"{name} = {lim} (measured {measured})" for name, lim, measured in crossed)
+    notice = (
+        f"[output withheld: {size} bytes, {lines} lines; over {limit_text}. Nothing was truncated or lost: "
+        f"every byte is saved in {saved.path} ({saved.size} bytes). Read it back in windows with "
+        f"{read['name']} {json.dumps(read['arguments'])}"
+        + (", passing the returned cursor to continue" if artifact_reader == "bg" else "")
+        + ". accept_large_output: true re-runs the call and inlines it, spending the context this limit protects.]"
+    )
+    outputs = list(metadata.get("outputPaths", []))
+    outputs.append(saved.path)
+    metadata["outputPaths"] = outputs
+    metadata["withheldOutput"] = {
+        "outputPath": saved.path,
+        "bytes": size,
+        "lines": lines,
+        "sha256": saved.sha256,
+        "limits": [{"limit": name, "value": lim, "measured": measured} for name, lim, measured in crossed],
+        "read": read,
+    }
+    return render(out, notice), metadata

@@ -1,0 +1,104 @@
+"""Authorization: permission rules, strict mode, and the approval port.
+
+A rule is ``{"tool": name-or-glob, "pattern": optional glob over the call's subject, "action":
+"allow" | "ask" | "deny"}``. Among the rules that match a call, deny beats ask beats allow,
+whatever their order. With no matching rule the call is allowed. Strict mode follows the spec's
+Effect table: SideEffecting needs a fresh approval for every call (an allow rule does not waive
+it; a deny rule still denies); ReadOnly needs none; UserMediated is not an approval surface;
+Delegating is re-evaluated per child call, not at the delegation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any, Literal, Protocol
+
+from zuno.config import PermissionConfig, PermissionRule
+from zuno.declarations import Declarations, Effect
+
+Action = Literal["allow", "ask", "deny"]
+_RANK: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    action: Action
+    reason: str
+    rule: PermissionRule | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    session_id: str
+    call_id: str
+    tool: str
+    subject: str | None
+    arguments: dict[str, Any]
+    declarations: Declarations
+    reason: str
+
+
+class Approver(Protocol):
+    async def approve(self, request: ApprovalRequest) -> bool | None:
+        """True approves, False declines, None means nobody could answer."""
+
+
+class NoApprover:
+    async def approve(self, request: ApprovalRequest) -> bool | None:
+        return None
+
+
+class AutoApprover:
+    async def approve(self, request: ApprovalRequest) -> bool | None:
+        return True
+
+
+class TerminalApprover:
+    """Asks on the controlling terminal (the CLI uses it when stdin/stderr are a TTY)."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+
+    async def approve(self, request: ApprovalRequest) -> bool | None:
+        async with self._lock:
+            return await asyncio.to_thread(self._ask, request)
+
+    @staticmethod
+    def _ask(request: ApprovalRequest) -> bool | None:
+        try:
+            with open("/dev/tty", "r+") as tty:
+                tty.write(
+                    f"\nzuno: approve {request.tool} ({request.declarations.effect})"
+                    f"{': ' + request.subject if request.subject else ''}? {request.reason} [y/N] "
+                )
+                tty.flush()
+                answer = tty.readline().strip().lower()
+        except OSError:
+            print("zuno: no terminal to ask for approval on", file=sys.stderr)
+            return None
+        return answer in ("y", "yes")
+
+
+def _matches(rule: PermissionRule, tool: str, subject: str | None) -> bool:
+    if not fnmatchcase(tool, rule.tool):
+        return False
+    if rule.pattern is None:
+        return True
+    return subject is not None and fnmatchcase(subject, rule.pattern)
+
+
+def decide(config: PermissionConfig, tool: str, subject: str | None, decl: Declarations) -> Decision:
+    matching = [r for r in config.rules if _matches(r, tool, subject)]
+    best: PermissionRule | None = max(matching, key=lambda r: _RANK[r.action], default=None)
+    if best is not None and best.action == "deny":
+        return Decision("deny", f"denied by permission rule {best.model_dump(exclude_none=True)}", best)
+    if config.strict and decl.effect is Effect.SideEffecting:
+        return Decision("ask", "strict mode: a SideEffecting call needs a fresh approval", best)
+    if best is not None and best.action == "ask":
+        return Decision("ask", f"permission rule {best.model_dump(exclude_none=True)} asks for approval", best)
+    if best is not None:
+        return Decision("allow", f"allowed by permission rule {best.model_dump(exclude_none=True)}", best)
+    return Decision("allow", "no permission rule matched")

@@ -1,0 +1,105 @@
+"""Read receipts and typed mutation conflicts, shared by every tool that changes files.
+
+A read receipt says: in this session, the file at this path was seen with exactly these bytes
+(SHA-256) at read generation N. A mutation of an existing file needs a receipt that still
+matches the file; otherwise it is a typed, model-correctable conflict and nothing is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from zuno.tool import ToolContext, ToolOutput
+
+ConflictKind = Literal["ReadRequired", "StaleRead", "ContextMismatch", "IdenticalReplay"]
+
+REQUIRED_ACTION: dict[str, str] = {
+    "ReadRequired": "Read the named resource before constructing a mutation.",
+    "StaleRead": "Read the current file and rebuild the operation from that content.",
+    "ContextMismatch": "Read the named hunk area and generate a smaller patch with fresh, unique context.",
+    "IdenticalReplay": "Do not resend it; revise the operation, or wait for a real file change and read again.",
+}
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    kind: ConflictKind
+    resource: str
+    operation_digest: str
+    current_digest: str | None
+    hunk: dict[str, Any] | None = None
+    detail: str = ""
+
+    @property
+    def required_action(self) -> str:
+        return REQUIRED_ACTION[self.kind]
+
+    def to_metadata(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "resource": self.resource,
+            "operationDigest": self.operation_digest,
+            "currentDigest": self.current_digest,
+            "hunk": self.hunk,
+            "requiredAction": self.required_action,
+        }
+
+    def to_output(self) -> ToolOutput:
+        where = ""
+        if self.hunk:
+            where = f" (hunk {self.hunk.get('number')}" + (
+                f" {self.hunk['title']!r})" if self.hunk.get("title") else ")"
+            )
+        text = (
+            f"[conflict: {self.kind}] {self.resource}{where}: {self.detail or self.kind}. "
+            f"Nothing was written. Required action: {self.required_action}"
+        )
+        return ToolOutput.failure(text, conflict=self.to_metadata())
+
+
+def receipt_key(ctx: ToolContext, path: Path) -> str:
+    return str(path)
+
+
+def record_read(ctx: ToolContext, path: Path, data: bytes) -> int:
+    """Record a read receipt for the exact bytes this session saw; returns the generation."""
+    try:
+        st = os.stat(path)
+        mtime_ns, size = st.st_mtime_ns, st.st_size
+    except OSError:
+        mtime_ns, size = 0, len(data)
+    return ctx.store.put_read_receipt(
+        ctx.session_id, receipt_key(ctx, path), sha256_hex(data), size, mtime_ns, ctx.call_seq
+    )
+
+
+def check_fresh(ctx: ToolContext, path: Path, current: bytes, operation_digest: str) -> Conflict | None:
+    """ReadRequired when this session never read the file; StaleRead when it changed since."""
+    receipt = ctx.store.read_receipt(ctx.session_id, receipt_key(ctx, path))
+    shown = ctx.workspace.display(path)
+    current_digest = sha256_hex(current)
+    if receipt is None:
+        return Conflict(
+            "ReadRequired",
+            shown,
+            operation_digest,
+            current_digest,
+            detail="this session has no read receipt for the file",
+        )
+    if receipt["sha256"] != current_digest:
+        return Conflict(
+            "StaleRead",
+            shown,
+            operation_digest,
+            current_digest,
+            detail=f"the file changed after read generation {receipt['generation']}",
+        )
+    return None

@@ -1,0 +1,171 @@
+"""Runtime and Session: the wiring. Every transport goes through ``Session.step``.
+
+async with zuno.Runtime(root=".") as rt:
+    async with rt.session() as s:
+        result = await s.step([{"name": "read", "arguments": {"path": "README.md"}}])
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from zuno.config import Config, load_config
+from zuno.declarations import Outcome
+from zuno.dispatch import Dispatcher
+from zuno.permissions import Approver, NoApprover
+from zuno.records import StepResult
+from zuno.store import Store
+from zuno.surface import Registry, Surface, build_surface
+from zuno.tool import Services
+from zuno.workspace import Workspace
+
+UNCERTAIN_RECOVERY_TEXT = (
+    "[uncertain] This call was interrupted before it settled: the process driving the session stopped "
+    "while it ran. What it changed is unknown. Zuno does not re-run it; inspect the real state it would "
+    "have changed before deciding anything."
+)
+
+
+class Runtime:
+    def __init__(
+        self,
+        root: str | os.PathLike[str] = ".",
+        *,
+        config: Config | None = None,
+        config_file: str | os.PathLike[str] | None = None,
+        config_overrides: Mapping[str, Any] | None = None,
+        profile: str | None = None,
+        db: str | os.PathLike[str] | None = None,
+        approver: Approver | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        self.root = Path(root).resolve()
+        if not self.root.is_dir():
+            from zuno.config import ConfigError
+
+            raise ConfigError(f"root {self.root} is not a directory.")
+        self.config = config if config is not None else load_config(self.root, config_file, config_overrides)
+        if profile is not None:
+            self.config = self.config.model_copy(update={"profile": profile})
+        granted = [Path(g) if Path(g).is_absolute() else self.root / g for g in self.config.workspace.granted_dirs]
+        self.workspace = Workspace(self.root, granted)
+        self.surface: Surface = build_surface(self.config, self.root, registry)
+        db_path = Path(db) if db else Path(os.environ["ZUNO_DB"]) if os.environ.get("ZUNO_DB") else None
+        if db_path is None:
+            db_path = self.workspace.ensure_state_dir() / "zuno.db"
+        self.store = Store(db_path)
+        self.approver: Approver = approver or NoApprover()
+
+    def session(self, session_id: str | None = None) -> Session:
+        return Session(self, session_id)
+
+    async def aclose(self) -> None:
+        self.store.close()
+
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class Session:
+    """One conversation's worth of steps, driven by one process at a time."""
+
+    def __init__(self, runtime: Runtime, session_id: str | None) -> None:
+        self.runtime = runtime
+        self._requested_id = session_id
+        self.id = ""
+        self.services = Services()
+        self._dispatcher: Dispatcher | None = None
+        self._startup_notices: list[dict[str, Any]] = []
+
+    async def open(self) -> Session:
+        rt = self.runtime
+        self.id = rt.store.ensure_session(self._requested_id, str(rt.root), rt.surface.profile)
+        rt.store.acquire_session(self.id)
+        self._recover()
+        self._dispatcher = Dispatcher(
+            session_id=self.id,
+            workspace=rt.workspace,
+            store=rt.store,
+            config=rt.config,
+            surface=rt.surface,
+            services=self.services,
+            approver=rt.approver,
+        )
+        rt.store.add_event(self.id, "session-opened", {"pid": os.getpid(), "profile": rt.surface.profile})
+        return self
+
+    def _recover(self) -> None:
+        """Settle every call whose intent row has no result as uncertain, and queue a notice for
+        the next step naming the call, its tool and its attempt. Nothing is re-run."""
+        store = self.runtime.store
+        for row in store.unsettled_calls(self.id):
+            store.settle_call(
+                row.seq,
+                outcome=str(Outcome.uncertain),
+                block_kind=None,
+                cancelled=False,
+                text=UNCERTAIN_RECOVERY_TEXT,
+                metadata={"recovered": True},
+                started_at=row.started_at,
+                ended_at=None,
+            )
+            store.add_event(
+                self.id,
+                "call-recovered",
+                {"tool": row.name, "attempt": row.attempt, "outcome": "uncertain"},
+                step=row.step,
+                call_seq=row.seq,
+                call_id=row.call_id,
+            )
+            replay = (
+                "its replay policy is Safe, so it may be run again"
+                if row.replay == "Safe"
+                else ("its replay policy is Never: inspect the authoritative state before any new mutation")
+            )
+            store.add_notice(
+                self.id,
+                "uncertain_call",
+                f"Call {row.call_id} ({row.name}, attempt {row.attempt}, step {row.step}) was interrupted before "
+                f"it settled and is now uncertain; it was not re-run. {replay}.",
+                {
+                    "call_id": row.call_id,
+                    "tool": row.name,
+                    "attempt": row.attempt,
+                    "step": row.step,
+                    "replay": row.replay,
+                },
+            )
+
+    async def step(self, calls: list[Any]) -> StepResult:
+        if self._dispatcher is None:
+            await self.open()
+        assert self._dispatcher is not None
+        return await self._dispatcher.step(calls)
+
+    def cancel(self) -> None:
+        """Cancel the step in progress; it returns settled results for every call."""
+        if self._dispatcher is not None:
+            self._dispatcher.cancel()
+
+    async def close(self) -> None:
+        try:
+            await self.services.aclose()
+        finally:
+            if self.id:
+                self.runtime.store.add_event(self.id, "session-closed", {})
+                self.runtime.store.release_session(self.id)
+
+    async def __aenter__(self) -> Session:
+        return await self.open()
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()

@@ -1,0 +1,97 @@
+"""The durable schema and its migrations.
+
+Migrations are named and applied once each, in list order; ``schema_migrations`` records which
+ran. Append new ones at the end; never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "0001_core",
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            created_at REAL NOT NULL,
+            root TEXT NOT NULL,
+            profile TEXT NOT NULL,
+            last_step INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE TABLE steps (
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            n INTEGER NOT NULL,
+            started_at REAL NOT NULL,
+            ended_at REAL,
+            PRIMARY KEY (session_id, n)
+        );
+        CREATE TABLE calls (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            step INTEGER NOT NULL,
+            idx INTEGER NOT NULL,
+            call_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            args_digest TEXT NOT NULL,
+            effect TEXT NOT NULL,
+            replay TEXT NOT NULL,
+            concurrency TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('started', 'settled')),
+            attempt INTEGER NOT NULL DEFAULT 1,
+            outcome TEXT,
+            block_kind TEXT,
+            cancelled INTEGER NOT NULL DEFAULT 0,
+            text TEXT,
+            metadata TEXT,
+            started_at REAL,
+            ended_at REAL,
+            recorded_at REAL NOT NULL
+        );
+        CREATE INDEX calls_by_session ON calls (session_id, step, idx);
+        CREATE INDEX calls_unsettled ON calls (session_id, state);
+        CREATE INDEX calls_by_digest ON calls (session_id, name, args_digest);
+        CREATE TABLE events (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL,
+            step INTEGER,
+            call_seq INTEGER,
+            call_id TEXT,
+            kind TEXT NOT NULL,
+            data TEXT NOT NULL,
+            at REAL NOT NULL
+        );
+        CREATE INDEX events_by_session ON events (session_id, seq);
+        CREATE TABLE artifacts (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL,
+            call_seq INTEGER,
+            path TEXT NOT NULL UNIQUE,
+            kind TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE TABLE read_receipts (
+            session_id TEXT NOT NULL,
+            path TEXT NOT NULL,
+            sha256 TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            generation INTEGER NOT NULL,
+            call_seq INTEGER,
+            at REAL NOT NULL,
+            PRIMARY KEY (session_id, path)
+        );
+        CREATE TABLE notices (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            text TEXT NOT NULL,
+            data TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            delivered_step INTEGER
+        );
+        CREATE INDEX notices_pending ON notices (session_id, delivered_step);
+        """,
+    ),
+]

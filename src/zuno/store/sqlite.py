@@ -1,0 +1,421 @@
+"""SQLite store in WAL mode.
+
+Every write is its own committed transaction, so a fact is durable the moment the method
+returns: the intent row of a call is on disk before the call starts. Several processes may use
+one database; a session is driven by one process at a time, held by an advisory file lock that
+the kernel releases when the holder dies (so a kill -9 never leaves a session stuck).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zuno.store.schema import MIGRATIONS
+
+
+class SessionBusy(Exception):
+    """Another process is driving this session."""
+
+
+@dataclass(slots=True)
+class CallRow:
+    seq: int
+    session_id: str
+    step: int
+    idx: int
+    call_id: str
+    name: str
+    arguments: Any
+    effect: str
+    replay: str
+    concurrency: str
+    state: str
+    attempt: int
+    outcome: str | None
+    block_kind: str | None
+    cancelled: bool
+    text: str | None
+    metadata: dict[str, Any]
+    started_at: float | None
+    ended_at: float | None
+
+
+def args_digest(name: str, arguments: Any) -> str:
+    blob = json.dumps([name, arguments], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _dumps(v: Any) -> str:
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+class Store:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30.0)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.execute("PRAGMA busy_timeout=30000")
+        self._session_locks: dict[str, int] = {}
+        self._migrate()
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL)"
+                )
+                done = {r[0] for r in self._db.execute("SELECT name FROM schema_migrations")}
+                for name, sql in MIGRATIONS:
+                    if name in done:
+                        continue
+                    for statement in (s.strip() for s in sql.split(";")):
+                        if statement:
+                            self._db.execute(statement)
+                    self._db.execute("INSERT INTO schema_migrations VALUES (?, ?)", (name, time.time()))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def applied_migrations(self) -> list[str]:
+        with self._lock:
+            return [r[0] for r in self._db.execute("SELECT name FROM schema_migrations ORDER BY rowid")]
+
+    def execute(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Cursor:
+        """One committed statement, for tool families that keep their own tables."""
+        with self._lock:
+            return self._db.execute(sql, params)
+
+    def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return list(self._db.execute(sql, params))
+
+    def close(self) -> None:
+        with self._lock:
+            for fd in self._session_locks.values():
+                os.close(fd)
+            self._session_locks.clear()
+            self._db.close()
+
+    # -- sessions -------------------------------------------------------------------------------
+
+    def _lock_path(self, session_id: str) -> Path:
+        safe = hashlib.sha256(session_id.encode()).hexdigest()[:24]
+        d = self.path.parent / "locks"
+        d.mkdir(parents=True, exist_ok=True)
+        return d / f"session-{safe}.lock"
+
+    def acquire_session(self, session_id: str) -> None:
+        """Hold the session for this process; SessionBusy names the holder otherwise."""
+        if session_id in self._session_locks:
+            raise SessionBusy(f"session {session_id} is already open in this process.")
+        lp = self._lock_path(session_id)
+        fd = os.open(lp, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise SessionBusy(
+                f"session {session_id} is being driven by another process (pid {holder}); "
+                "a session is driven by one process at a time. Wait for it to finish, or use another session."
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._session_locks[session_id] = fd
+
+    def release_session(self, session_id: str) -> None:
+        fd = self._session_locks.pop(session_id, None)
+        if fd is not None:
+            os.close(fd)
+
+    def ensure_session(self, session_id: str | None, root: str, profile: str) -> str:
+        sid = session_id or f"ses_{uuid.uuid4().hex[:16]}"
+        with self._lock:
+            self._db.execute(
+                "INSERT OR IGNORE INTO sessions (id, created_at, root, profile) VALUES (?, ?, ?, ?)",
+                (sid, time.time(), root, profile),
+            )
+        return sid
+
+    def session_exists(self, session_id: str) -> bool:
+        return bool(self.query("SELECT 1 FROM sessions WHERE id = ?", (session_id,)))
+
+    def begin_step(self, session_id: str) -> int:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                (n,) = self._db.execute("SELECT last_step + 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+                self._db.execute("UPDATE sessions SET last_step = ? WHERE id = ?", (n, session_id))
+                self._db.execute(
+                    "INSERT INTO steps (session_id, n, started_at) VALUES (?, ?, ?)", (session_id, n, time.time())
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return int(n)
+
+    def end_step(self, session_id: str, n: int) -> None:
+        self.execute("UPDATE steps SET ended_at = ? WHERE session_id = ? AND n = ?", (time.time(), session_id, n))
+
+    # -- calls ----------------------------------------------------------------------------------
+
+    def insert_call(
+        self,
+        *,
+        session_id: str,
+        step: int,
+        idx: int,
+        call_id: str,
+        name: str,
+        arguments: Any,
+        declarations: dict[str, str],
+        started_at: float | None,
+    ) -> tuple[int, int]:
+        """Commit the intent row of a call (state 'started'); returns (seq, attempt).
+
+        The attempt number counts earlier calls of the same tool with the same arguments in
+        this session: the second identical shell command is attempt 2."""
+        digest = args_digest(name, arguments)
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                (prior,) = self._db.execute(
+                    "SELECT COUNT(*) FROM calls WHERE session_id = ? AND name = ? AND args_digest = ?",
+                    (session_id, name, digest),
+                ).fetchone()
+                cur = self._db.execute(
+                    "INSERT INTO calls (session_id, step, idx, call_id, name, arguments, args_digest, effect,"
+                    " replay, concurrency, state, attempt, started_at, recorded_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'started', ?, ?, ?)",
+                    (
+                        session_id,
+                        step,
+                        idx,
+                        call_id,
+                        name,
+                        _dumps(arguments),
+                        digest,
+                        declarations["effect"],
+                        declarations["replay"],
+                        declarations["concurrency"],
+                        prior + 1,
+                        started_at,
+                        time.time(),
+                    ),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return int(cur.lastrowid or 0), int(prior + 1)
+
+    def mark_started(self, seq: int, started_at: float) -> None:
+        self.execute("UPDATE calls SET started_at = ? WHERE seq = ?", (started_at, seq))
+
+    def settle_call(
+        self,
+        seq: int,
+        *,
+        outcome: str,
+        block_kind: str | None,
+        cancelled: bool,
+        text: str,
+        metadata: dict[str, Any],
+        started_at: float | None,
+        ended_at: float | None,
+    ) -> None:
+        self.execute(
+            "UPDATE calls SET state = 'settled', outcome = ?, block_kind = ?, cancelled = ?, text = ?,"
+            " metadata = ?, started_at = ?, ended_at = ? WHERE seq = ?",
+            (outcome, block_kind, int(cancelled), text, _dumps(metadata), started_at, ended_at, seq),
+        )
+
+    def insert_settled_call(self, **kw: Any) -> int:
+        """Insert a call row that is settled from the start (a refusal: nothing ran)."""
+        digest = args_digest(kw["name"], kw["arguments"])
+        cur = self.execute(
+            "INSERT INTO calls (session_id, step, idx, call_id, name, arguments, args_digest, effect, replay,"
+            " concurrency, state, attempt, outcome, block_kind, cancelled, text, metadata, started_at, ended_at,"
+            " recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'settled', 1, ?, ?, ?, ?, ?, NULL, NULL, ?)",
+            (
+                kw["session_id"],
+                kw["step"],
+                kw["idx"],
+                kw["call_id"],
+                kw["name"],
+                _dumps(kw["arguments"]),
+                digest,
+                kw["declarations"]["effect"],
+                kw["declarations"]["replay"],
+                kw["declarations"]["concurrency"],
+                kw["outcome"],
+                kw["block_kind"],
+                int(kw["cancelled"]),
+                kw["text"],
+                _dumps(kw["metadata"]),
+                time.time(),
+            ),
+        )
+        return int(cur.lastrowid or 0)
+
+    def _row(self, r: sqlite3.Row) -> CallRow:
+        return CallRow(
+            seq=r["seq"],
+            session_id=r["session_id"],
+            step=r["step"],
+            idx=r["idx"],
+            call_id=r["call_id"],
+            name=r["name"],
+            arguments=json.loads(r["arguments"]),
+            effect=r["effect"],
+            replay=r["replay"],
+            concurrency=r["concurrency"],
+            state=r["state"],
+            attempt=r["attempt"],
+            outcome=r["outcome"],
+            block_kind=r["block_kind"],
+            cancelled=bool(r["cancelled"]),
+            text=r["text"],
+            metadata=json.loads(r["metadata"]) if r["metadata"] else {},
+            started_at=r["started_at"],
+            ended_at=r["ended_at"],
+        )
+
+    def calls(self, session_id: str, step: int | None = None) -> list[CallRow]:
+        if step is None:
+            rows = self.query("SELECT * FROM calls WHERE session_id = ? ORDER BY step, idx, seq", (session_id,))
+        else:
+            rows = self.query(
+                "SELECT * FROM calls WHERE session_id = ? AND step = ? ORDER BY idx, seq", (session_id, step)
+            )
+        return [self._row(r) for r in rows]
+
+    def unsettled_calls(self, session_id: str) -> list[CallRow]:
+        rows = self.query("SELECT * FROM calls WHERE session_id = ? AND state = 'started' ORDER BY seq", (session_id,))
+        return [self._row(r) for r in rows]
+
+    # -- events and notices ---------------------------------------------------------------------
+
+    def add_event(
+        self,
+        session_id: str,
+        kind: str,
+        data: dict[str, Any] | None = None,
+        *,
+        step: int | None = None,
+        call_seq: int | None = None,
+        call_id: str | None = None,
+    ) -> int:
+        cur = self.execute(
+            "INSERT INTO events (session_id, step, call_seq, call_id, kind, data, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (session_id, step, call_seq, call_id, kind, _dumps(data or {}), time.time()),
+        )
+        return int(cur.lastrowid or 0)
+
+    def events(self, session_id: str) -> list[dict[str, Any]]:
+        rows = self.query("SELECT * FROM events WHERE session_id = ? ORDER BY seq", (session_id,))
+        return [
+            {
+                "seq": r["seq"],
+                "step": r["step"],
+                "call_seq": r["call_seq"],
+                "call_id": r["call_id"],
+                "kind": r["kind"],
+                "data": json.loads(r["data"]),
+                "at": r["at"],
+            }
+            for r in rows
+        ]
+
+    def add_notice(self, session_id: str, kind: str, text: str, data: dict[str, Any] | None = None) -> int:
+        cur = self.execute(
+            "INSERT INTO notices (session_id, kind, text, data, created_at) VALUES (?, ?, ?, ?, ?)",
+            (session_id, kind, text, _dumps(data or {}), time.time()),
+        )
+        return int(cur.lastrowid or 0)
+
+    def take_notices(self, session_id: str, step: int) -> list[dict[str, Any]]:
+        """Deliver every pending notice of the session with this step, exactly once."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                rows = list(
+                    self._db.execute(
+                        "SELECT * FROM notices WHERE session_id = ? AND delivered_step IS NULL ORDER BY seq",
+                        (session_id,),
+                    )
+                )
+                if rows:
+                    self._db.execute(
+                        "UPDATE notices SET delivered_step = ? WHERE session_id = ? AND delivered_step IS NULL"
+                        " AND seq <= ?",
+                        (step, session_id, rows[-1]["seq"]),
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return [{"kind": r["kind"], "text": r["text"], **json.loads(r["data"])} for r in rows]
+
+    # -- artifacts and read receipts ------------------------------------------------------------
+
+    def record_artifact(
+        self, session_id: str, call_seq: int | None, path: str, kind: str, size: int, sha256: str
+    ) -> None:
+        self.execute(
+            "INSERT OR REPLACE INTO artifacts (session_id, call_seq, path, kind, size, sha256, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (session_id, call_seq, path, kind, size, sha256, time.time()),
+        )
+
+    def artifact(self, path: str) -> sqlite3.Row | None:
+        rows = self.query("SELECT * FROM artifacts WHERE path = ?", (path,))
+        return rows[0] if rows else None
+
+    def put_read_receipt(
+        self, session_id: str, path: str, sha256: str, size: int, mtime_ns: int, call_seq: int | None
+    ) -> int:
+        """Record that this session has seen exactly these bytes at path; returns the generation."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute(
+                    "SELECT generation FROM read_receipts WHERE session_id = ? AND path = ?", (session_id, path)
+                ).fetchone()
+                gen = (row[0] if row else 0) + 1
+                self._db.execute(
+                    "INSERT OR REPLACE INTO read_receipts VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (session_id, path, sha256, size, mtime_ns, gen, call_seq, time.time()),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return gen
+
+    def read_receipt(self, session_id: str, path: str) -> sqlite3.Row | None:
+        rows = self.query("SELECT * FROM read_receipts WHERE session_id = ? AND path = ?", (session_id, path))
+        return rows[0] if rows else None
+
+    def drop_read_receipt(self, session_id: str, path: str) -> None:
+        self.execute("DELETE FROM read_receipts WHERE session_id = ? AND path = ?", (session_id, path))

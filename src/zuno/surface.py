@@ -1,0 +1,202 @@
+"""Profiles, registered slots, allowlists and extension tools: which tools a session sees.
+
+A profile lists the spec's tool names: those on its default surface and its registered slots
+(available to an explicit allowlist or ``tools: {name: true}``, not shown by default). A name
+whose tool is not built yet is simply absent — never a stub. Tool families register their
+implementations per profile in their module's ``register(registry)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zuno.config import Config, ConfigError
+from zuno.tool import Tool
+
+# The spec's names, in the spec's order. Default surface first, then registered slots.
+PROFILE_DEFAULTS: dict[str, list[str]] = {
+    "zuno": [
+        "read",
+        "glob",
+        "grep",
+        "write",
+        "report_write",
+        "apply_patch",
+        "shell",
+        "bg",
+        "task",
+        "session_message",
+        "job",
+        "webfetch",
+        "web_search",
+        "skill",
+        "question",
+        "question_async",
+        "plan_exit",
+        "plan_get",
+        "plan_update",
+        "todo_get",
+        "todo_update",
+        "goal_get",
+        "goal_update",
+    ],
+    "chord": [
+        "read",
+        "write",
+        "edit",
+        "apply_patch",
+        "delete",
+        "view_image",
+        "grep",
+        "glob",
+        "shell",
+        "job_output",
+        "job_list",
+        "job_kill",
+        "web_fetch",
+        "web_search",
+        "todo_write",
+        "question",
+        "skill",
+        "save_artifact",
+        "read_artifact",
+    ],
+}
+PROFILE_SLOTS: dict[str, list[str]] = {
+    "zuno": [
+        "edit",
+        "execute",
+        "lsp",
+        "memory_read",
+        "memory_update",
+        "council_run",
+        "tool_search",
+        "task_context",
+        "history",
+        "notes",
+    ],
+    "chord": ["done", "handoff", "delegate", "cancel", "complete", "escalate", "notify"],
+}
+
+# Modules that implement tools; each has register(registry). Families append themselves here.
+TOOL_MODULES: list[str] = [
+    "zuno.tools.files",
+    "zuno.tools.bg",
+]
+
+ToolFactory = Callable[[], Tool]
+
+
+@dataclass
+class Registry:
+    factories: dict[tuple[str, str], ToolFactory] = field(default_factory=dict)
+
+    def add(self, name: str, factory: ToolFactory, profiles: tuple[str, ...] = ("zuno", "chord")) -> None:
+        for p in profiles:
+            self.factories[(p, name)] = factory
+
+    def built(self, profile: str) -> dict[str, ToolFactory]:
+        return {n: f for (p, n), f in self.factories.items() if p == profile}
+
+
+def default_registry() -> Registry:
+    reg = Registry()
+    for mod in TOOL_MODULES:
+        importlib.import_module(mod).register(reg)
+    return reg
+
+
+def load_extensions(specs: list[str], root: Path) -> list[Tool]:
+    """Import extension modules (a file path relative to the root, or a module name) and collect
+    every function declared with ``@zuno.tool``."""
+    found: list[Tool] = []
+    for spec in specs:
+        path = Path(spec)
+        if not path.is_absolute():
+            path = root / path
+        try:
+            if spec.endswith(".py") or path.is_file():
+                if not path.is_file():
+                    raise ConfigError(f"config key extensions: {spec!r} is not a file under {root}.")
+                mod_name = f"zuno_ext_{abs(hash(str(path)))}"
+                loader_spec = importlib.util.spec_from_file_location(mod_name, path)
+                if loader_spec is None or loader_spec.loader is None:
+                    raise ConfigError(f"config key extensions: {spec!r} cannot be imported.")
+                module = importlib.util.module_from_spec(loader_spec)
+                sys.modules[mod_name] = module
+                loader_spec.loader.exec_module(module)
+            else:
+                module = importlib.import_module(spec)
+        except ConfigError:
+            raise
+        except Exception as e:  # an extension's import error is a config error, named
+            raise ConfigError(f"config key extensions: {spec!r} failed to import: {type(e).__name__}: {e}") from e
+        tools = [v.__zuno_tool__ for v in vars(module).values() if hasattr(v, "__zuno_tool__")]
+        if not tools:
+            raise ConfigError(f"config key extensions: {spec!r} declares no @zuno.tool function.")
+        found.extend(tools)
+    return found
+
+
+@dataclass
+class Surface:
+    profile: str
+    tools: dict[str, Tool]
+    disabled: dict[str, str]  # name -> why it is not available (config switch, allowlist)
+
+    def names(self) -> list[str]:
+        return list(self.tools)
+
+
+def build_surface(config: Config, root: Path, registry: Registry | None = None, profile: str | None = None) -> Surface:
+    profile = profile or config.profile
+    if profile not in PROFILE_DEFAULTS:
+        raise ConfigError(f"unknown profile {profile!r}: choose one of {sorted(PROFILE_DEFAULTS)}.")
+    registry = registry or default_registry()
+    built = registry.built(profile)
+    known = set(PROFILE_DEFAULTS[profile]) | set(PROFILE_SLOTS[profile])
+    extensions = {t.name: t for t in load_extensions(config.extensions, root)}
+    for name in extensions:
+        if name in known:
+            raise ConfigError(f"config key extensions: tool {name!r} would shadow the built-in tool of that name.")
+    disabled: dict[str, str] = {}
+
+    allow = config.agent.tools
+    if allow is not None:
+        for name in allow:
+            if name not in known and name not in extensions:
+                raise ConfigError(
+                    f"config key agent.tools: {name!r} is not a tool of profile {profile!r}. "
+                    f"Known: {sorted(known | set(extensions))}."
+                )
+        wanted = list(allow)
+    else:
+        wanted = [*PROFILE_DEFAULTS[profile], *extensions]
+        wanted += [n for n, on in config.tools.items() if on and n in PROFILE_SLOTS[profile]]
+    for name in config.tools:
+        if name not in known and name not in extensions:
+            raise ConfigError(
+                f"config key tools.{name}: not a tool of profile {profile!r}. Known: {sorted(known | set(extensions))}."
+            )
+    tools: dict[str, Tool] = {}
+    for name in wanted:
+        if config.tools.get(name) is False:
+            disabled[name] = f"disabled by the config (tools.{name} = false)"
+            continue
+        if name in extensions:
+            tools[name] = extensions[name]
+        elif name in built:
+            tools[name] = built[name]()
+    for name in known - set(tools) - set(disabled):
+        if name in built and name not in wanted:
+            disabled[name] = (
+                "not in the agent's tools allowlist"
+                if allow is not None
+                else "a registered slot, not on the default surface"
+            )
+    return Surface(profile, tools, disabled)

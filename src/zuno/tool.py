@@ -1,0 +1,267 @@
+"""What a tool is: its declarations, its argument model, and what it returns.
+
+A tool never sees the transport. It reaches the world only through its ToolContext (the
+workspace, the store, artifacts, runtime services); cancellation reaches it as asyncio
+cancellation. Errors are values: a tool returns ``ToolOutput.failure(...)`` or raises
+``Refused`` for a call that must not run; any other exception becomes an ``error`` outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, create_model
+from pydantic.fields import FieldInfo
+
+from zuno.declarations import BlockKind, Concurrency, Declarations, Effect, Outcome, Replay
+
+if TYPE_CHECKING:
+    from zuno.config import Config
+    from zuno.store import Store
+    from zuno.workspace import Workspace
+
+
+_T = TypeVar("_T")
+
+
+class ToolArgs(BaseModel):
+    """Base of every tool's argument model: unknown fields are refused, not ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(slots=True)
+class ToolOutput:
+    """What a tool hands back.
+
+    ``text`` is the body the model sees, subject to the output limits; ``raw`` is the exact
+    bytes it came from (saved byte for byte when the body is withheld; defaults to ``text``
+    encoded). ``head`` and ``tail`` are short status lines that are always shown, also when the
+    body is withheld (an exit status, a verification receipt). ``bounded`` marks output that is
+    already a bounded retrieval window and must never pass through the limits again.
+    """
+
+    text: str = ""
+    outcome: Outcome = Outcome.ok
+    metadata: dict[str, Any] = field(default_factory=dict)
+    raw: bytes | None = None
+    head: str = ""
+    tail: str = ""
+    cancelled: bool = False
+    bounded: bool = False
+
+    @classmethod
+    def failure(cls, text: str, **metadata: Any) -> ToolOutput:
+        return cls(text=text, outcome=Outcome.error, metadata=dict(metadata))
+
+    @classmethod
+    def uncertain(cls, text: str, **metadata: Any) -> ToolOutput:
+        return cls(text=text, outcome=Outcome.uncertain, metadata=dict(metadata))
+
+    def body_bytes(self) -> bytes:
+        return self.raw if self.raw is not None else self.text.encode("utf-8", "surrogateescape")
+
+
+class Refused(Exception):
+    """Raised by a tool for a call that must not run (nothing happened): the call settles as
+    ``blocked`` with the given kind, and a dispatch-blocked event is recorded first."""
+
+    def __init__(self, kind: BlockKind, message: str, **metadata: Any) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.metadata = metadata
+
+
+class TransientError(Exception):
+    """Raised by a tool whose failure may pass. Only a call whose replay is Safe is attempted
+    again (after a backoff, a bounded number of times); a Never call settles as ``error``."""
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """Everything a running tool may touch."""
+
+    workspace: Workspace
+    store: Store
+    config: Config
+    session_id: str
+    step: int
+    call_id: str
+    call_seq: int
+    services: Services
+    tool_name: str = ""
+
+    @property
+    def root(self):
+        return self.workspace.root
+
+
+class Services:
+    """Runtime-scoped singletons that tools share (a job manager, an rg locator, ...), created
+    on first use and closed with the runtime."""
+
+    def __init__(self) -> None:
+        self._items: dict[type, Any] = {}
+        self._closers: list[Callable[[], Awaitable[None]]] = []
+
+    def get(self, kind: type[_T], factory: Callable[[], _T]) -> _T:
+        item = self._items.get(kind)
+        if item is None:
+            item = factory()
+            self._items[kind] = item
+            aclose = getattr(item, "aclose", None)
+            if aclose is not None:
+                self._closers.append(aclose)
+        return item
+
+    def peek(self, kind: type[_T]) -> _T | None:
+        return self._items.get(kind)
+
+    async def aclose(self) -> None:
+        closers, self._closers = self._closers[::-1], []
+        for close in closers:
+            await close()
+        self._items.clear()
+
+
+class Tool:
+    """A model-visible tool. Subclasses set ``name``, ``description``, ``Args`` and
+    ``declarations``, and implement ``run``.
+
+    A mixed tool sets ``action_effects``: its effect is then read from the validated
+    ``action`` argument, and an absent or unknown action fails closed as SideEffecting.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    Args: ClassVar[type[ToolArgs]] = ToolArgs
+    declarations: ClassVar[Declarations] = Declarations()
+    action_effects: ClassVar[Mapping[str, Effect] | None] = None
+
+    def classify(self, args: ToolArgs) -> Declarations:
+        if self.action_effects is None:
+            return self.declarations
+        action = getattr(args, "action", None)
+        effect = self.action_effects.get(str(action), Effect.SideEffecting) if action else Effect.SideEffecting
+        base = self.declarations
+        if effect is Effect.SideEffecting:
+            # A mutation is never replayed by the runtime and never overlaps.
+            return Declarations(effect, Replay.Never, Concurrency.Exclusive)
+        return Declarations(effect, base.replay, base.concurrency)
+
+    def subject(self, args: ToolArgs) -> str | None:
+        """What permission patterns match for this call: a path, a command, a URL."""
+        for key in ("path", "command", "url", "outputPath"):
+            value = getattr(args, key, None)
+            if isinstance(value, str):
+                return value
+        return None
+
+    def input_schema(self) -> dict[str, Any]:
+        schema = self.Args.model_json_schema()
+        schema.pop("title", None)
+        props = schema.setdefault("properties", {})
+        props.setdefault("intent", {"type": "string", "description": "A short label for the UI. It changes nothing."})
+        props.setdefault(
+            "accept_large_output",
+            {
+                "type": "boolean",
+                "description": "Inline output over the configured limits instead of withholding it. "
+                "Re-runs the call and spends the context the limit protects; use the artifact read first.",
+            },
+        )
+        return schema
+
+    async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
+        raise NotImplementedError(f"tool {self.name!r} has no run()")  # pragma: no cover
+
+
+# ---------------------------------------------------------------------------------------------
+# The @zuno.tool decorator: a plain function becomes a Tool. The signature is the argument
+# schema, the docstring the description, omitted declarations take the strict defaults.
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class FunctionTool(Tool):
+    def __init__(self, fn: Callable[..., Any], name: str, description: str, decl: Declarations) -> None:
+        self.fn = fn
+        self._name = name
+        self._description = description
+        self._decl = decl
+        self._ctx_param: str | None = None
+        hints = get_type_hints(fn)
+        fields: dict[str, Any] = {}
+        for pname, param in inspect.signature(fn).parameters.items():
+            annotation = hints.get(pname, Any)
+            if annotation is ToolContext:
+                self._ctx_param = pname
+                continue
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise TypeError(f"@zuno.tool {name}: *args/**kwargs cannot become an argument schema")
+            default = param.default
+            if default is inspect.Parameter.empty:
+                fields[pname] = (annotation, ...)
+            elif isinstance(default, FieldInfo):
+                fields[pname] = (annotation, default)
+            else:
+                fields[pname] = (annotation, default)
+        self._args_model = create_model(f"{name}_args", __base__=ToolArgs, **fields)
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self._name
+
+    @property
+    def description(self) -> str:  # type: ignore[override]
+        return self._description
+
+    @property
+    def Args(self) -> type[ToolArgs]:  # type: ignore[override]
+        return self._args_model
+
+    @property
+    def declarations(self) -> Declarations:  # type: ignore[override]
+        return self._decl
+
+    async def run(self, ctx: ToolContext, args: ToolArgs) -> ToolOutput:
+        kwargs = {k: getattr(args, k) for k in type(args).model_fields}
+        if self._ctx_param:
+            kwargs[self._ctx_param] = ctx
+        if inspect.iscoroutinefunction(self.fn):
+            value = await self.fn(**kwargs)
+        else:
+            value = await asyncio.to_thread(self.fn, **kwargs)
+        if isinstance(value, ToolOutput):
+            return value
+        if value is None:
+            return ToolOutput(text="")
+        if isinstance(value, bytes):
+            return ToolOutput(text=value.decode("utf-8", "replace"), raw=value)
+        return ToolOutput(text=value if isinstance(value, str) else repr(value))
+
+
+def tool(
+    fn: F | None = None,
+    *,
+    name: str | None = None,
+    effect: str | Effect = Effect.SideEffecting,
+    replay: str | Replay = Replay.Never,
+    concurrency: str | Concurrency = Concurrency.Exclusive,
+) -> Any:
+    """Declare a function as a Zuno tool. Omitted declarations take the strict defaults."""
+
+    def wrap(f: F) -> F:
+        decl = Declarations(Effect(effect), Replay(replay), Concurrency(concurrency))
+        description = inspect.cleandoc(f.__doc__ or "").strip() or f"Extension tool {f.__name__}."
+        f.__zuno_tool__ = FunctionTool(f, name or f.__name__, description, decl)  # type: ignore[attr-defined]
+        return f
+
+    if fn is not None:
+        return wrap(fn)
+    return wrap

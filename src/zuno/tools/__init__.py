@@ -1,0 +1,1 @@
+"""Tool families: one module or package per family, each with ``register(registry)``."""
