@@ -19,7 +19,7 @@ from zuno.dispatch import Dispatcher
 from zuno.permissions import Approver, NoApprover
 from zuno.records import StepResult
 from zuno.store import Store
-from zuno.surface import Registry, Surface, build_surface
+from zuno.surface import Registry, Surface, build_surface, default_registry
 from zuno.tool import Services
 from zuno.workspace import Workspace
 
@@ -53,11 +53,12 @@ class Runtime:
             self.config = self.config.model_copy(update={"profile": profile})
         granted = [Path(g) if Path(g).is_absolute() else self.root / g for g in self.config.workspace.granted_dirs]
         self.workspace = Workspace(self.root, granted)
+        registry = registry or default_registry()
         self.surface: Surface = build_surface(self.config, self.root, registry)
         db_path = Path(db) if db else Path(os.environ["ZUNO_DB"]) if os.environ.get("ZUNO_DB") else None
         if db_path is None:
             db_path = self.workspace.ensure_state_dir() / "zuno.db"
-        self.store = Store(db_path)
+        self.store = Store(db_path, registry.migrations)
         self.approver: Approver = approver or NoApprover()
 
     def session(self, session_id: str | None = None) -> Session:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import pkgutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -83,11 +84,9 @@ PROFILE_SLOTS: dict[str, list[str]] = {
     "chord": ["done", "handoff", "delegate", "cancel", "complete", "escalate", "notify"],
 }
 
-# Modules that implement tools; each has register(registry). Families append themselves here.
-TOOL_MODULES: list[str] = [
-    "zuno.tools.files",
-    "zuno.tools.bg",
-]
+# Tool families live in the zuno.tools package: every module (or subpackage) there that defines
+# register(registry) is registered, and its MIGRATIONS (if any) are applied by the store.
+TOOLS_PACKAGE = "zuno.tools"
 
 ToolFactory = Callable[[], Tool]
 
@@ -95,6 +94,7 @@ ToolFactory = Callable[[], Tool]
 @dataclass
 class Registry:
     factories: dict[tuple[str, str], ToolFactory] = field(default_factory=dict)
+    migrations: list[tuple[str, str]] = field(default_factory=list)
 
     def add(self, name: str, factory: ToolFactory, profiles: tuple[str, ...] = ("zuno", "chord")) -> None:
         for p in profiles:
@@ -104,11 +104,22 @@ class Registry:
         return {n: f for (p, n), f in self.factories.items() if p == profile}
 
 
+_DEFAULT: Registry | None = None
+
+
 def default_registry() -> Registry:
-    reg = Registry()
-    for mod in TOOL_MODULES:
-        importlib.import_module(mod).register(reg)
-    return reg
+    global _DEFAULT
+    if _DEFAULT is None:
+        reg = Registry()
+        package = importlib.import_module(TOOLS_PACKAGE)
+        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+            module = importlib.import_module(f"{TOOLS_PACKAGE}.{info.name}")
+            register = getattr(module, "register", None)
+            if register is not None:
+                register(reg)
+                reg.migrations.extend(getattr(module, "MIGRATIONS", []))
+        _DEFAULT = reg
+    return _DEFAULT
 
 
 def load_extensions(specs: list[str], root: Path) -> list[Tool]:

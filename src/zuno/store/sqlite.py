@@ -60,8 +60,9 @@ def _dumps(v: Any) -> str:
 
 
 class Store:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, extra_migrations: list[tuple[str, str]] | None = None) -> None:
         self.path = path
+        self._migrations = [*MIGRATIONS, *(extra_migrations or [])]
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30.0)
@@ -83,7 +84,7 @@ class Store:
                     "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL)"
                 )
                 done = {r[0] for r in self._db.execute("SELECT name FROM schema_migrations")}
-                for name, sql in MIGRATIONS:
+                for name, sql in self._migrations:
                     if name in done:
                         continue
                     for statement in (s.strip() for s in sql.split(";")):
