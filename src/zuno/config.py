@@ -75,7 +75,14 @@ class WorkspaceConfig(_Strict):
 
 
 class SearchConfig(_Strict):
+    # An explicit rg executable. When set it is the only candidate: a wrong path is an error,
+    # never a silent fall back to another rg.
     rg_path: str | None = None
+    # How many paths glob lists, and how many hit lines grep lists, before it says "truncated".
+    glob_max_results: int = Field(limits.GLOB_DEFAULT_MAX_RESULTS, ge=1, le=1_000_000)
+    grep_max_hits: int = Field(limits.GREP_DEFAULT_MAX_HITS, ge=1, le=1_000_000)
+    # rg --threads (0: rg decides).
+    threads: int = Field(0, ge=0, le=256)
 
 
 class ShellConfig(_Strict):

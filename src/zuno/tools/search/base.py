@@ -1,0 +1,201 @@
+"""What glob and grep share: finding rg, validating roots, running it, and reading its failures."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zuno import limits
+from zuno.declarations import BlockKind
+from zuno.tool import Refused, ToolContext, ToolOutput
+from zuno.tools.search.rg import (
+    OutputTooLarge,
+    Rg,
+    RgLocator,
+    RgResult,
+    norm_root,
+    pattern_error,
+    run_rg,
+    unreadable_roots,
+)
+
+# Never searched unless named as the search path: git's object store and Zuno's own state folder.
+EXCLUDED_DIRS = (".git", ".zuno")
+NO_FILES = "No files found"
+
+
+async def find_rg(ctx: ToolContext) -> Rg | ToolOutput:
+    locator = ctx.services.get(RgLocator, RgLocator)
+    found = await locator.get(ctx.config.search.rg_path)
+    if isinstance(found, Rg):
+        return found
+    return found.output(ctx.tool_name or "search")
+
+
+@dataclass(slots=True)
+class Plan:
+    """How rg is pointed at the roots: its working directory, its path arguments, the prefix that
+    turns one of its output paths into the path the model sees, and what rg calls each root."""
+
+    cwd: str
+    args: list[str]
+    prefix: str
+    strip_dot: bool
+    root_names: set[str]
+    shown_roots: list[str]
+
+    def display(self, rel: str) -> str:
+        if self.strip_dot:
+            while rel.startswith("./"):
+                rel = rel[2:]
+        return self.prefix + rel
+
+
+def resolve_roots(ctx: ToolContext, raws: list[str], field: str, *, dirs_only: bool) -> list[Path]:
+    roots: list[Path] = []
+    for raw in raws:
+        p = ctx.workspace.resolve(raw, field=field)
+        if not os.path.lexists(p):
+            raise Refused(
+                BlockKind.invalid_arguments,
+                f"argument '{field}': {raw!r} does not exist. Give an existing directory"
+                + ("" if dirs_only else " or file")
+                + " inside the workspace.",
+            )
+        if dirs_only and not p.is_dir():
+            raise Refused(
+                BlockKind.invalid_arguments,
+                f"argument '{field}': {raw!r} is not a directory; glob searches a directory. "
+                "Use its parent as the path and the file name as the pattern.",
+            )
+        roots.append(p)
+    # Every path exactly once: a root inside another root adds nothing.
+    roots = sorted(set(roots), key=lambda p: (len(p.parts), str(p)))
+    kept: list[Path] = []
+    for r in roots:
+        if not any(r == k or r.is_relative_to(k) for k in kept):
+            kept.append(r)
+    return sorted(kept, key=str)
+
+
+def plan(ctx: ToolContext, roots: list[Path]) -> Plan:
+    ws = ctx.workspace
+    shown = [ws.display(r) for r in roots]
+    if len(roots) == 1:
+        r = roots[0]
+        if r.is_dir():
+            d = ws.display(r)
+            return Plan(str(r), [], "" if d == "." else d.rstrip("/") + "/", False, {"."}, shown)
+        parent = r.parent
+        d = ws.display(parent)
+        return Plan(str(parent), [r.name], "" if d == "." else d.rstrip("/") + "/", False, {norm_root(r.name)}, shown)
+    args = [ws.display(r) for r in roots]
+    return Plan(str(ws.root), args, "", True, {norm_root(a) for a in args}, shown)
+
+
+def exclusion_globs() -> list[str]:
+    out: list[str] = []
+    for d in EXCLUDED_DIRS:
+        out += ["--glob", f"!{d}"]
+    return out
+
+
+def common_flags(ctx: ToolContext) -> list[str]:
+    flags = ["--no-config", "--null", "--hidden", "--color", "never"]
+    if ctx.config.search.threads:
+        flags += ["--threads", str(ctx.config.search.threads)]
+    return flags
+
+
+async def execute(
+    ctx: ToolContext,
+    rg: Rg,
+    argv: list[str],
+    the_plan: Plan,
+    feed: Callable[[bytes], None],
+) -> RgResult:
+    locator = ctx.services.get(RgLocator, RgLocator)
+    try:
+        return await run_rg(rg, argv, the_plan.cwd, feed, locator=locator)
+    except OutputTooLarge as e:
+        raise Refused(
+            BlockKind.invalid_arguments,
+            f"rg wrote more than {limits.RG_MAX_OUTPUT_BYTES // (1024 * 1024)} MiB of output "
+            f"({e.seen} bytes before it was stopped). A stable order cannot be decided from part of a parallel "
+            "walk, so nothing is shown. Narrow the pattern, the path or the include glob.",
+            rgOutputBytes=e.seen,
+            limit=limits.RG_MAX_OUTPUT_BYTES,
+        ) from None
+    except PermissionError as e:
+        raise Refused(
+            BlockKind.invalid_arguments,
+            f"the search path {', '.join(the_plan.shown_roots)} cannot be read ({e.strerror}); "
+            "nothing was searched, so this is not a 'no matches' answer.",
+        ) from None
+
+
+def check_failure(
+    res: RgResult,
+    the_plan: Plan,
+    *,
+    found_anything: bool,
+    pattern: str,
+    pattern_field: str,
+    globs: dict[str, list[str]],
+) -> ToolOutput | None:
+    """Turn rg's exit status into a refusal or an error, or None when the result stands.
+
+    ``globs`` maps an argument name to the glob values it contributed, so a glob error is blamed
+    on the argument that gave that glob."""
+    if res.returncode in (0, 1):
+        return None
+    perr = pattern_error(res.stderr)
+    if perr is not None:
+        if perr.kind == "glob":
+            blamed = pattern_field
+            for field, values in globs.items():
+                if perr.glob is not None and perr.glob in values:
+                    blamed = field
+                    break
+            shown = perr.glob if perr.glob is not None else pattern
+            raise Refused(
+                BlockKind.invalid_arguments,
+                f"argument '{blamed}': rg cannot parse the glob {shown!r}: {perr.message}. Fix the glob in '{blamed}'.",
+                field=blamed,
+                rgError=perr.message,
+            )
+        if perr.kind == "size":
+            raise Refused(
+                BlockKind.invalid_arguments,
+                f"argument '{pattern_field}': the regex {pattern!r} is over ripgrep's compiled-size limit "
+                f"({perr.message}). Use a simpler pattern (fewer or smaller repetitions).",
+                field=pattern_field,
+                rgError=perr.message,
+            )
+        raise Refused(
+            BlockKind.invalid_arguments,
+            f"argument '{pattern_field}': rg cannot parse the regex:\n{perr.message}\n"
+            "Fix the pattern (escape regex metacharacters such as ( [ { . * + ? | \\ to match them literally).",
+            field=pattern_field,
+            rgError=perr.message,
+        )
+    bad = unreadable_roots(res.stderr)
+    if not found_anything and the_plan.root_names and the_plan.root_names <= bad:
+        raise Refused(
+            BlockKind.invalid_arguments,
+            f"the search path {', '.join(the_plan.shown_roots)} could not be read by rg (permission denied or an "
+            "I/O error); nothing was searched, so this is not a 'no matches' answer. Search a readable path.",
+            unreadable=the_plan.shown_roots,
+        )
+    if bad or found_anything:
+        # Per-path diagnostics (an unreadable directory elsewhere): suppressed, the result stands.
+        return None
+    msg = res.stderr.decode("utf-8", "replace").strip()[:2000]
+    return ToolOutput.failure(f"[error] rg exited with status {res.returncode}: {msg}", rgExit=res.returncode)
+
+
+def rg_facts(rg: Rg, res: RgResult) -> dict[str, Any]:
+    return {**rg.facts(), "exit": res.returncode, "outputBytes": res.stdout_bytes}

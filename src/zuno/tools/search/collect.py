@@ -1,0 +1,325 @@
+"""Streaming collectors for rg's output: bounded memory, a stable order decided after the walk.
+
+rg prints each path as raw bytes terminated by NUL (``--null``), so a path is checked as bytes:
+a name that is not valid UTF-8 cannot be named and is left out (counted, and the result says it
+was truncated). Only the first N results in path order are kept while the walk streams in; the
+rest are counted. A record over ``limits.RG_RECORD_MAX_BYTES`` is skipped without buffering it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass, field
+
+from zuno import limits
+
+# rg prints this on stdout, without a NUL, for an explicitly named binary file that matched.
+_BINARY_NOTICE = re.compile(rb': binary file matches \(found "\\0" byte around offset \d+\)$')
+_LINE_NO = re.compile(rb"(\d+)([:-])")
+# How many raw bytes of a line are decoded: enough for 2000 UTF-16 units whatever the encoding.
+_DECODE_BYTES = 8_192
+
+
+def utf16_units(s: str) -> int:
+    if s.isascii():
+        return len(s)
+    return len(s) + sum(1 for c in s if ord(c) > 0xFFFF)
+
+
+def cap_utf16(s: str, cap: int = limits.MATCH_LINE_MAX_UTF16) -> tuple[str, bool]:
+    """Cut ``s`` to at most ``cap`` UTF-16 code units, never inside a surrogate pair."""
+    if len(s) * 2 <= cap or utf16_units(s) <= cap:
+        return s, False
+    units = 0
+    for i, c in enumerate(s):
+        units += 2 if ord(c) > 0xFFFF else 1
+        if units > cap:
+            return s[:i], True
+    return s, False  # pragma: no cover
+
+
+def shorten_bytes(s: str, cap: int = limits.CHORD_CONTEXT_LINE_MAX_BYTES) -> tuple[str, bool]:
+    """Shorten ``s`` so that its UTF-8 form, ending in "...", is at most ``cap`` bytes."""
+    b = s.encode("utf-8", "surrogatepass")
+    if len(b) <= cap:
+        return s, False
+    return b[: cap - 3].decode("utf-8", "ignore") + "...", True
+
+
+_NEEDS_QUOTE_ANY = re.compile(r'[\x00-\x1f\x7f"]')
+_NEEDS_QUOTE_GREP = re.compile(r'[\s\x00-\x1f\x7f"]|:|-\d+-|^\| ')
+
+
+def quote_path(p: str, *, grep: bool) -> str:
+    """How a path is printed. A glob line is one path, so only control characters (a newline in a
+    name, say) or a quote force quoting; a grep line ``path:line:text`` also quotes paths with
+    whitespace or an ambiguous separator. Quoted paths are JSON strings (backslashes escaped
+    inside the quotes); an unquoted path is verbatim, backslashes included."""
+    rx = _NEEDS_QUOTE_GREP if grep else _NEEDS_QUOTE_ANY
+    if rx.search(p) or (not grep and p != p.strip()):
+        return json.dumps(p, ensure_ascii=False)
+    return p
+
+
+def _decode_path(b: bytes) -> str | None:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+@dataclass(slots=True)
+class Drops:
+    unnameable: int = 0  # results whose path is not valid UTF-8
+    oversized: int = 0  # rg records over 1 MiB, skipped
+    over_cap: int = 0  # results past the result cap
+    binary: int = 0  # explicitly named binary files rg reported instead of lines
+
+    @property
+    def any(self) -> bool:
+        return bool(self.unnameable or self.oversized or self.over_cap)
+
+    def facts(self) -> dict[str, int]:
+        return {
+            "unnameablePaths": self.unnameable,
+            "oversizedRecords": self.oversized,
+            "overCap": self.over_cap,
+            "binaryFiles": self.binary,
+        }
+
+
+class GlobCollector:
+    """``rg --files --null``: keeps the first ``cap`` paths in byte order."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.kept: list[bytes] = []
+        self.total = 0  # nameable paths seen
+        self.drops = Drops()
+        self._pending = b""
+        self._skipping = False
+
+    def feed(self, chunk: bytes) -> None:
+        if self._skipping:
+            i = chunk.find(b"\0")
+            if i < 0:
+                return
+            chunk = chunk[i + 1 :]
+            self._skipping = False
+        data = self._pending + chunk if self._pending else chunk
+        parts = data.split(b"\0")
+        self._pending = parts.pop()
+        if len(self._pending) > limits.RG_RECORD_MAX_BYTES:
+            self._pending = b""
+            self._skipping = True
+            self.drops.oversized += 1
+        if not data.isascii():
+            good = []
+            for p in parts:
+                if _decode_path(p) is None:
+                    self.drops.unnameable += 1
+                else:
+                    good.append(p)
+            parts = good
+        self.total += len(parts)
+        self.kept.extend(parts)
+        if len(self.kept) > 4 * self.cap + 4096:
+            self._trim()
+
+    def _trim(self) -> None:
+        self.kept.sort()
+        del self.kept[self.cap :]
+
+    def finish(self) -> list[str]:
+        if self._pending:
+            self.feed(b"\0")
+        self._trim()
+        self.drops.over_cap = self.total - len(self.kept)
+        return [p.decode("utf-8") for p in self.kept]
+
+
+@dataclass(slots=True)
+class Line:
+    number: int
+    hit: bool
+    text: str
+    capped: bool  # a hit line cut at 2000 UTF-16 units, or a context line shortened to 256 bytes
+
+
+@dataclass(slots=True)
+class FileHits:
+    key: bytes
+    path: str
+    lines: list[Line] = field(default_factory=list)
+    hits: int = 0  # hit lines stored
+    last_hit: int = 0
+
+
+class GrepCollector:
+    """``rg --null --line-number --with-filename --no-heading``: ``path NUL line(:|-)text LF``.
+
+    rg writes each file's records together, in line order. The collector keeps the files that hold
+    the first ``cap`` hits in path order and counts the rest, so memory stays bounded however many
+    lines match."""
+
+    def __init__(self, cap: int, context: int = 0) -> None:
+        self.cap = cap
+        self.context = context
+        self.drops = Drops()
+        self.total_hits = 0
+        self.held: list[FileHits] = []
+        self._keys: list[bytes] = []
+        self._held_hits = 0
+        self._by_key: dict[bytes, FileHits] = {}
+        self._cur_key: bytes | None = None
+        self._cur: FileHits | None = None
+        self._cur_mode = 0  # 0 store, 1 count only (past the cap), 2 unnameable
+        self._pending = b""
+        self._carry = b""
+        self._skipping = False
+
+    # -- streaming ---------------------------------------------------------------------------
+
+    def feed(self, chunk: bytes) -> None:
+        if self._skipping:
+            i = chunk.find(b"\n")
+            if i < 0:
+                return
+            chunk = chunk[i + 1 :]
+            self._skipping = False
+        data = self._pending + chunk if self._pending else chunk
+        pieces = data.split(b"\n")
+        self._pending = pieces.pop()
+        maxrec = limits.RG_RECORD_MAX_BYTES
+        for piece in pieces:
+            if self._carry:
+                piece = self._carry + b"\n" + piece
+                self._carry = b""
+            key, sep, body = piece.partition(b"\0")
+            if not sep:
+                if _BINARY_NOTICE.search(piece):
+                    self.drops.binary += 1
+                else:  # a file name with a newline in it: the record continues on the next piece
+                    self._carry = piece
+                continue
+            if len(piece) > maxrec:
+                self.drops.oversized += 1
+                continue
+            self._record(key, body)
+        if self._carry:
+            self._pending = self._carry + b"\n" + self._pending
+            self._carry = b""
+        if len(self._pending) > maxrec:
+            self._pending = b""
+            self._skipping = True
+            self.drops.oversized += 1
+
+    def _record(self, key: bytes, body: bytes) -> None:
+        if key != self._cur_key:
+            self._start(key)
+        m = _LINE_NO.match(body)
+        if m is None:
+            return
+        hit = m.group(2) == b":"
+        if hit:
+            self.total_hits += 1
+        mode = self._cur_mode
+        if mode == 2:
+            if hit:
+                self.drops.unnameable += 1
+            return
+        if mode == 1:
+            return
+        f = self._cur
+        assert f is not None
+        number = int(m.group(1))
+        if hit:
+            if f.hits >= self.cap:
+                return
+            f.hits += 1
+            f.last_hit = number
+        elif f.hits >= self.cap and number > f.last_hit + self.context:
+            return
+        raw = body[m.end() : m.end() + _DECODE_BYTES]
+        text = raw.decode("utf-8", "replace")
+        if text.endswith("\r") and len(body) - m.end() <= _DECODE_BYTES:
+            text = text[:-1]
+        if hit:
+            text, capped = cap_utf16(text)
+        else:
+            text, capped = shorten_bytes(text)
+        f.lines.append(Line(number, hit, text, capped))
+
+    def _start(self, key: bytes) -> None:
+        self._close()
+        self._cur_key = key
+        held = self._by_key.get(key)
+        if held is not None:  # rg printed this file in two pieces: continue it
+            i = bisect.bisect_left(self._keys, key)
+            del self._keys[i]
+            del self.held[i]
+            self._held_hits -= held.hits
+            self._cur, self._cur_mode = held, 0
+            return
+        path = _decode_path(key)
+        if path is None:
+            self._cur, self._cur_mode = None, 2
+        elif self._held_hits >= self.cap and self._keys and key > self._keys[-1]:
+            self._cur, self._cur_mode = None, 1
+        else:
+            self._cur, self._cur_mode = FileHits(key, path), 0
+
+    def _close(self) -> None:
+        f, self._cur = self._cur, None
+        self._cur_key = None
+        if f is None or f.hits == 0:
+            if f is not None:
+                self._by_key.pop(f.key, None)
+            return
+        i = bisect.bisect_left(self._keys, f.key)
+        self._keys.insert(i, f.key)
+        self.held.insert(i, f)
+        self._by_key[f.key] = f
+        self._held_hits += f.hits
+        while len(self.held) > 1 and self._held_hits - self.held[-1].hits >= self.cap:
+            gone = self.held.pop()
+            self._keys.pop()
+            self._by_key.pop(gone.key, None)
+            self._held_hits -= gone.hits
+
+    def finish(self) -> list[FileHits]:
+        if self._pending:
+            self.feed(b"\n")
+        self._close()
+        # Keep exactly the first `cap` hits in path order (and their context).
+        out: list[FileHits] = []
+        left = self.cap
+        shown = 0
+        for f in self.held:
+            if left <= 0:
+                break
+            f.lines.sort(key=lambda ln: ln.number)
+            if f.hits > left:
+                last_kept = 0
+                kept_hits = 0
+                cut: list[Line] = []
+                for ln in f.lines:
+                    if ln.hit:
+                        if kept_hits == left:
+                            break
+                        kept_hits += 1
+                        last_kept = ln.number
+                    elif kept_hits == left and ln.number > last_kept + self.context:
+                        break
+                    cut.append(ln)
+                # trailing context after the last kept hit stays; context before a dropped hit goes
+                f.lines = [ln for ln in cut if ln.hit or ln.number <= last_kept + self.context or kept_hits < left]
+                f.hits = kept_hits
+            out.append(f)
+            left -= f.hits
+            shown += f.hits
+        self.shown_hits = shown
+        self.drops.over_cap = self.total_hits - shown - self.drops.unnameable
+        return out

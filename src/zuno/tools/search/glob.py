@@ -1,0 +1,88 @@
+"""glob: paths by glob pattern, found by ``rg --files``, in a stable order, bounded."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from zuno.declarations import READ_ONLY_PARALLEL
+from zuno.tool import Tool, ToolArgs, ToolContext, ToolOutput
+from zuno.tools.search.base import (
+    NO_FILES,
+    check_failure,
+    common_flags,
+    exclusion_globs,
+    execute,
+    find_rg,
+    plan,
+    resolve_roots,
+    rg_facts,
+)
+from zuno.tools.search.collect import Drops, GlobCollector, quote_path
+
+
+class GlobArgs(ToolArgs):
+    pattern: str = Field(
+        min_length=1,
+        description='A glob matched against paths relative to `path`, ripgrep/gitignore style: "*.py" matches '
+        'at any depth, "src/**/*.ts" is anchored, {a,b} alternates.',
+    )
+    path: str | None = Field(None, description="The directory to search (default: the workspace root).")
+
+
+def truncation_note(drops: Drops, shown: int, total: int, noun: str, advice: str) -> str:
+    parts: list[str] = []
+    if drops.over_cap:
+        parts.append(f"showing the first {shown} of {total} {noun} in path order. {advice}")
+    if drops.unnameable:
+        parts.append(
+            f"{drops.unnameable} {noun} left out because the file name is not valid UTF-8 and cannot be named "
+            "(rename the file to find it)"
+        )
+    if drops.oversized:
+        parts.append(f"{drops.oversized} rg record(s) over 1 MiB skipped")
+    return f"[truncated: {'; '.join(parts)}]" if parts else ""
+
+
+class GlobTool(Tool):
+    name = "glob"
+    description = (
+        "Find files by glob pattern (ripgrep). Paths come back sorted, relative to the workspace root, one per "
+        "line; a name with a control character is printed as a JSON string. Respects .gitignore/.ignore, includes "
+        "hidden files, skips .git and .zuno. Output is bounded: the result says 'truncated' when paths were left out."
+    )
+    Args = GlobArgs
+    declarations = READ_ONLY_PARALLEL
+
+    async def run(self, ctx: ToolContext, args: GlobArgs) -> ToolOutput:
+        roots = resolve_roots(ctx, [args.path or "."], "path", dirs_only=True)
+        rg = await find_rg(ctx)
+        if isinstance(rg, ToolOutput):
+            return rg
+        the_plan = plan(ctx, roots)
+        cap = ctx.config.search.glob_max_results
+        col = GlobCollector(cap)
+        argv = [*common_flags(ctx), "--files", "--glob", args.pattern, *exclusion_globs(), "--", *the_plan.args]
+        res = await execute(ctx, rg, argv, the_plan, col.feed)
+        paths = col.finish()
+        failed = check_failure(
+            res,
+            the_plan,
+            found_anything=bool(paths) or col.drops.unnameable > 0,
+            pattern=args.pattern,
+            pattern_field="pattern",
+            globs={"pattern": [args.pattern]},
+        )
+        if failed is not None:
+            return failed
+        shown = [the_plan.display(p) for p in paths]
+        note = truncation_note(col.drops, len(shown), col.total, "paths", "Narrow the pattern or the path.")
+        metadata = {
+            "paths": shown,
+            "count": len(shown),
+            "total": col.total,
+            "truncated": col.drops.any,
+            "dropped": col.drops.facts(),
+            "rg": rg_facts(rg, res),
+        }
+        body = "\n".join(quote_path(p, grep=False) for p in shown) if shown else NO_FILES
+        return ToolOutput(text=body, tail=note, metadata=metadata)

@@ -1,0 +1,185 @@
+"""grep: content search by regex with rg, for the zuno profile (pattern, path, include) and the
+chord profile (pattern, paths, includes, context_lines)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from zuno import limits
+from zuno.declarations import READ_ONLY_PARALLEL
+from zuno.tool import Tool, ToolArgs, ToolContext, ToolOutput
+from zuno.tools.search import chord_format
+from zuno.tools.search.base import (
+    NO_FILES,
+    check_failure,
+    common_flags,
+    exclusion_globs,
+    execute,
+    find_rg,
+    plan,
+    resolve_roots,
+    rg_facts,
+)
+from zuno.tools.search.collect import FileHits, GrepCollector, quote_path
+from zuno.tools.search.glob import truncation_note
+
+_PATTERN_HELP = "A regular expression (Rust regex syntax, as ripgrep); case-sensitive."
+
+
+class GrepArgs(ToolArgs):
+    pattern: str = Field(min_length=1, description=_PATTERN_HELP)
+    path: str | None = Field(None, description="File or directory to search (default: the workspace root).")
+    include: str | None = Field(
+        None, min_length=1, description='Only search files matching this glob, e.g. "*.py" or "*.{ts,tsx}".'
+    )
+
+
+class ChordGrepArgs(ToolArgs):
+    pattern: str = Field(min_length=1, description=_PATTERN_HELP)
+    paths: list[str] | None = Field(None, description="Root files or directories to search (default: the workspace).")
+    includes: list[str] | None = Field(None, description='Only search files matching any of these globs ("*.go").')
+    context_lines: int | None = Field(
+        None,
+        ge=0,
+        description=f"Lines of context around each hit, 0..{limits.CHORD_CONTEXT_MAX} (default "
+        f"{limits.CHORD_CONTEXT_DEFAULT}); larger values are clamped.",
+    )
+
+
+def _hit_summary(files: list[FileHits]) -> tuple[int, int]:
+    return sum(f.hits for f in files), len(files)
+
+
+async def _search(
+    ctx: ToolContext,
+    pattern: str,
+    raw_paths: list[str],
+    path_field: str,
+    includes: list[str],
+    include_field: str,
+    context: int,
+) -> tuple[Any, GrepCollector, Any, Any] | ToolOutput:
+    roots = resolve_roots(ctx, raw_paths, path_field, dirs_only=False)
+    rg = await find_rg(ctx)
+    if isinstance(rg, ToolOutput):
+        return rg
+    the_plan = plan(ctx, roots)
+    col = GrepCollector(ctx.config.search.grep_max_hits, context)
+    argv = [*common_flags(ctx), "--line-number", "--with-filename", "--no-heading", "--no-context-separator"]
+    if context:
+        argv += ["--context", str(context)]
+    for g in includes:
+        argv += ["--glob", g]
+    argv += [*exclusion_globs(), "--regexp", pattern, "--", *the_plan.args]
+    res = await execute(ctx, rg, argv, the_plan, col.feed)
+    files = col.finish()
+    failed = check_failure(
+        res,
+        the_plan,
+        found_anything=col.total_hits > 0,
+        pattern=pattern,
+        pattern_field="pattern",
+        globs={include_field: includes},
+    )
+    if failed is not None:
+        return failed
+    for f in files:
+        f.path = the_plan.display(f.path)
+    return rg, col, files, res
+
+
+def _metadata(rg: Any, res: Any, col: GrepCollector, files: list[FileHits]) -> dict[str, Any]:
+    hits, nfiles = _hit_summary(files)
+    capped = sum(1 for f in files for ln in f.lines if ln.hit and ln.capped)
+    return {
+        "matches": hits,
+        "totalMatches": col.total_hits,
+        "files": nfiles,
+        "truncated": col.drops.any,
+        "dropped": col.drops.facts(),
+        "linesCapped": capped,
+        "rg": rg_facts(rg, res),
+    }
+
+
+def _capped_note(n: int) -> str:
+    if not n:
+        return ""
+    return f"[{n} matching line(s) longer than {limits.MATCH_LINE_MAX_UTF16} UTF-16 code units were cut there]"
+
+
+class GrepTool(Tool):
+    name = "grep"
+    description = (
+        "Search file contents by regex (ripgrep). Prints `path:line:text` per matching line, sorted by path and "
+        "line. Respects .gitignore/.ignore, includes hidden files, skips binary files, .git and .zuno. Output is "
+        "bounded: the result says 'truncated' when matches were left out."
+    )
+    Args = GrepArgs
+    declarations = READ_ONLY_PARALLEL
+
+    async def run(self, ctx: ToolContext, args: GrepArgs) -> ToolOutput:
+        found = await _search(
+            ctx, args.pattern, [args.path or "."], "path", [args.include] if args.include else [], "include", 0
+        )
+        if isinstance(found, ToolOutput):
+            return found
+        rg, col, files, res = found
+        meta = _metadata(rg, res, col, files)
+        rows = [
+            chord_format.hit_line(quote_path(f.path, grep=True), ln.number, ln.text)
+            for f in files
+            for ln in f.lines
+            if ln.hit
+        ]
+        note = truncation_note(
+            col.drops, meta["matches"], col.total_hits, "matches", "Narrow the pattern, the path or the include glob."
+        )
+        tail = "\n".join(x for x in (_capped_note(meta["linesCapped"]), note) if x)
+        return ToolOutput(text="\n".join(rows) if rows else NO_FILES, tail=tail, metadata=meta)
+
+
+class ChordGrepTool(Tool):
+    name = "grep"
+    description = (
+        "Search file contents by regex (ripgrep) under one or more `paths`, optionally only files matching "
+        "`includes` globs, with optional `context_lines` (0-20). Hit lines print as `path:line:text`, context lines "
+        "as `| path-line-text`; paths with whitespace or an ambiguous separator are quoted. Output is bounded."
+    )
+    Args = ChordGrepArgs
+    declarations = READ_ONLY_PARALLEL
+
+    def subject(self, args: ToolArgs) -> str | None:
+        paths = getattr(args, "paths", None)
+        return paths[0] if paths else None
+
+    async def run(self, ctx: ToolContext, args: ChordGrepArgs) -> ToolOutput:
+        asked = args.context_lines if args.context_lines is not None else limits.CHORD_CONTEXT_DEFAULT
+        context = min(asked, limits.CHORD_CONTEXT_MAX)
+        head = (
+            f"[notice: context_lines {asked} is over the maximum {limits.CHORD_CONTEXT_MAX}; clamped to {context}]"
+            if asked > context
+            else ""
+        )
+        includes = list(args.includes or [])
+        found = await _search(ctx, args.pattern, list(args.paths or ["."]), "paths", includes, "includes", context)
+        if isinstance(found, ToolOutput):
+            return found
+        rg, col, files, res = found
+        meta = _metadata(rg, res, col, files)
+        meta["contextLines"] = context
+        if asked > context:
+            meta["contextClamped"] = {"asked": asked, "used": context}
+        lim = ctx.config.tool_output
+        budget_bytes = max(0, lim.max_bytes - limits.CHORD_BUDGET_RESERVE_BYTES)
+        budget_lines = max(0, lim.max_lines - limits.CHORD_BUDGET_RESERVE_LINES)
+        r = chord_format.render(files, budget_bytes, budget_lines)
+        meta["contextShown"] = r.context_shown
+        meta["contextOmitted"] = r.context_omitted
+        note = truncation_note(
+            col.drops, meta["matches"], col.total_hits, "matches", "Narrow the pattern, the paths or the includes."
+        )
+        tail = "\n".join(x for x in (_capped_note(meta["linesCapped"]), r.closing, note) if x)
+        return ToolOutput(text="\n".join(r.lines) if r.lines else NO_FILES, head=head, tail=tail, metadata=meta)

