@@ -1,0 +1,96 @@
+"""A refused search is never an empty result: exact attribution of pattern vs include errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import RunZuno, batch
+from zuno import limits
+
+
+def _one(run_zuno: RunZuno, name: str, args: dict, *extra: str) -> dict:
+    return batch(run_zuno, [{"name": name, "arguments": args}], *extra)["results"][0]
+
+
+def test_unparseable_regex_names_the_pattern_as_rg_quoted_it(workspace: Path, run_zuno: RunZuno) -> None:
+    (workspace / "a.py").write_text("foo(\n")
+    r = _one(run_zuno, "grep", {"pattern": "foo(", "include": "*.py"})
+    assert (r["outcome"], r["block_kind"]) == ("blocked", "invalid_arguments"), r
+    assert "argument 'pattern'" in r["text"]
+    assert "(?:foo()" in r["text"]  # rg's own quotation of the regex
+    assert "unclosed group" in r["text"]
+    assert "include" not in r["text"].split("Nothing ran")[0].replace("argument 'pattern'", "")
+    assert r["metadata"]["field"] == "pattern"
+
+
+def test_bad_include_glob_is_blamed_on_the_include(workspace: Path, run_zuno: RunZuno) -> None:
+    (workspace / "a.py").write_text("foo\n")
+    r = _one(run_zuno, "grep", {"pattern": "foo", "include": "*.[py"})
+    assert (r["outcome"], r["block_kind"]) == ("blocked", "invalid_arguments"), r
+    assert r["metadata"]["field"] == "include"
+    assert "argument 'include'" in r["text"] and "'*.[py'" in r["text"]
+    assert "regex" not in r["text"]
+
+
+def test_bad_include_with_a_bad_regex_too(workspace: Path, run_zuno: RunZuno) -> None:
+    # Both broken: whichever rg reports, the blame follows what rg quoted.
+    r = _one(run_zuno, "grep", {"pattern": "foo(", "include": "{a"})
+    assert r["block_kind"] == "invalid_arguments"
+    quoted_glob = "'{a'" in r["text"]
+    assert r["metadata"]["field"] == ("include" if quoted_glob else "pattern")
+
+
+def test_chord_bad_include_is_blamed_on_includes(workspace: Path, run_zuno: RunZuno) -> None:
+    (workspace / "a.go").write_text("foo\n")
+    r = _one(run_zuno, "grep", {"pattern": "foo", "includes": ["*.go", "[z"]}, "--profile", "chord")
+    assert r["block_kind"] == "invalid_arguments"
+    assert r["metadata"]["field"] == "includes"
+    assert "'[z'" in r["text"]
+
+
+def test_glob_pattern_error_is_blamed_on_the_pattern(workspace: Path, run_zuno: RunZuno) -> None:
+    r = _one(run_zuno, "glob", {"pattern": "**/[z"})
+    assert r["block_kind"] == "invalid_arguments"
+    assert r["metadata"]["field"] == "pattern"
+    assert "'**/[z'" in r["text"]
+
+
+def test_regex_over_the_compiled_size_limit(workspace: Path, run_zuno: RunZuno) -> None:
+    (workspace / "a.txt").write_text("x\n")
+    r = _one(run_zuno, "grep", {"pattern": r"\w{500}{500}"})
+    assert (r["outcome"], r["block_kind"]) == ("blocked", "invalid_arguments"), r
+    assert r["metadata"]["field"] == "pattern"
+    assert "size limit" in r["text"] and r"\\w{500}{500}" in r["text"]
+
+
+def test_missing_path_is_refused_not_empty(workspace: Path, run_zuno: RunZuno) -> None:
+    for name in ("grep", "glob"):
+        r = _one(run_zuno, name, {"pattern": "x", "path": "nope"})
+        assert (r["outcome"], r["block_kind"]) == ("blocked", "invalid_arguments"), r
+        assert "'nope' does not exist" in r["text"]
+
+
+def test_path_outside_the_workspace_is_denied(workspace: Path, run_zuno: RunZuno) -> None:
+    r = _one(run_zuno, "grep", {"pattern": "root", "path": "/etc"})
+    assert (r["outcome"], r["block_kind"]) == ("blocked", "denied")
+    r = _one(run_zuno, "grep", {"pattern": "x", "paths": ["..", "."]}, "--profile", "chord")
+    assert (r["outcome"], r["block_kind"]) == ("blocked", "denied")
+
+
+def test_output_over_64_mib_is_refused_with_advice(workspace: Path, run_zuno: RunZuno) -> None:
+    # Each line prints as "big.txt\0N:" + 100 bytes: 700k lines is > 64 MiB of rg output.
+    line = b"z" * 100 + b"\n"
+    n = limits.RG_MAX_OUTPUT_BYTES // len(line) + 50_000
+    (workspace / "big.txt").write_bytes(line * n)
+    r = _one(run_zuno, "grep", {"pattern": "z"})
+    assert (r["outcome"], r["block_kind"]) == ("blocked", "invalid_arguments"), r["text"][:300]
+    assert "64 MiB" in r["text"]
+    assert "Narrow the pattern, the path or the include glob" in r["text"]
+    assert r["metadata"]["rgOutputBytes"] > limits.RG_MAX_OUTPUT_BYTES
+    # Just under the ceiling is served (and cut to the hit cap, marked truncated).
+    small = limits.RG_MAX_OUTPUT_BYTES // (len(line) + 16) - 1000
+    (workspace / "big.txt").write_bytes(line * small)
+    r = _one(run_zuno, "grep", {"pattern": "z"})
+    assert r["outcome"] == "ok"
+    assert r["metadata"]["totalMatches"] == small
+    assert r["metadata"]["truncated"] is True
