@@ -94,3 +94,11 @@ def test_output_over_64_mib_is_refused_with_advice(workspace: Path, run_zuno: Ru
     assert r["outcome"] == "ok"
     assert r["metadata"]["totalMatches"] == small
     assert r["metadata"]["truncated"] is True
+
+
+def test_an_include_that_filters_out_everything_is_no_files_found(workspace: Path, run_zuno: RunZuno) -> None:
+    (workspace / "a.py").write_text("needle\n")
+    r = _one(run_zuno, "grep", {"pattern": "needle", "include": "*.nothing"})
+    assert (r["outcome"], r["text"]) == ("ok", "No files found"), r
+    r = _one(run_zuno, "glob", {"pattern": "*.nothing"})
+    assert (r["outcome"], r["text"]) == ("ok", "No files found"), r

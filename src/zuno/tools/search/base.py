@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,8 @@ from zuno.tools.search.rg import (
 # Never searched unless named as the search path: git's object store and Zuno's own state folder.
 EXCLUDED_DIRS = (".git", ".zuno")
 NO_FILES = "No files found"
+# rg's hint (exit 2) when filters left no file to search: an empty result, not a failure.
+_NOTHING_SEARCHED = re.compile(r"^(rg: )?No files were searched|^Running with --debug will show")
 
 
 async def find_rg(ctx: ToolContext) -> Rg | ToolOutput:
@@ -193,7 +196,10 @@ def check_failure(
     if bad or found_anything:
         # Per-path diagnostics (an unreadable directory elsewhere): suppressed, the result stands.
         return None
-    msg = res.stderr.decode("utf-8", "replace").strip()[:2000]
+    msg = res.stderr.decode("utf-8", "replace").strip()
+    if not [ln for ln in msg.splitlines() if not _NOTHING_SEARCHED.search(ln)]:
+        return None  # every file was filtered out (by the include, say): nothing matched
+    msg = msg[:2000]
     return ToolOutput.failure(f"[error] rg exited with status {res.returncode}: {msg}", rgExit=res.returncode)
 
 

@@ -179,6 +179,7 @@ class GrepCollector:
         self._pending = b""
         self._carry = b""
         self._skipping = False
+        self._fast: bytes | None = None  # key + NUL of a current file whose records are only counted
 
     # -- streaming ---------------------------------------------------------------------------
 
@@ -193,7 +194,19 @@ class GrepCollector:
         pieces = data.split(b"\n")
         self._pending = pieces.pop()
         maxrec = limits.RG_RECORD_MAX_BYTES
+        fast = self._fast
+        counted = 0
         for piece in pieces:
+            if fast is not None and piece.startswith(fast) and not self._carry:
+                # Only counted (past the cap, or unnameable, without context): the hot path.
+                if len(piece) > maxrec:
+                    self.drops.oversized += 1
+                else:
+                    counted += 1
+                continue
+            if counted:
+                self._count_fast(counted)
+                counted = 0
             if self._carry:
                 piece = self._carry + b"\n" + piece
                 self._carry = b""
@@ -208,6 +221,9 @@ class GrepCollector:
                 self.drops.oversized += 1
                 continue
             self._record(key, body)
+            fast = self._fast
+        if counted:
+            self._count_fast(counted)
         if self._carry:
             self._pending = self._carry + b"\n" + self._pending
             self._carry = b""
@@ -215,6 +231,11 @@ class GrepCollector:
             self._pending = b""
             self._skipping = True
             self.drops.oversized += 1
+
+    def _count_fast(self, n: int) -> None:
+        self.total_hits += n
+        if self._cur_mode == 2:
+            self.drops.unnameable += n
 
     def _record(self, key: bytes, body: bytes) -> None:
         if key != self._cur_key:
@@ -229,14 +250,20 @@ class GrepCollector:
         if mode == 2:
             if hit:
                 self.drops.unnameable += 1
+            if not self.context:
+                self._fast = key + b"\0"
             return
         if mode == 1:
+            if not self.context:
+                self._fast = key + b"\0"
             return
         f = self._cur
         assert f is not None
         number = int(m.group(1))
         if hit:
             if f.hits >= self.cap:
+                if not self.context:
+                    self._fast = key + b"\0"
                 return
             f.hits += 1
             f.last_hit = number
@@ -253,6 +280,7 @@ class GrepCollector:
         f.lines.append(Line(number, hit, text, capped))
 
     def _start(self, key: bytes) -> None:
+        self._fast = None
         self._close()
         self._cur_key = key
         held = self._by_key.get(key)

@@ -1,0 +1,283 @@
+"""glob/grep through the Zuno runtime vs raw rg, side by side in one run.
+
+    python bench/search_vs_rg.py [--files 100000] [--runs 5] [--skip-generated] [--skip-source]
+
+Trees (cached under /tmp, never committed):
+  * a generated tree: >= 100k files, >= 1 GiB (/tmp/zuno-bench-tree-<files>), plus dense/ with
+    short lines for the 1M-match memory case;
+  * a real source tree: Django's sdist, fetched with `pip download --no-deps --no-binary :all:`
+    and unpacked to /tmp/zuno-bench-src.
+
+For each case: raw rg with exactly the argv Zuno gives it (output read through a pipe, as Zuno
+reads it), then the same call through `Runtime -> Session.step` (dispatch, intent rows, parsing,
+sorting, rendering, withholding). Warm cache, median of --runs. Prints wall times and the
+ratio zuno/rg (target <= 1.2 on large trees). Peak memory: a fresh process runs one grep with
+N matches and reports its max RSS, for N = 0, 100k, 1M, 2M (bounded = flat in N).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(HERE / "src"))
+
+import zuno  # noqa: E402
+from zuno.tools.search.rg import discover, rg_env  # noqa: E402
+
+WORDS = (
+    "alpha beta gamma delta epsilon return import class def self value result error index buffer "
+    "stream config parse render token node tree walk search match path file line count limit "
+    "async await yield lambda struct impl trait enum match where const static public private"
+).split()
+EXTS = [".py", ".js", ".md", ".txt", ".c", ".rs", ".go", ".json"]
+NEEDLE = "ZUNO_NEEDLE_7f3a"
+TREE_VERSION = 3
+
+
+def generate_tree(root: Path, files: int) -> Path:
+    """A deterministic tree of `files` files of ~11 KiB each (cached by a marker)."""
+    marker = root / ".generated"
+    want = f"v{TREE_VERSION} files={files}"
+    if marker.is_file() and marker.read_text() == want:
+        return root
+    if root.exists():
+        subprocess.run(["rm", "-rf", str(root)], check=True)
+    rnd = random.Random(1234)
+    blobs: list[bytes] = []
+    for _ in range(256):
+        lines = []
+        for _ in range(190):
+            lines.append(" ".join(rnd.choice(WORDS) for _ in range(rnd.randint(8, 12))))
+        blobs.append(("\n".join(lines) + "\n").encode())
+    t0 = time.monotonic()
+    per_dir = 100
+    n = 0
+    while n < files:
+        d = root / f"pkg{n // (per_dir * 10):04d}" / f"mod{(n // per_dir) % 10}"
+        d.mkdir(parents=True, exist_ok=True)
+        for _ in range(per_dir):
+            if n >= files:
+                break
+            ext = EXTS[n % len(EXTS)]
+            head = f"# file {n}\n".encode()
+            if n % 1000 == 7:
+                head += f"marker {NEEDLE} in file {n}\n".encode()
+            with open(d / f"f{n:06d}{ext}", "wb") as f:
+                f.write(head + blobs[n % len(blobs)])
+            n += 1
+    # dense/: 200 files x 10k lines "hit": 2M one-word lines for the memory case
+    dense = root / "dense"
+    dense.mkdir()
+    for i in range(200):
+        (dense / f"d{i:03d}.txt").write_bytes(b"hit\n" * 10_000)
+    marker.write_text(want)
+    print(f"  generated {files} files in {time.monotonic() - t0:.1f}s", flush=True)
+    return root
+
+
+def source_tree() -> Path:
+    dest = Path("/tmp/zuno-bench-src")
+    if (dest / ".unpacked").is_file():
+        return dest / (dest / ".unpacked").read_text()
+    dl = Path("/tmp/zuno-bench-sdist")
+    if not any(dl.glob("*.tar.gz")):
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "django==5.1.4", "-d", dl],
+            check=True,
+        )
+    sdist = sorted(dl.glob("*.tar.gz"))[0]
+    dest.mkdir(exist_ok=True)
+    with tarfile.open(sdist) as tf:
+        tf.extractall(dest, filter="data")
+    top = sorted(p.name for p in dest.iterdir() if p.is_dir())[0]
+    (dest / ".unpacked").write_text(top)
+    return dest / top
+
+
+def tree_size(root: Path) -> tuple[int, int]:
+    n = size = 0
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            n += 1
+            size += os.lstat(os.path.join(dirpath, name)).st_size
+    return n, size
+
+
+class Probe:
+    """Captures the argv the tool gives rg, so raw rg runs exactly the same search."""
+
+    def __init__(self) -> None:
+        self.argv: list[str] = []
+        self.cwd = ""
+
+
+async def zuno_call(rt: zuno.Runtime, name: str, args: dict) -> tuple[float, zuno.CallRecord]:
+    async with rt.session() as s:
+        t0 = time.perf_counter()
+        res = await s.step([{"name": name, "arguments": args}])
+        return time.perf_counter() - t0, res.results[0]
+
+
+def capture_argv(root: Path, profile: str, name: str, args: dict) -> tuple[list[str], str]:
+    """Run the call once with rg's process creation observed, to get the exact argv and cwd."""
+    import zuno.tools.search.rg as rgmod
+
+    seen: dict[str, object] = {}
+    real = asyncio.create_subprocess_exec
+
+    async def spy(program, *argv, **kw):  # type: ignore[no-untyped-def]
+        if os.path.basename(str(program)).startswith("rg"):
+            seen["argv"] = [str(program), *argv]
+            seen["cwd"] = kw.get("cwd")
+        return await real(program, *argv, **kw)
+
+    rgmod.asyncio.create_subprocess_exec = spy  # type: ignore[attr-defined]
+    try:
+        rt = zuno.Runtime(root=root, profile=profile, db=f"/tmp/zuno-bench-{os.getpid()}.db")
+        asyncio.run(zuno_call(rt, name, args))
+        asyncio.run(rt.aclose())
+    finally:
+        rgmod.asyncio.create_subprocess_exec = real  # type: ignore[attr-defined]
+    return seen["argv"], str(seen["cwd"])  # type: ignore[return-value]
+
+
+def time_raw(argv: list[str], cwd: str) -> float:
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=rg_env())
+    assert p.stdout is not None
+    while p.stdout.read(1 << 20):
+        pass
+    p.wait()
+    return time.perf_counter() - t0
+
+
+def bench_case(root: Path, label: str, name: str, args: dict, runs: int, profile: str = "zuno") -> dict:
+    argv, cwd = capture_argv(root, profile, name, args)
+    db = f"/tmp/zuno-bench-{os.getpid()}.db"
+
+    async def zuno_runs() -> tuple[list[float], list[float], zuno.CallRecord]:
+        raw: list[float] = []
+        zt: list[float] = []
+        rt = zuno.Runtime(root=root, profile=profile, db=db)
+        async with rt.session() as s:  # one session, as an agent uses it: rg is discovered once
+            call = [{"name": name, "arguments": args}]
+            await s.step(call)  # warm
+            time_raw(argv, cwd)
+            for _ in range(runs):
+                raw.append(time_raw(argv, cwd))
+                t0 = time.perf_counter()
+                res = await s.step(call)
+                zt.append(time.perf_counter() - t0)
+        await rt.aclose()
+        return raw, zt, res.results[0]
+
+    raw, zt, rec = asyncio.run(zuno_runs())
+    r, z = statistics.median(raw), statistics.median(zt)
+    md = rec.metadata
+    count = md.get("totalMatches", md.get("total"))
+    withheld = " withheld" if "withheldOutput" in md else ""
+    row = {"case": label, "rg_s": r, "zuno_s": z, "ratio": z / r, "results": count, "outcome": str(rec.outcome)}
+    print(
+        f"  {label:<44} rg {r * 1000:8.1f} ms   zuno {z * 1000:8.1f} ms   ratio {z / r:5.2f}x   "
+        f"results {count} ({rec.outcome}{withheld})",
+        flush=True,
+    )
+    return row
+
+
+def peak_rss_child(root: Path, args: dict) -> tuple[int, int, int]:
+    """Run one grep in a fresh process; return (max RSS KiB, matches)."""
+    code = f"""
+import asyncio, json, resource, sys
+sys.path.insert(0, {str(HERE / "src")!r})
+import zuno
+async def main():
+    rt = zuno.Runtime(root={str(root)!r}, db="/tmp/zuno-bench-rss-{os.getpid()}.db")
+    async with rt.session() as s:
+        res = await s.step([{{"name": "grep", "arguments": {json.dumps(args)}}}])
+    await rt.aclose()
+    r = res.results[0]
+    print(json.dumps([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, r.metadata.get("totalMatches"),
+                      str(r.outcome), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss]))
+asyncio.run(main())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    rss, n, outcome, child = json.loads(out.stdout.strip().splitlines()[-1])
+    assert outcome == "ok", out.stdout
+    return rss, n, child
+
+
+GENERATED_CASES: list[tuple[str, str, dict, str]] = [
+    ("grep rare literal (100 hits)", "grep", {"pattern": NEEDLE}, "zuno"),
+    ("grep regex, include *.md", "grep", {"pattern": r"marker \w+_7f3a", "include": "*.md"}, "zuno"),
+    ("grep no match", "grep", {"pattern": "QQQ_NOT_THERE"}, "zuno"),
+    ("glob *.py (1 in 8 files)", "glob", {"pattern": "*.py"}, "zuno"),
+    ("glob ** (all files)", "glob", {"pattern": "**"}, "zuno"),
+    ("chord grep rare, context 3", "grep", {"pattern": NEEDLE, "context_lines": 3}, "chord"),
+    ("grep 1M matches (dense/, 1000 shown)", "grep", {"pattern": "^hit$", "path": "dense", "include": "d0*"}, "zuno"),
+]
+SOURCE_CASES: list[tuple[str, str, dict, str]] = [
+    ("grep 'def get_' (withheld: > 50 KiB)", "grep", {"pattern": "def get_"}, "zuno"),
+    ("grep rare 'class QuerySet\\b'", "grep", {"pattern": r"class QuerySet\b"}, "zuno"),
+    ("grep include *.py 'import re$'", "grep", {"pattern": "import re$", "include": "*.py"}, "zuno"),
+    ("glob **/*.py", "glob", {"pattern": "**/*.py"}, "zuno"),
+    ("glob *.html", "glob", {"pattern": "*.html"}, "zuno"),
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", type=int, default=100_000)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--skip-generated", action="store_true")
+    ap.add_argument("--skip-source", action="store_true")
+    ap.add_argument("--skip-memory", action="store_true")
+    a = ap.parse_args()
+    rg = discover(None)
+    print(f"rg: {getattr(rg, 'path', rg)} {getattr(rg, 'version', '')}; python {sys.version.split()[0]}")
+    print(f"machine: {os.cpu_count()} cpus; {a.runs} runs per case, median; warm page cache")
+    rows: list[dict] = []
+    if not a.skip_generated:
+        gen = generate_tree(Path(f"/tmp/zuno-bench-tree-{a.files}"), a.files)
+        n, size = tree_size(gen)
+        print(f"\ngenerated tree {gen}: {n} files, {size / 2**30:.2f} GiB")
+        for label, name, args, profile in GENERATED_CASES:
+            rows.append(bench_case(gen, label, name, args, a.runs, profile))
+    if not a.skip_source:
+        src = source_tree()
+        n, size = tree_size(src)
+        print(f"\nsource tree {src}: {n} files, {size / 2**20:.1f} MiB")
+        for label, name, args, profile in SOURCE_CASES:
+            rows.append(bench_case(src, label, name, args, a.runs, profile))
+    if not a.skip_memory and not a.skip_generated:
+        gen = Path(f"/tmp/zuno-bench-tree-{a.files}")
+        print("\npeak memory of one grep in a fresh process (max RSS):")
+        base = None
+        for label, inc in (("0 matches", "nothing*"), ("100k", "d00*"), ("1M", "d0*"), ("2M", "d*")):
+            rss, n, child = peak_rss_child(gen, {"pattern": "^hit$", "path": "dense", "include": inc})
+            base = base or rss
+            print(
+                f"  {label:<10} matches={n:<8} zuno process max RSS {rss / 1024:7.1f} MiB "
+                f"(+{(rss - base) / 1024:.1f} MiB over 0 matches); rg child max RSS {child / 1024:.1f} MiB"
+            )
+    big = [r for r in rows if "1M" not in r["case"]]
+    if big:
+        worst = max(big, key=lambda r: r["ratio"])
+        print(f"\nworst ratio (excluding the 1M-match case): {worst['ratio']:.2f}x ({worst['case']}); target <= 1.2x")
+    print(f"self max RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
