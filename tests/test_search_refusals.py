@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from conftest import RunZuno, batch
 from zuno import limits
+from zuno.tool import Refused
+from zuno.tools.search.base import check_text
 
 
 def _one(run_zuno: RunZuno, name: str, args: dict, *extra: str) -> dict:
@@ -102,3 +106,15 @@ def test_an_include_that_filters_out_everything_is_no_files_found(workspace: Pat
     assert (r["outcome"], r["text"]) == ("ok", "No files found"), r
     r = _one(run_zuno, "glob", {"pattern": "*.nothing"})
     assert (r["outcome"], r["text"]) == ("ok", "No files found"), r
+
+
+def test_lone_surrogates_are_refused_and_empty_paths_mean_the_workspace(workspace: Path, run_zuno: RunZuno) -> None:
+    # (The CLI cannot carry a lone surrogate through the store yet; the tool's own check is tested directly.)
+    with pytest.raises(Refused) as e:
+        check_text("pattern", "a\ud800")
+    assert e.value.kind == "invalid_arguments" and "argument 'pattern'" in e.value.message
+    check_text("pattern", "ok \U0001f600")
+    # an empty `paths` list means what leaving it out means: the workspace
+    (workspace / "a.txt").write_text("x\n")
+    r = _one(run_zuno, "grep", {"pattern": "x", "paths": [], "includes": []}, "--profile", "chord")
+    assert (r["outcome"], r["text"]) == ("ok", "a.txt:1:x")

@@ -51,15 +51,32 @@ class Plan:
     shown_roots: list[str]
 
     def display(self, rel: str) -> str:
+        if os.name == "nt":  # pragma: no cover - rg's separators are reported as /, which Windows accepts
+            rel = rel.replace("\\", "/")
         if self.strip_dot:
             while rel.startswith("./"):
                 rel = rel[2:]
         return self.prefix + rel
 
 
+def check_text(field: str, value: str) -> None:
+    """An argument rg will see must be encodable: a lone surrogate (from a JSON \\ud800 escape) names
+    nothing and matches nothing."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Refused(
+            BlockKind.invalid_arguments,
+            f"argument '{field}': {value!r} contains a lone surrogate, which is not text; send valid Unicode.",
+        ) from None
+
+
 def resolve_roots(ctx: ToolContext, raws: list[str], field: str, *, dirs_only: bool) -> list[Path]:
     roots: list[Path] = []
+    if not raws:
+        raise Refused(BlockKind.invalid_arguments, f"argument '{field}': give at least one path, or leave it out.")
     for raw in raws:
+        check_text(field, raw)
         p = ctx.workspace.resolve(raw, field=field)
         if not os.path.lexists(p):
             raise Refused(

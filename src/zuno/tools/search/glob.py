@@ -9,6 +9,7 @@ from zuno.tool import Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.search.base import (
     NO_FILES,
     check_failure,
+    check_text,
     common_flags,
     exclusion_globs,
     execute,
@@ -54,6 +55,7 @@ class GlobTool(Tool):
     declarations = READ_ONLY_PARALLEL
 
     async def run(self, ctx: ToolContext, args: GlobArgs) -> ToolOutput:
+        check_text("pattern", args.pattern)
         roots = resolve_roots(ctx, [args.path or "."], "path", dirs_only=True)
         rg = await find_rg(ctx)
         if isinstance(rg, ToolOutput):

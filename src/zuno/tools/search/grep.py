@@ -14,6 +14,7 @@ from zuno.tools.search import chord_format
 from zuno.tools.search.base import (
     NO_FILES,
     check_failure,
+    check_text,
     common_flags,
     exclusion_globs,
     execute,
@@ -38,7 +39,7 @@ class GrepArgs(ToolArgs):
 
 class ChordGrepArgs(ToolArgs):
     pattern: str = Field(min_length=1, description=_PATTERN_HELP)
-    paths: list[str] | None = Field(None, description="Root files or directories to search (default: the workspace).")
+    paths: list[str] | None = Field(None, description="Root files or directories to search (default, or empty: the workspace).")
     includes: list[str] | None = Field(None, description='Only search files matching any of these globs ("*.go").')
     context_lines: int | None = Field(
         None,
@@ -61,6 +62,9 @@ async def _search(
     include_field: str,
     context: int,
 ) -> tuple[Any, GrepCollector, Any, Any] | ToolOutput:
+    check_text("pattern", pattern)
+    for g in includes:
+        check_text(include_field, g)
     roots = resolve_roots(ctx, raw_paths, path_field, dirs_only=False)
     rg = await find_rg(ctx)
     if isinstance(rg, ToolOutput):
