@@ -39,7 +39,9 @@ class GrepArgs(ToolArgs):
 
 class ChordGrepArgs(ToolArgs):
     pattern: str = Field(min_length=1, description=_PATTERN_HELP)
-    paths: list[str] | None = Field(None, description="Root files or directories to search (default, or empty: the workspace).")
+    paths: list[str] | None = Field(
+        None, description="Root files or directories to search (default, or empty: the workspace)."
+    )
     includes: list[str] | None = Field(None, description='Only search files matching any of these globs ("*.go").')
     context_lines: int | None = Field(
         None,
