@@ -179,3 +179,26 @@ def test_glob_on_a_file_is_refused(workspace: Path, run_zuno: RunZuno) -> None:
     (workspace / "a.txt").write_text("")
     g = _one(run_zuno, "glob", {"pattern": "*", "path": "a.txt"})
     assert g["block_kind"] == "invalid_arguments" and "not a directory" in g["text"]
+
+
+def test_a_binary_file_named_as_the_path_is_reported_not_silent(workspace: Path, run_zuno: RunZuno) -> None:
+    (workspace / "blob.bin").write_bytes(b"needle\x00\x01\x02needle\n")
+    (workspace / "text.txt").write_text("needle\n")
+    r = _one(run_zuno, "grep", {"pattern": "needle"})  # walked: rg skips the binary file
+    assert r["text"] == "text.txt:1:needle"
+    r = _one(run_zuno, "grep", {"pattern": "needle", "path": "blob.bin"})
+    assert r["outcome"] == "ok"
+    assert r["text"].splitlines()[0] == "No files found"
+    assert "1 binary file(s) named in the search path matched" in r["text"]
+    assert r["metadata"]["dropped"]["binaryFiles"] == 1
+
+
+def test_granted_directory_outside_the_root(workspace: Path, run_zuno: RunZuno, tmp_path: Path) -> None:
+    extra = tmp_path / "extra"
+    (extra / "lib").mkdir(parents=True)
+    (extra / "lib" / "x.py").write_text("needle\n")
+    env = {"ZUNO_CONFIG_CONTENT": json.dumps({"workspace": {"granted_dirs": [str(extra)]}})}
+    r = _one(run_zuno, "grep", {"pattern": "needle", "path": str(extra)}, env=env)
+    assert r["text"] == f"{extra}/lib/x.py:1:needle"
+    g = _one(run_zuno, "glob", {"pattern": "*.py", "path": str(extra / "lib")}, env=env)
+    assert g["metadata"]["paths"] == [f"{extra}/lib/x.py"]

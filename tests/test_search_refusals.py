@@ -92,7 +92,7 @@ def test_output_over_64_mib_is_refused_with_advice(workspace: Path, run_zuno: Ru
     assert "Narrow the pattern, the path or the include glob" in r["text"]
     assert r["metadata"]["rgOutputBytes"] > limits.RG_MAX_OUTPUT_BYTES
     # Just under the ceiling is served (and cut to the hit cap, marked truncated).
-    small = limits.RG_MAX_OUTPUT_BYTES // (len(line) + 16) - 1000
+    small = limits.RG_MAX_OUTPUT_BYTES // (len(line) + 24) - 1000  # "./big.txt\0" + "NNNNNN:" + line
     (workspace / "big.txt").write_bytes(line * small)
     r = _one(run_zuno, "grep", {"pattern": "z"})
     assert r["outcome"] == "ok"

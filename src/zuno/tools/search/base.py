@@ -108,7 +108,8 @@ def plan(ctx: ToolContext, roots: list[Path]) -> Plan:
         r = roots[0]
         if r.is_dir():
             d = ws.display(r)
-            return Plan(str(r), [], "" if d == "." else d.rstrip("/") + "/", False, {"."}, shown)
+            # "." explicitly, never no path at all (rg could then read stdin); "./" is stripped back off
+            return Plan(str(r), ["."], "" if d == "." else d.rstrip("/") + "/", True, {"."}, shown)
         parent = r.parent
         d = ws.display(parent)
         return Plan(str(parent), [r.name], "" if d == "." else d.rstrip("/") + "/", False, {norm_root(r.name)}, shown)

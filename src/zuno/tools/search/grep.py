@@ -110,10 +110,15 @@ def _metadata(rg: Any, res: Any, col: GrepCollector, files: list[FileHits]) -> d
     }
 
 
-def _capped_note(n: int) -> str:
-    if not n:
-        return ""
-    return f"[{n} matching line(s) longer than {limits.MATCH_LINE_MAX_UTF16} UTF-16 code units were cut there]"
+def _capped_note(n: int, binary: int = 0) -> str:
+    notes = []
+    if n:
+        notes.append(
+            f"[{n} matching line(s) longer than {limits.MATCH_LINE_MAX_UTF16} UTF-16 code units were cut there]"
+        )
+    if binary:
+        notes.append(f"[{binary} binary file(s) named in the search path matched; binary lines are not shown]")
+    return "\n".join(notes)
 
 
 class GrepTool(Tool):
@@ -143,7 +148,7 @@ class GrepTool(Tool):
         note = truncation_note(
             col.drops, meta["matches"], col.total_hits, "matches", "Narrow the pattern, the path or the include glob."
         )
-        tail = "\n".join(x for x in (_capped_note(meta["linesCapped"]), note) if x)
+        tail = "\n".join(x for x in (_capped_note(meta["linesCapped"], col.drops.binary), note) if x)
         return ToolOutput(text="\n".join(rows) if rows else NO_FILES, tail=tail, metadata=meta)
 
 
@@ -187,5 +192,5 @@ class ChordGrepTool(Tool):
         note = truncation_note(
             col.drops, meta["matches"], col.total_hits, "matches", "Narrow the pattern, the paths or the includes."
         )
-        tail = "\n".join(x for x in (_capped_note(meta["linesCapped"]), r.closing, note) if x)
+        tail = "\n".join(x for x in (_capped_note(meta["linesCapped"], col.drops.binary), r.closing, note) if x)
         return ToolOutput(text="\n".join(r.lines) if r.lines else NO_FILES, head=head, tail=tail, metadata=meta)
