@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from conftest import RunZuno, batch
 from zuno import limits
 from zuno.tool import Refused
 from zuno.tools.search.base import check_text
+from zuno.tools.search.rg import Rg, discover
 
 
 def _one(run_zuno: RunZuno, name: str, args: dict, *extra: str) -> dict:
@@ -118,3 +120,18 @@ def test_lone_surrogates_are_refused_and_empty_paths_mean_the_workspace(workspac
     (workspace / "a.txt").write_text("x\n")
     r = _one(run_zuno, "grep", {"pattern": "x", "paths": [], "includes": []}, "--profile", "chord")
     assert (r["outcome"], r["text"]) == ("ok", "a.txt:1:x")
+
+
+def test_rg_killed_mid_walk_is_an_error_not_a_partial_result(
+    workspace: Path, run_zuno: RunZuno, tmp_path: Path
+) -> None:
+    real = discover(None)
+    assert isinstance(real, Rg)
+    killer = tmp_path / "rg-then-killed"
+    killer.write_text(f'#!/bin/sh\n"{real.path}" "$@"\n[ "$1" = --version ] && exit 0\nkill -9 $$\n')
+    killer.chmod(0o755)
+    (workspace / "a.txt").write_text("needle\n")
+    env = {"ZUNO_CONFIG_CONTENT": json.dumps({"search": {"rg_path": str(killer)}})}
+    r = batch(run_zuno, [{"name": "grep", "arguments": {"pattern": "needle"}}], env=env)["results"][0]
+    assert r["outcome"] == "error" and "killed by signal 9" in r["text"], r
+    assert "a.txt:1" not in r["text"]

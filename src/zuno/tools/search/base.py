@@ -173,6 +173,13 @@ def check_failure(
     on the argument that gave that glob."""
     if res.returncode in (0, 1):
         return None
+    if res.returncode < 0:
+        # Killed from outside mid-walk: what it printed is a part, never presented as the whole.
+        return ToolOutput.failure(
+            f"[error] rg was killed by signal {-res.returncode} before the walk finished; nothing is shown because "
+            "a partial walk is not a result. Run the search again.",
+            rgExit=res.returncode,
+        )
     perr = pattern_error(res.stderr)
     if perr is not None:
         if perr.kind == "glob":
