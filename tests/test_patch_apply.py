@@ -469,3 +469,18 @@ def test_cli_read_then_patch_in_a_later_invocation(run_zuno: Any, workspace: Pat
     other = batch(run_zuno, [{"name": "apply_patch", "arguments": {"patch": patch}}])
     assert other["results"][0]["metadata"]["conflict"]["kind"] == "ReadRequired"
     assert json.dumps(other).count("requiredAction") >= 1
+
+
+async def test_many_hunks_on_a_large_file_match_a_plain_rewrite(z: Z) -> None:
+    lines = [f"value_{i:05d} = compute({i})" for i in range(20_000)]
+    (z.root / "big.py").write_text("\n".join(lines) + "\n")
+    await z.read("big.py")
+    body = ["*** Update File: big.py"]
+    expected = list(lines)
+    for t in range(50, 20_000, 100):
+        body += ["@@", *(" " + lines[k] for k in range(t - 2, t)), "-" + lines[t], "+" + lines[t] + "  # x"]
+        expected[t] = lines[t] + "  # x"
+    r = await z.patch(P(*body))
+    assert r["outcome"] == "ok", r["text"][:300]
+    assert (z.root / "big.py").read_text() == "\n".join(expected) + "\n"
+    assert r["metadata"]["files"][0]["chunks"] == 200

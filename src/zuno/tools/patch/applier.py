@@ -25,7 +25,7 @@ from zuno.declarations import BlockKind, Declarations
 from zuno.receipts import Conflict, check_fresh, record_read, sha256_hex
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.patch import textfile
-from zuno.tools.patch.grammar import Chunk, FileOp, PatchSyntaxError, digest, parse
+from zuno.tools.patch.grammar import Chunk, FileOp, PatchSyntaxError, digest, first_path, parse
 from zuno.tools.patch.matcher import LEVEL_NAMES, Matcher
 from zuno.workspace import STATE_DIR
 
@@ -137,6 +137,7 @@ class Planned:
     dest: Path | None  # move destination
     op_digest: str
     before: bytes | None = None
+    before_digest: str = ABSENT
     after: bytes | None = None  # new content of (dest or source); None for a delete
     mode: int | None = None
     level: int = 0
@@ -171,11 +172,7 @@ class ApplyPatchTool(Tool):
     declarations = Declarations()  # SideEffecting, Never, Exclusive
 
     def subject(self, args: ToolArgs) -> str | None:
-        try:
-            ops = parse(getattr(args, "patch", ""))
-        except PatchSyntaxError:
-            return None
-        return ops[0].path if ops else None
+        return first_path(getattr(args, "patch", ""))
 
     async def run(self, ctx: ToolContext, args: ApplyPatchArgs) -> ToolOutput:
         try:
@@ -183,7 +180,7 @@ class ApplyPatchTool(Tool):
         except PatchSyntaxError as e:
             raise Refused(BlockKind.invalid_arguments, f"argument 'patch': invalid patch at {e}.", line=e.line) from e
         plans = self._resolve(ctx, ops)
-        patch_digest = digest([p.op.canonical(str(p.source), str(p.dest) if p.dest else None) for p in plans])
+        patch_digest = digest([p.op_digest for p in plans])
         async with ctx.workspace.mutation_lock:
             conflicts, problems = self._preflight(ctx, plans)
             if conflicts or problems:
@@ -239,6 +236,7 @@ class ApplyPatchTool(Tool):
                 continue
             plan.before = current
             cur_digest = sha256_hex(current) if current is not None else ABSENT
+            plan.before_digest = cur_digest
             replay = replay_conflict(ctx, src, plan.op_digest, cur_digest)
             if replay is not None:
                 conflicts.append(replay)
@@ -323,11 +321,13 @@ class ApplyPatchTool(Tool):
     def _apply_chunks(self, ctx: ToolContext, plan: Planned, current: bytes) -> bytes | Conflict | str:
         tf = textfile.decode(current)
         lines = tf.lines
-        matcher = Matcher(lines)
+        wanted = {t for c in plan.op.chunks for t in c.old}
+        wanted.update(c.title for c in plan.op.chunks if c.title is not None)
+        matcher = Matcher(lines, wanted)
         cursor = 0
         placed: list[tuple[int, int, Chunk]] = []
         shown = ctx.workspace.display(plan.source)
-        cur_digest = sha256_hex(current)
+        cur_digest = plan.before_digest
 
         def mismatch(chunk: Chunk, detail: str) -> Conflict:
             return Conflict(
@@ -473,7 +473,7 @@ class ApplyPatchTool(Tool):
         files: list[dict[str, Any]] = []
         summary: list[str] = []
         for plan in plans:
-            before_digest = sha256_hex(plan.before) if plan.before is not None else ABSENT
+            before_digest = plan.before_digest
             src_shown = ctx.workspace.display(plan.source)
             if plan.op.kind == "delete":
                 ctx.store.drop_read_receipt(ctx.session_id, str(plan.source))

@@ -119,6 +119,15 @@ def _chunk_title(line: str) -> str | None:
 _MARKERS = (ADD, DELETE, UPDATE, MOVE, EOF_MARK, BEGIN, END)
 
 
+_FILE_HEADER = re.compile(r"^[ \t]*\*\*\* (?:Add|Delete|Update) File:[ \t]*(\S.*?)[ \t\r]*$", re.MULTILINE)
+
+
+def first_path(text: str) -> str | None:
+    """The first file a patch names, cheaply (for permission subjects); None if none."""
+    m = _FILE_HEADER.search(text) if isinstance(text, str) else None
+    return m.group(1) if m else None
+
+
 def _is_marker(line: str) -> bool:
     s = line.strip()
     return s.startswith("*** ") and s.startswith(_MARKERS)
@@ -242,9 +251,17 @@ def _parse_chunks(body: list[str], nums: list[int], i: int, op: FileOp, chunk_no
                 chunk.end_of_file = True
                 j += 1
                 break
+            c = ln[:1]
+            if c == "+":
+                chunk.ops.append(("add", ln[1:]))
+                j += 1
+                continue
+            if c == "-":
+                chunk.ops.append(("del", ln[1:]))
+                j += 1
+                continue
             if _is_chunk_header(ln) or _is_marker(ln):
                 break
-            c = ln[:1]
             if c == "" or c == " ":
                 chunk.ops.append(("ctx", ln[1:]))
             elif c == "-":

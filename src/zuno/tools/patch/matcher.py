@@ -49,8 +49,11 @@ LEVEL_NAMES = ["exact", "trailing-whitespace", "surrounding-whitespace", "punctu
 
 
 class Matcher:
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], wanted: set[str] | None = None) -> None:
+        """``wanted``: every line text a caller may look up (the chunks' old lines and anchors);
+        the indexes then hold only those, which keeps a big file's pass cheap."""
         self.lines = lines
+        self.wanted = wanted
         self._index: dict[int, dict[str, list[int]]] = {}
         self._keys: dict[int, list[str]] = {}
 
@@ -60,12 +63,22 @@ class Matcher:
             key = LEVELS[level]
             keys = self.lines if level == 0 else [key(s) for s in self.lines]
             idx = {}
-            for i, k in enumerate(keys):
-                bucket = idx.get(k)
-                if bucket is None:
-                    idx[k] = [i]
-                else:
-                    bucket.append(i)
+            if self.wanted is None:
+                for i, k in enumerate(keys):
+                    bucket = idx.get(k)
+                    if bucket is None:
+                        idx[k] = [i]
+                    else:
+                        bucket.append(i)
+            else:
+                wanted = {key(s) for s in self.wanted}
+                for i in [i for i, k in enumerate(keys) if k in wanted]:
+                    k = keys[i]
+                    bucket = idx.get(k)
+                    if bucket is None:
+                        idx[k] = [i]
+                    else:
+                        bucket.append(i)
             self._index[level] = idx
             self._keys[level] = keys
         return idx, self._keys[level]

@@ -9,6 +9,7 @@ state. Bytes that are not UTF-8 survive through ``surrogateescape``.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 BOM = b"\xef\xbb\xbf"
@@ -37,6 +38,12 @@ def decode(data: bytes) -> TextFile:
     text = data.decode("utf-8", "surrogateescape")
     parts = text.split("\n")
     last = parts.pop()  # text after the final "\n" ("" when the file ends with a newline)
+    if "\r" not in text:  # the common case, without a per-line loop
+        eols = [LF] * len(parts)
+        if last:
+            parts.append(last)
+            eols.append("")
+        return TextFile(bom, parts, eols, LF)
     lines: list[str] = []
     eols: list[str] = []
     crlf = 0
@@ -58,18 +65,23 @@ def decode(data: bytes) -> TextFile:
 def finalize(lines: list[str], eols: list[str | None], style: str, final_newline: bool) -> list[str]:
     """Terminators for an edited line list: an original line keeps its own, a new line (None)
     takes the style, and the last line follows the file's final-newline state."""
-    out: list[str] = []
-    n = len(lines)
-    for i, e in enumerate(eols):
-        if i == n - 1:
-            out.append((e or style) if final_newline else "")
-        else:
-            out.append(e or style)
+    out = [e or style for e in eols]
+    if out:
+        out[-1] = (eols[-1] or style) if final_newline else ""
     return out
 
 
 def encode(bom: bool, lines: list[str], eols: list[str]) -> bytes:
-    body = "".join(line + eol for line, eol in zip(lines, eols, strict=True))
+    if len(lines) != len(eols):
+        raise ValueError("one terminator per line")
+    n = len(lines)
+    lf = eols.count(LF)
+    if lf == n:
+        body = "\n".join(lines) + "\n" if n else ""
+    elif lf == n - 1 and eols[-1] == "":
+        body = "\n".join(lines)
+    else:
+        body = "".join(map(operator.add, lines, eols))
     return (BOM if bom else b"") + body.encode("utf-8", "surrogateescape")
 
 
