@@ -122,7 +122,16 @@ async def test_missing_context_is_a_context_mismatch(z: Z) -> None:
     assert c["kind"] == "ContextMismatch"
     assert c["hunk"]["number"] == 1 and c["hunk"]["title"] == "section"
     assert "hunk 1 'section'" in r["text"]
+    assert "not in the file" in r["text"]  # the anchor itself is missing
     assert (z.root / "modify.txt").read_text() == "line1\nline2\n"
+
+
+async def test_mismatch_points_at_where_the_chunk_stops_matching(z: Z) -> None:
+    (z.root / "f.txt").write_text("a\nb\nc\n")
+    await z.read("f.txt")
+    r = await z.patch(P("*** Update File: f.txt", "@@", " a", " b", "-X", "+Y"))
+    assert r["metadata"]["conflict"]["kind"] == "ContextMismatch"
+    assert "first 2 line(s) occur at line 1" in r["text"]
 
 
 async def test_delete_of_a_missing_file_fails_and_writes_nothing(z: Z) -> None:

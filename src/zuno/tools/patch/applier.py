@@ -360,7 +360,8 @@ class ApplyPatchTool(Tool):
                 where = "at the end of the file" if chunk.end_of_file else f"from line {region + 1} on"
                 return mismatch(
                     chunk,
-                    f"its {len(old)} context/removed line(s) starting {old[0]!r} do not match the current file {where}",
+                    f"its {len(old)} context/removed line(s) starting {old[0]!r} do not match the current file {where}"
+                    + _closest(matcher, old, region),
                 )
             if len(found) > 1:
                 return mismatch(
@@ -513,6 +514,19 @@ class ApplyPatchTool(Tool):
             text="Applied patch:\n" + "\n".join(summary),
             metadata={"writtenPaths": written, "files": files, "patchDigest": patch_digest},
         )
+
+
+def _closest(matcher: Matcher, old: list[str], start: int) -> str:
+    """Where the longest run of the chunk's first lines does occur, to point the re-read."""
+    best_n, best_at = 0, -1
+    for n in range(min(len(old), 8), 0, -1):
+        at, _ = matcher.find(old[:n], start)
+        if at:
+            best_n, best_at = n, at[0]
+            break
+    if best_n == 0:
+        return "; none of its first lines occurs there"
+    return f"; its first {best_n} line(s) occur at line {best_at + 1}, the next line differs"
 
 
 def _encode_new(bom: bool, lines: list[str], eols: list[str]) -> bytes | None:
