@@ -114,3 +114,8 @@ async def test_runtime_saved_output_is_read_only(workspace: Path) -> None:
         w, rd = (x.to_json() for x in res.results)
     assert (w["outcome"], w["block_kind"]) == ("blocked", "denied")
     assert rd["text"].endswith("kept")
+
+
+async def test_workspace_relative_artifact_path_is_tolerated(workspace: Path) -> None:
+    r = await _calls(workspace, [save(filename="a.txt", content="hi"), read(path=".zuno/artifacts/ses_art/a.txt")])
+    assert r[1]["outcome"] == "ok" and r[1]["text"].endswith("hi")

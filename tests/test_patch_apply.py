@@ -493,3 +493,15 @@ async def test_many_hunks_on_a_large_file_match_a_plain_rewrite(z: Z) -> None:
     assert r["outcome"] == "ok", r["text"][:300]
     assert (z.root / "big.py").read_text() == "\n".join(expected) + "\n"
     assert r["metadata"]["files"][0]["chunks"] == 200
+
+
+async def test_permission_rules_apply_to_every_path_of_a_patch(workspace: Path) -> None:
+    rules = {"permission": {"rules": [{"tool": "apply_patch", "pattern": "secrets/*", "action": "deny"}]}}
+    async with zuno.Runtime(root=workspace, config_overrides=rules) as rt, rt.session() as s:
+        z = Z(s, workspace)
+        r = await z.patch(P("*** Add File: ok.txt", "+x", "*** Add File: secrets/key.txt", "+y"))
+        assert (r["outcome"], r["block_kind"]) == ("blocked", "denied")
+        assert "secrets/key.txt" in r["text"]
+        r = await z.patch(P("*** Add File: secrets/key.txt", "+y"))  # the subject: the dispatcher denies it
+        assert (r["outcome"], r["block_kind"]) == ("blocked", "denied")
+    assert snapshot(workspace) == {}

@@ -27,6 +27,7 @@ from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.patch.applier import atomic_write
 from zuno.windows import read_window
+from zuno.workspace import STATE_DIR
 
 RESULTS_DIR = "results"
 SESSION_ARTIFACT = "session-artifact"
@@ -35,7 +36,15 @@ _RESULT_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,63}$")
 _SEGMENT_BAD = re.compile(r'[\x00-\x1f\x7f<>:"|?*\\]')
 
 
+_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
 def session_dir(ctx: ToolContext) -> Path:
+    if not _SESSION_ID.match(ctx.session_id) or ".." in ctx.session_id:
+        raise Refused(
+            BlockKind.unavailable,
+            f"session id {ctx.session_id!r} cannot name an artifact folder; use letters, digits, '.', '_' or '-'.",
+        )
     d = ctx.workspace.ensure_state_dir() / ARTIFACTS_DIR / ctx.session_id
     d.mkdir(parents=True, exist_ok=True)
     return d
@@ -220,7 +229,10 @@ class ReadArtifactTool(Tool):
     declarations = READ_ONLY_PARALLEL
 
     async def run(self, ctx: ToolContext, args: ReadArtifactArgs) -> ToolOutput:
-        rel = session_relative(args.path.removeprefix("./"), "path")
+        raw = args.path.removeprefix("./")
+        # Tolerate the workspace-relative form a saved-output notice shows.
+        raw = raw.removeprefix(f"{STATE_DIR}/{ARTIFACTS_DIR}/{ctx.session_id}/")
+        rel = session_relative(raw, "path")
         base = session_dir(ctx)
         target = _no_symlinks(base, rel)
         if not target.is_file():

@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import Field
 
 from zuno.declarations import BlockKind, Declarations
+from zuno.permissions import decide
 from zuno.receipts import Conflict, check_fresh, record_read, sha256_hex
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.patch import textfile
@@ -179,6 +180,7 @@ class ApplyPatchTool(Tool):
             ops = parse(args.patch)
         except PatchSyntaxError as e:
             raise Refused(BlockKind.invalid_arguments, f"argument 'patch': invalid patch at {e}.", line=e.line) from e
+        self._check_permissions(ctx, ops)
         plans = self._resolve(ctx, ops)
         patch_digest = digest([p.op_digest for p in plans])
         async with ctx.workspace.mutation_lock:
@@ -186,6 +188,27 @@ class ApplyPatchTool(Tool):
             if conflicts or problems:
                 return self._refuse(ctx, plans, conflicts, problems, patch_digest)
             return self._write(ctx, plans, patch_digest)
+
+    def _check_permissions(self, ctx: ToolContext, ops: list[FileOp]) -> None:
+        """The dispatcher matched permission patterns against the first path only (the call's
+        subject); every other path a patch names gets the same rules here. A rule that asks cannot
+        be asked from inside the call, so such a path must go in a patch of its own."""
+        first = ops[0].path if ops else None
+        for op in ops:
+            for raw in (op.path, op.move_to):
+                if raw is None or raw == first:
+                    continue
+                verdict = decide(ctx.config.permission, self.name, raw, self.declarations)
+                if verdict.action == "deny" or (verdict.action == "ask" and verdict.rule is not None):
+                    raise Refused(
+                        BlockKind.denied,
+                        f"argument 'patch': {raw!r} (line {op.line}): {verdict.reason}. Nothing was written"
+                        + (
+                            "; send that file in a patch of its own so it can be approved."
+                            if verdict.action == "ask"
+                            else "."
+                        ),
+                    )
 
     # -- resolve (nothing touched yet) ---------------------------------------------------------
 
