@@ -7,10 +7,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from conftest import batch
-
 from zuno.store import Store
 from zuno.store.schema import MIGRATIONS
+
+from conftest import batch
 
 RECORD_KEYS = {
     "call_id",

@@ -7,10 +7,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import ext_tools
 import pytest
 
 import zuno
+
+import ext_tools
 
 
 @pytest.fixture(autouse=True)

@@ -104,7 +104,7 @@ def test_write_keeps_exact_bytes_and_refuses_the_state_folder(workspace: Path, r
     res = batch(
         run_zuno, [call("write", path="x.txt", content=content), call("write", path=".zuno/zuno.db", content="")]
     )
-    ok, state = res["results"]
+    _, state = res["results"]
     assert (workspace / "x.txt").read_bytes() == content.encode()
     assert (state["outcome"], state["block_kind"]) == ("blocked", "denied")
 
