@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-import zuno  # noqa: E402
+import zuno
 
 N = 1000
 EXT = '''
