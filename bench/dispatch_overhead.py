@@ -80,17 +80,23 @@ def main() -> None:
     per_call_one = (one - plain) / N * 1000
     per_call_hundred = (hundred - plain) / N * 1000
     print(f"plain open().read(): {plain / N * 1e6:.1f} us per file")
-    print(f"read through Session.step, 1 call per step:   {one / N * 1000:.3f} ms per call; "
-          f"overhead {per_call_one:.3f} ms per durable call (target <= 0.5 ms): "
-          f"{'PASS' if per_call_one <= 0.5 else 'MISS'}; {one / plain:.0f}x plain")
-    print(f"read through Session.step, 100 calls per step: {hundred / N * 1000:.3f} ms per call; "
-          f"overhead {per_call_hundred:.3f} ms per durable call (target <= 0.5 ms): "
-          f"{'PASS' if per_call_hundred <= 0.5 else 'MISS'}")
+    print(
+        f"read through Session.step, 1 call per step:   {one / N * 1000:.3f} ms per call; "
+        f"overhead {per_call_one:.3f} ms per durable call (target <= 0.5 ms): "
+        f"{'PASS' if per_call_one <= 0.5 else 'MISS'}; {one / plain:.0f}x plain"
+    )
+    print(
+        f"read through Session.step, 100 calls per step: {hundred / N * 1000:.3f} ms per call; "
+        f"overhead {per_call_hundred:.3f} ms per durable call (target <= 0.5 ms): "
+        f"{'PASS' if per_call_hundred <= 0.5 else 'MISS'}"
+    )
     with tempfile.TemporaryDirectory() as d:
         elapsed = min(asyncio.run(overlap(Path(d))) for _ in range(3))
     speedup = 1.6 / elapsed
-    print(f"8 ParallelSafe calls x 200 ms: {elapsed * 1000:.0f} ms, {speedup:.2f}x faster than serial 1600 ms "
-          f"(target >= 6x): {'PASS' if speedup >= 6 else 'MISS'}")
+    print(
+        f"8 ParallelSafe calls x 200 ms: {elapsed * 1000:.0f} ms, {speedup:.2f}x faster than serial 1600 ms "
+        f"(target >= 6x): {'PASS' if speedup >= 6 else 'MISS'}"
+    )
 
 
 if __name__ == "__main__":
