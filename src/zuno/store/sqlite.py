@@ -75,6 +75,7 @@ class Store:
         self._db.execute("PRAGMA busy_timeout=30000")
         self._session_locks: dict[str, int] = {}
         self._pending_steps: dict[str, tuple[int, dict[str, Any] | None, float]] = {}
+        self._deliver_on_end: dict[tuple[str, int], int] = {}
         self._migrate()
 
     # -- plumbing -------------------------------------------------------------------------------
@@ -223,6 +224,12 @@ class Store:
 
     def _end_step(self, db: sqlite3.Connection, session_id: str, n: int) -> None:
         db.execute("UPDATE steps SET ended_at = ? WHERE session_id = ? AND n = ?", (time.time(), session_id, n))
+        upto = self._deliver_on_end.pop((session_id, n), None)
+        if upto is not None:
+            db.execute(
+                "UPDATE notices SET delivered_step = ? WHERE session_id = ? AND delivered_step IS NULL AND seq <= ?",
+                (n, session_id, upto),
+            )
         self._event(db, session_id, "step-ended", None, n, None, None)
 
     # -- calls ----------------------------------------------------------------------------------
@@ -430,24 +437,14 @@ class Store:
         return int(cur.lastrowid or 0)
 
     def take_notices(self, session_id: str, step: int) -> list[dict[str, Any]]:
-        """Deliver every pending notice of the session with this step, exactly once."""
-        if not self.query(
-            "SELECT 1 FROM notices WHERE session_id = ? AND delivered_step IS NULL LIMIT 1", (session_id,)
-        ):
-            return []
-        with self.transaction() as db:
-            rows = list(
-                db.execute(
-                    "SELECT * FROM notices WHERE session_id = ? AND delivered_step IS NULL ORDER BY seq",
-                    (session_id,),
-                )
-            )
-            if rows:
-                db.execute(
-                    "UPDATE notices SET delivered_step = ? WHERE session_id = ? AND delivered_step IS NULL"
-                    " AND seq <= ?",
-                    (step, session_id, rows[-1]["seq"]),
-                )
+        """The pending notices of the session, for this step. They are marked delivered in the
+        transaction that ends the step, so a step that dies before it ends delivers them again
+        with the next one: a notice may be seen twice, never lost."""
+        rows = self.query(
+            "SELECT * FROM notices WHERE session_id = ? AND delivered_step IS NULL ORDER BY seq", (session_id,)
+        )
+        if rows:
+            self._deliver_on_end[(session_id, step)] = rows[-1]["seq"]
         return [{"kind": r["kind"], "text": r["text"], **json.loads(r["data"])} for r in rows]
 
     # -- artifacts and read receipts ------------------------------------------------------------
