@@ -172,6 +172,14 @@ async def test_pure_addition_chunk(z: Z) -> None:
     assert (z.root / "input.txt").read_text() == "def a():\n    # first\n    pass\ndef b():\n    pass\n# appended\n"
 
 
+async def test_anchor_repeated_as_first_context_line(z: Z) -> None:
+    (z.root / "a.py").write_text("def f():\n    pass\ndef g():\n    pass\n")
+    await z.read("a.py")
+    r = await z.patch(P("*** Update File: a.py", "@@ def g():", " def g():", "-    pass", "+    return 2"))
+    assert r["outcome"] == "ok", r["text"]
+    assert (z.root / "a.py").read_text() == "def f():\n    pass\ndef g():\n    return 2\n"
+
+
 async def test_padded_markers(z: Z) -> None:
     (z.root / "file.txt").write_text("one\n")
     await z.read("file.txt")

@@ -372,6 +372,8 @@ class ApplyPatchTool(Tool):
                     )
                 region = at[0] + 1
             old = chunk.old
+            if chunk.title is not None and old and old[0].strip() == chunk.title.strip():
+                region -= 1  # the anchor repeated as the chunk's first context line
             if not old:
                 pos = len(lines) if chunk.end_of_file or chunk.title is None else region
                 placed.append((pos, 0, chunk))
