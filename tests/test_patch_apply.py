@@ -132,6 +132,10 @@ async def test_mismatch_points_at_where_the_chunk_stops_matching(z: Z) -> None:
     r = await z.patch(P("*** Update File: f.txt", "@@", " a", " b", "-X", "+Y"))
     assert r["metadata"]["conflict"]["kind"] == "ContextMismatch"
     assert "first 2 line(s) occur at line 1" in r["text"]
+    assert r["metadata"]["conflict"]["suggestedCall"] == {
+        "name": "read",
+        "arguments": {"path": "f.txt", "offset": 1, "limit": 60},
+    }
 
 
 async def test_delete_of_a_missing_file_fails_and_writes_nothing(z: Z) -> None:
@@ -220,7 +224,7 @@ async def test_ambiguous_context_without_anchor_is_a_mismatch_and_anchor_resolve
 
 
 def _conflict_shape(c: dict[str, Any]) -> None:
-    assert set(c) == {"kind", "resource", "operationDigest", "currentDigest", "hunk", "requiredAction"}
+    assert set(c) == {"kind", "resource", "operationDigest", "currentDigest", "hunk", "requiredAction", "suggestedCall"}
     assert len(c["operationDigest"]) == 64 and c["requiredAction"]
 
 
@@ -232,6 +236,7 @@ async def test_read_required(z: Z) -> None:
     assert (c["kind"], c["resource"]) == ("ReadRequired", "f.txt")
     assert c["currentDigest"] == __import__("hashlib").sha256(b"a\n").hexdigest()
     assert "Read the named resource" in c["requiredAction"]
+    assert c["suggestedCall"] == {"name": "read", "arguments": {"path": "f.txt"}}
     assert (z.root / "f.txt").read_text() == "a\n"
 
 

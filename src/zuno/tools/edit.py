@@ -16,7 +16,7 @@ import stat
 from pydantic import Field
 
 from zuno.declarations import BlockKind, Declarations
-from zuno.receipts import Conflict, check_fresh, record_read, sha256_hex
+from zuno.receipts import Conflict, check_fresh, read_call, record_read, sha256_hex
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.patch import textfile
@@ -93,7 +93,11 @@ class EditTool(Tool):
                     "or set replace_all"
                 )
                 remember(ctx, path, op_digest, cur_digest, "before", "ContextMismatch", self.name)
-                return Conflict("ContextMismatch", shown, op_digest, cur_digest, detail=detail).to_output()
+                near = logical.count("\n", 0, max(0, logical.find(old))) + 1 if count else None
+                call = read_call(shown, near - 4 if near else None)
+                return Conflict(
+                    "ContextMismatch", shown, op_digest, cur_digest, detail=detail, suggested_call=call
+                ).to_output()
             replaced = count if args.replace_all else 1
             out = logical.replace(old, new) if args.replace_all else logical.replace(old, new, 1)
             data = _relay(out, logical, old, new, terms, tf, args.replace_all)

@@ -11,11 +11,12 @@ the paths observed as changed.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from pydantic import Field
 
 from zuno.declarations import BlockKind, Declarations
 from zuno.permissions import decide
-from zuno.receipts import Conflict, check_fresh, record_read, sha256_hex
+from zuno.receipts import Conflict, check_fresh, read_call, record_read, sha256_hex
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.patch import textfile
 from zuno.tools.patch.grammar import Chunk, FileOp, PatchSyntaxError, digest, first_path, parse
@@ -312,11 +313,8 @@ class ApplyPatchTool(Tool):
                     c = check_fresh(ctx, plan.dest, dcur, plan.op_digest)
                     if c is not None:
                         conflicts.append(
-                            Conflict(
-                                c.kind,
-                                c.resource,
-                                c.operation_digest,
-                                c.current_digest,
+                            replace(
+                                c,
                                 detail=c.detail + " (it is the existing destination of a move, which it would replace)",
                             )
                         )
@@ -352,7 +350,8 @@ class ApplyPatchTool(Tool):
         shown = ctx.workspace.display(plan.source)
         cur_digest = plan.before_digest
 
-        def mismatch(chunk: Chunk, detail: str) -> Conflict:
+        def mismatch(chunk: Chunk, detail: str, near: int) -> Conflict:
+            """``near``: 0-based line the re-read should show (the read starts a few lines above)."""
             return Conflict(
                 "ContextMismatch",
                 shown,
@@ -360,6 +359,7 @@ class ApplyPatchTool(Tool):
                 cur_digest,
                 hunk={"number": chunk.number, "title": chunk.title, "patchLine": chunk.line, "operation": plan.index},
                 detail=detail,
+                suggested_call=read_call(shown, max(0, min(near, len(lines) - 1)) - 4),
             )
 
         for chunk in plan.op.chunks:
@@ -368,7 +368,7 @@ class ApplyPatchTool(Tool):
                 at, _ = matcher.find([chunk.title], cursor)
                 if not at:
                     return mismatch(
-                        chunk, f"its anchor line {chunk.title!r} is not in the file from line {cursor + 1} on"
+                        chunk, f"its anchor line {chunk.title!r} is not in the file from line {cursor + 1} on", cursor
                     )
                 region = at[0] + 1
             old = chunk.old
@@ -383,16 +383,19 @@ class ApplyPatchTool(Tool):
             found, level = matcher.find(old, region, at_end=chunk.end_of_file, want=2 if unique else 1)
             if not found:
                 where = "at the end of the file" if chunk.end_of_file else f"from line {region + 1} on"
+                hint, near = _closest(matcher, old, region)
                 return mismatch(
                     chunk,
                     f"its {len(old)} context/removed line(s) starting {old[0]!r} do not match the current file {where}"
-                    + _closest(matcher, old, region),
+                    + hint,
+                    near if near >= 0 else region,
                 )
             if len(found) > 1:
                 return mismatch(
                     chunk,
                     f"its context matches more than once (at lines {found[0] + 1} and {found[1] + 1}); "
                     "add an '@@ <line>' anchor or more unique context",
+                    found[0],
                 )
             plan.level = max(plan.level, level)
             placed.append((found[0], len(old), chunk))
@@ -439,7 +442,10 @@ class ApplyPatchTool(Tool):
             where = ""
             if c.hunk:
                 where = f" (hunk {c.hunk['number']}" + (f" {c.hunk['title']!r})" if c.hunk.get("title") else ")")
-            parts.append(f"[conflict: {c.kind}] {c.resource}{where}: {c.detail}. Required action: {c.required_action}")
+            nxt = f" Next: read {json.dumps(c.suggested_call['arguments'])}" if c.suggested_call else ""
+            parts.append(
+                f"[conflict: {c.kind}] {c.resource}{where}: {c.detail}. Required action: {c.required_action}{nxt}"
+            )
         parts.extend(f"[problem] {p}" for p in problems)
         text = (
             f"apply_patch: nothing was written ({len(plans)} file operation(s) checked; "
@@ -541,8 +547,9 @@ class ApplyPatchTool(Tool):
         )
 
 
-def _closest(matcher: Matcher, old: list[str], start: int) -> str:
-    """Where the longest run of the chunk's first lines does occur, to point the re-read."""
+def _closest(matcher: Matcher, old: list[str], start: int) -> tuple[str, int]:
+    """Where the longest run of the chunk's first lines does occur, to point the re-read:
+    (text, 0-based line of the first differing line, or -1)."""
     best_n, best_at = 0, -1
     for n in range(min(len(old), 8), 0, -1):
         at, _ = matcher.find(old[:n], start)
@@ -550,8 +557,8 @@ def _closest(matcher: Matcher, old: list[str], start: int) -> str:
             best_n, best_at = n, at[0]
             break
     if best_n == 0:
-        return "; none of its first lines occurs there"
-    return f"; its first {best_n} line(s) occur at line {best_at + 1}, the next line differs"
+        return "; none of its first lines occurs there", -1
+    return f"; its first {best_n} line(s) occur at line {best_at + 1}, the next line differs", best_at + best_n
 
 
 def _encode_new(bom: bool, lines: list[str], eols: list[str]) -> bytes | None:
@@ -562,10 +569,6 @@ def _encode_new(bom: bool, lines: list[str], eols: list[str]) -> bytes | None:
 
 
 def _explain_add(c: Conflict) -> Conflict:
-    return Conflict(
-        c.kind,
-        c.resource,
-        c.operation_digest,
-        c.current_digest,
-        detail=c.detail + " ('*** Add File' on an existing file replaces it whole, which needs a read of it)",
+    return replace(
+        c, detail=c.detail + " ('*** Add File' on an existing file replaces it whole, which needs a read of it)"
     )
