@@ -518,3 +518,19 @@ async def test_permission_rules_apply_to_every_path_of_a_patch(workspace: Path) 
         r = await z.patch(P("*** Add File: secrets/key.txt", "+y"))  # the subject: the dispatcher denies it
         assert (r["outcome"], r["block_kind"]) == ("blocked", "denied")
     assert snapshot(workspace) == {}
+
+
+async def test_delete_or_move_through_a_symlink_is_refused_update_goes_through(z: Z) -> None:
+    (z.root / "real.txt").write_text("a\n")
+    os.symlink("real.txt", z.root / "link.txt")
+    await z.read("link.txt")
+    for patch in (
+        P("*** Delete File: link.txt"),
+        P("*** Update File: link.txt", "*** Move to: m.txt", "@@", "-a", "+b"),
+    ):
+        r = await z.patch(patch)
+        assert (r["outcome"], r["block_kind"]) == ("blocked", "invalid_arguments")
+        assert "symbolic link" in r["text"]
+    r = await z.patch(P("*** Update File: link.txt", "@@", "-a", "+b"))
+    assert r["outcome"] == "ok", r["text"]
+    assert (z.root / "link.txt").is_symlink() and (z.root / "real.txt").read_text() == "b\n"

@@ -221,6 +221,13 @@ class ApplyPatchTool(Tool):
             dest = ctx.workspace.resolve(op.move_to, field="patch") if op.move_to else None
             if dest == src:
                 dest = None
+            if (op.kind == "delete" or dest is not None) and _given(ctx, op.path).is_symlink():
+                what = "delete" if op.kind == "delete" else "move"
+                raise Refused(
+                    BlockKind.invalid_arguments,
+                    f"argument 'patch': {op.path!r} (operation {n}, line {op.line}) is a symbolic link; a {what} "
+                    "would act on the file it points to and leave the link dangling. Name the real file.",
+                )
             for p, raw in ((src, op.path), (dest, op.move_to)):
                 if p is None:
                     continue
@@ -545,6 +552,12 @@ class ApplyPatchTool(Tool):
             text="Applied patch:\n" + "\n".join(summary),
             metadata={"writtenPaths": written, "files": files, "patchDigest": patch_digest},
         )
+
+
+def _given(ctx: ToolContext, raw: str) -> Path:
+    """The path as the model named it, before symbolic links are resolved."""
+    p = Path(os.path.expanduser(raw))
+    return p if p.is_absolute() else ctx.workspace.root / p
 
 
 def _closest(matcher: Matcher, old: list[str], start: int) -> tuple[str, int]:
