@@ -24,7 +24,8 @@ class ConfigError(Exception):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: "no" is not false and "8" is not 8 — a config value means what it says.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 def _bounded(default: int) -> Any:
@@ -92,6 +93,13 @@ class ShellConfig(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
 
 
+class EditingConfig(_Strict):
+    # chord: the model sees only one of edit / apply_patch. "edit": edit (+ write, delete);
+    # "patch": apply_patch, which then also creates and deletes files (write, delete, edit hidden).
+    # An explicit agent.tools allowlist overrides it. Ignored by the zuno profile.
+    style: Literal["edit", "patch"] = "edit"
+
+
 class Config(_Strict):
     profile: Literal["zuno", "chord"] = "zuno"
     tools: dict[str, bool] = Field(default_factory=dict)
@@ -104,6 +112,7 @@ class Config(_Strict):
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     shell: ShellConfig = Field(default_factory=ShellConfig)
+    editing: EditingConfig = Field(default_factory=EditingConfig)
 
 
 def _merge(base: dict[str, Any], top: Mapping[str, Any], origin: dict[str, str], src: str, prefix: str) -> None:

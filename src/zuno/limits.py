@@ -33,6 +33,15 @@ READ_BINARY_SNIFF_BYTES = 8_192
 # Pre-dispatch hooks: how long a hook may take before the call is refused (fail closed).
 HOOK_TIMEOUT_S = 30.0
 
+# report_write: "content (complete UTF-8 text, at most 1 MiB)".
+REPORT_MAX_BYTES = 1 << 20
+# report_write: longest accepted name, in UTF-8 bytes (the host adds "-<16 hex>" and keeps the
+# whole filename under the 255-byte limit common to supported filesystems).
+REPORT_NAME_MAX_BYTES = 200
+
+# view_image: "downscale when the long edge exceeds 2000 px".
+IMAGE_MAX_EDGE_PX = 2000
+
 # glob / grep ("glob and grep drive the official rg executable").
 # Ripgrep 14 or newer must be available.
 RG_MIN_VERSION = (14, 0, 0)
