@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 
 import zuno
-from conftest import RunZuno
 from zuno.tools.search.rg import RgLocator
+
+from conftest import RunZuno
 
 
 def _alive(pid: int) -> bool:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import RunZuno, batch
 from zuno import limits
+
+from conftest import RunZuno, batch
 
 
 def _chord(run_zuno: RunZuno, args: dict, env: dict | None = None) -> dict:

@@ -7,9 +7,10 @@ import os
 import stat
 from pathlib import Path
 
-from conftest import RunZuno, batch
 from zuno import limits
 from zuno.tools.search.rg import Rg, RgUnavailable, discover, probe_version, wheel_candidates
+
+from conftest import RunZuno, batch
 
 
 def _fake_rg(d: Path, version: str) -> Path:

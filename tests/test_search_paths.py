@@ -6,9 +6,10 @@ import json
 import os
 from pathlib import Path
 
-from conftest import RunZuno, batch
 from zuno import limits
 from zuno.tools.search.collect import GlobCollector, GrepCollector, cap_utf16
+
+from conftest import RunZuno, batch
 
 
 def _one(run_zuno: RunZuno, name: str, args: dict, *extra: str, env: dict | None = None) -> dict:

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RunZuno, batch
 from zuno import limits
 from zuno.tool import Refused
 from zuno.tools.search.base import check_text
 from zuno.tools.search.rg import Rg, discover
+
+from conftest import RunZuno, batch
 
 
 def _one(run_zuno: RunZuno, name: str, args: dict, *extra: str) -> dict:

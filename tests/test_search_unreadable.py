@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RunZuno, batch
 from zuno.tools.search.rg import discover
+
+from conftest import RunZuno, batch
 
 SETPRIV = shutil.which("setpriv")
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or SETPRIV is None, reason="needs root and setpriv to drop to nobody")
