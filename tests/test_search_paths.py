@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from pathlib import Path
 
 from zuno import limits
@@ -203,3 +204,33 @@ def test_granted_directory_outside_the_root(workspace: Path, run_zuno: RunZuno, 
     assert r["text"] == f"{extra}/lib/x.py:1:needle"
     g = _one(run_zuno, "glob", {"pattern": "*.py", "path": str(extra / "lib")}, env=env)
     assert g["metadata"]["paths"] == [f"{extra}/lib/x.py"]
+
+
+def test_collectors_keep_exactly_the_first_n_in_path_order_whatever_the_walk_order() -> None:
+    rnd = random.Random(7)
+    names = [f"d{rnd.randrange(50):02d}/f{i:05d}.txt".encode() for i in range(20_000)]
+    rnd.shuffle(names)
+    g = GlobCollector(cap=25)
+    stream = b"".join(n + b"\0" for n in names)
+    for i in range(0, len(stream), 4096):
+        g.feed(stream[i : i + 4096])
+    assert g.finish() == [n.decode() for n in sorted(names)[:25]]
+    assert (g.total, g.drops.over_cap) == (20_000, 20_000 - 25)
+    for trial in range(20):
+        files = {
+            f"p{rnd.randrange(10_000):05d}".encode(): sorted(rnd.sample(range(1, 500), rnd.randint(1, 30)))
+            for _ in range(300)
+        }
+        order = list(files)
+        rnd.shuffle(order)
+        stream = b"".join(k + b"\0" + str(n).encode() + b":x\n" for k in order for n in files[k])
+        cap = rnd.choice([1, 7, 100, 5000])
+        col = GrepCollector(cap=cap)
+        step = rnd.choice([1 << 10, 1 << 16, len(stream)])
+        for i in range(0, len(stream), step):
+            col.feed(stream[i : i + step])
+        got = [(f.path, ln.number) for f in col.finish() for ln in f.lines]
+        want = [(k.decode(), n) for k in sorted(files) for n in files[k]][:cap]
+        assert got == want, trial
+        assert col.total_hits == sum(len(v) for v in files.values())
+        assert col.drops.over_cap == col.total_hits - len(want)

@@ -100,6 +100,7 @@ class GlobCollector:
         self.drops = Drops()
         self._pending = b""
         self._skipping = False
+        self._threshold: bytes | None = None
 
     def feed(self, chunk: bytes) -> None:
         if self._skipping:
@@ -124,6 +125,9 @@ class GlobCollector:
                     good.append(p)
             parts = good
         self.total += len(parts)
+        if self._threshold is not None:  # already `cap` smaller paths: only count these
+            limit = self._threshold
+            parts = [p for p in parts if p < limit]
         self.kept.extend(parts)
         if len(self.kept) > 4 * self.cap + 4096:
             self._trim()
@@ -131,6 +135,8 @@ class GlobCollector:
     def _trim(self) -> None:
         self.kept.sort()
         del self.kept[self.cap :]
+        if len(self.kept) == self.cap:
+            self._threshold = self.kept[-1]
 
     def finish(self) -> list[str]:
         if self._pending:
