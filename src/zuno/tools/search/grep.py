@@ -8,8 +8,8 @@ from typing import Any
 from pydantic import Field
 
 from zuno import limits
-from zuno.declarations import READ_ONLY_PARALLEL
-from zuno.tool import Tool, ToolArgs, ToolContext, ToolOutput
+from zuno.declarations import READ_ONLY_PARALLEL, BlockKind
+from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.search import chord_format
 from zuno.tools.search.base import (
     NO_FILES,
@@ -25,6 +25,7 @@ from zuno.tools.search.base import (
 )
 from zuno.tools.search.collect import FileHits, GrepCollector, quote_path
 from zuno.tools.search.glob import truncation_note
+from zuno.tools.search.rg import Rg, RgResult
 
 _PATTERN_HELP = "A regular expression (Rust regex syntax, as ripgrep); case-sensitive."
 
@@ -63,10 +64,12 @@ async def _search(
     includes: list[str],
     include_field: str,
     context: int,
-) -> tuple[Any, GrepCollector, Any, Any] | ToolOutput:
+) -> tuple[Rg, GrepCollector, list[FileHits], RgResult] | ToolOutput:
     check_text("pattern", pattern)
     for g in includes:
         check_text(include_field, g)
+        if not g:
+            raise Refused(BlockKind.invalid_arguments, f"argument '{include_field}': an empty glob matches nothing.")
     roots = resolve_roots(ctx, raw_paths, path_field, dirs_only=False)
     rg = await find_rg(ctx)
     if isinstance(rg, ToolOutput):
@@ -96,7 +99,7 @@ async def _search(
     return rg, col, files, res
 
 
-def _metadata(rg: Any, res: Any, col: GrepCollector, files: list[FileHits]) -> dict[str, Any]:
+def _metadata(rg: Rg, res: RgResult, col: GrepCollector, files: list[FileHits]) -> dict[str, Any]:
     hits, nfiles = _hit_summary(files)
     capped = sum(1 for f in files for ln in f.lines if ln.hit and ln.capped)
     return {
