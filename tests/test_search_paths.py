@@ -218,12 +218,16 @@ def test_collectors_keep_exactly_the_first_n_in_path_order_whatever_the_walk_ord
     assert (g.total, g.drops.over_cap) == (20_000, 20_000 - 25)
     for trial in range(20):
         files = {
-            f"p{rnd.randrange(10_000):05d}".encode(): sorted(rnd.sample(range(1, 500), rnd.randint(1, 30)))
+            f"p{rnd.randrange(10_000):05d}".encode(): sorted(
+                rnd.sample(range(1, 3000), rnd.choice([rnd.randint(1, 30), rnd.randint(60, 900)]))
+            )
             for _ in range(300)
         }
-        order = list(files)
+        unnameable = {b"\xff%d" % i: list(range(1, rnd.randint(2, 400))) for i in range(3)}
+        order = list(files) + list(unnameable)
         rnd.shuffle(order)
-        stream = b"".join(k + b"\0" + str(n).encode() + b":x\n" for k in order for n in files[k])
+        every = {**files, **unnameable}
+        stream = b"".join(k + b"\0" + str(n).encode() + b":x\n" for k in order for n in every[k])
         cap = rnd.choice([1, 7, 100, 5000])
         col = GrepCollector(cap=cap)
         step = rnd.choice([1 << 10, 1 << 16, len(stream)])
@@ -232,5 +236,6 @@ def test_collectors_keep_exactly_the_first_n_in_path_order_whatever_the_walk_ord
         got = [(f.path, ln.number) for f in col.finish() for ln in f.lines]
         want = [(k.decode(), n) for k in sorted(files) for n in files[k]][:cap]
         assert got == want, trial
-        assert col.total_hits == sum(len(v) for v in files.values())
-        assert col.drops.over_cap == col.total_hits - len(want)
+        assert col.total_hits == sum(len(v) for v in every.values())
+        assert col.drops.unnameable == sum(len(v) for v in unnameable.values())
+        assert col.drops.over_cap == col.total_hits - len(want) - col.drops.unnameable

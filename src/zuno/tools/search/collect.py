@@ -20,6 +20,8 @@ _BINARY_NOTICE = re.compile(rb': binary file matches \(found "\\0" byte around o
 _LINE_NO = re.compile(rb"(\d+)([:-])")
 # How many raw bytes of a line are decoded: enough for 2000 UTF-16 units whatever the encoding.
 _DECODE_BYTES = 8_192
+# After this many counted-only records of one file, the rest of its run is matched by one regex.
+_FAST_RUN_REGEX_AFTER = 64
 
 
 def utf16_units(s: str) -> int:
@@ -186,6 +188,8 @@ class GrepCollector:
         self._carry = b""
         self._skipping = False
         self._fast: bytes | None = None  # key + NUL of a current file whose records are only counted
+        self._fast_run = 0  # records of that file counted so far
+        self._fast_rx: re.Pattern[bytes] | None = None  # matches a run of its records, once the run is long
 
     # -- streaming ---------------------------------------------------------------------------
 
@@ -197,18 +201,33 @@ class GrepCollector:
             chunk = chunk[i + 1 :]
             self._skipping = False
         data = self._pending + chunk if self._pending else chunk
-        pieces = data.split(b"\n")
-        self._pending = pieces.pop()
         maxrec = limits.RG_RECORD_MAX_BYTES
-        fast = self._fast
         counted = 0
-        for piece in pieces:
-            if fast is not None and piece.startswith(fast) and not self._carry:
+        pos = 0
+        while True:
+            rx = self._fast_rx
+            if rx is not None and not self._carry:
+                # A long run of one counted-only file: consumed in one regex match, counted by newlines.
+                m = rx.match(data, pos)
+                if m is not None:
+                    counted += data.count(b"\n", pos, m.end())
+                    pos = m.end()
+            nl = data.find(b"\n", pos)
+            if nl < 0:
+                break
+            piece = data[pos:nl]
+            pos = nl + 1
+            fast = self._fast
+            if fast is not None and not self._carry and piece.startswith(fast):
                 # Only counted (past the cap, or unnameable, without context): the hot path.
                 if len(piece) > maxrec:
                     self.drops.oversized += 1
-                else:
-                    counted += 1
+                    continue
+                counted += 1
+                self._fast_run += 1
+                if self._fast_run == _FAST_RUN_REGEX_AFTER:
+                    p = re.escape(fast)
+                    self._fast_rx = re.compile(p + rb"[^\n]*\n(?:" + p + rb"[^\n]*\n)*")
                 continue
             if counted:
                 self._count_fast(counted)
@@ -227,9 +246,9 @@ class GrepCollector:
                 self.drops.oversized += 1
                 continue
             self._record(key, body)
-            fast = self._fast
         if counted:
             self._count_fast(counted)
+        self._pending = data[pos:]
         if self._carry:
             self._pending = self._carry + b"\n" + self._pending
             self._carry = b""
@@ -287,6 +306,8 @@ class GrepCollector:
 
     def _start(self, key: bytes) -> None:
         self._fast = None
+        self._fast_rx = None
+        self._fast_run = 0
         self._close()
         self._cur_key = key
         held = self._by_key.get(key)
