@@ -239,3 +239,13 @@ def test_collectors_keep_exactly_the_first_n_in_path_order_whatever_the_walk_ord
         assert col.total_hits == sum(len(v) for v in every.values())
         assert col.drops.unnameable == sum(len(v) for v in unnameable.values())
         assert col.drops.over_cap == col.total_hits - len(want) - col.drops.unnameable
+
+
+def test_patterns_and_names_that_look_like_options(workspace: Path, run_zuno: RunZuno) -> None:
+    (workspace / "-rf.txt").write_text("--files\n-e x\n")
+    r = _one(run_zuno, "grep", {"pattern": "-e x", "include": "-rf*"})
+    assert r["text"] == "-rf.txt:2:-e x"
+    r = _one(run_zuno, "grep", {"pattern": "--files", "path": "-rf.txt"})
+    assert r["text"] == "-rf.txt:1:--files"
+    g = _one(run_zuno, "glob", {"pattern": "-rf*"})
+    assert g["metadata"]["paths"] == ["-rf.txt"]

@@ -27,7 +27,10 @@ from zuno.tools.search.collect import FileHits, GrepCollector, quote_path
 from zuno.tools.search.glob import truncation_note
 from zuno.tools.search.rg import Rg, RgResult
 
-_PATTERN_HELP = "A regular expression (Rust regex syntax, as ripgrep); case-sensitive."
+_PATTERN_HELP = (
+    "A regular expression (Rust regex syntax, as ripgrep); case-sensitive unless it starts with (?i). "
+    "Escape ( [ { . * + ? | \\ to match them literally."
+)
 
 
 class GrepArgs(ToolArgs):
