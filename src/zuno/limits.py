@@ -32,3 +32,15 @@ READ_BINARY_SNIFF_BYTES = 8_192
 
 # Pre-dispatch hooks: how long a hook may take before the call is refused (fail closed).
 HOOK_TIMEOUT_S = 30.0
+
+# Process layer (issue 4/5): "A running command retains its most recent 2 MiB in memory while its
+# complete output stays on disk."
+PROCESS_MEMORY_TAIL = 2 * 1024 * 1024
+# How much the capture reads per system call, and the capture pipe's size (Linux's maximum default).
+PROCESS_READ_CHUNK = 1024 * 1024
+PROCESS_PIPE_SIZE = 1024 * 1024
+# A stop: SIGTERM, this long for the group to exit, then SIGKILL and this long to see it gone.
+PROCESS_STOP_GRACE_S = 2.0
+PROCESS_KILL_WAIT_S = 5.0
+# When the guard itself is gone, how often group membership is re-read from /proc.
+PROCESS_GUARD_LOST_POLL_S = 0.2
