@@ -1,0 +1,423 @@
+"""The ``shell`` tool: run a command behind the guard, and say exactly what its exit status proves.
+
+SideEffecting / Never / Exclusive on both profiles. Every result carries a verification receipt
+(``[verification rcp_…]`` in the always-visible tail), stored durably. See policy.py (interpreters,
+exitPolicy, authority), analysis.py (the syntax tree), receipts.py, env.py, preflight.py, written.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from zuno import limits
+from zuno.declarations import BlockKind, Declarations, Outcome
+from zuno.process import CommandSpec, ExitInfo, RunningCommand, StopResult, start
+from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
+from zuno.tools.shell import written
+from zuno.tools.shell.analysis import Analysis, analyze
+from zuno.tools.shell.env import EnvHookInfo, EnvHooks, build_environment
+from zuno.tools.shell.policy import INTERPRETERS, Authority, Plan, find_interpreter, installed_interpreters, plan
+from zuno.tools.shell.preflight import preflight
+from zuno.tools.shell.receipts import Receipt, authority_of, limitation_dicts, new_receipt_id, save_receipt
+
+LOGS_DIR = "logs"
+
+
+class ShellArgs(ToolArgs):
+    command: str = Field(min_length=1, description="The command, run non-interactively by the interpreter.")
+    exitPolicy: Literal["pipefail", "all", "last"] = Field(
+        "pipefail",
+        description="pipefail (default): a failing pipeline stage fails the command. all: also stop at the first "
+        "failing command of a sequence. last: only the final stage decides (POSIX default; the status is "
+        "then derived, not evidence).",
+    )
+    workdir: str | None = Field(
+        None, description="Directory to run in (relative to the workspace root, or absolute). Default: the root."
+    )
+    timeout_ms: int | None = Field(
+        None,
+        ge=0,
+        le=limits.SHELL_TIMEOUT_MAX_MS,
+        description=f"Stop the whole process group after this many ms (default and maximum "
+        f"{limits.SHELL_TIMEOUT_MAX_MS}). 0 keeps the default cap: a foreground command always has one.",
+    )
+    interpreter: Literal["bash", "zsh", "ksh", "dash", "sh", "pwsh"] | None = Field(
+        None,
+        description="bash (default, from the config shell.interpreter); zsh, ksh, dash, sh, pwsh where installed. "
+        "dash and sh have no pipefail: their status is derived.",
+    )
+
+
+@dataclass
+class _Run:
+    info: ExitInfo | None
+    timed_out: bool = False
+    cancelled: bool = False
+    exited_before_cancel: bool = False
+    stop: StopResult | None = None
+    lingering_stopped: StopResult | None = None
+
+
+def _signame(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
+
+
+def _real(p: Path) -> Path:
+    return Path(os.path.realpath(p))
+
+
+class ShellTool(Tool):
+    name = "shell"
+    description = (
+        "Run a shell command (bash by default) in its own process group under a guard, with "
+        "`set -o pipefail` in effect. Every result carries a verification receipt ([verification rcp_…]) "
+        "saying what ran, what the exit code decided and how far it reaches: authoritative, derived (a "
+        "construct such as `|| true`, `set +e`, `bash -c`, an if/while condition or a loop weakens it; the "
+        "receipt names it and the remedy) or unknown (killed, timed out, cancelled). A command is never "
+        "re-run by Zuno; a timed-out or cancelled one asks for the real state to be inspected first. "
+        "Output over the limits is withheld and saved byte for byte."
+    )
+    Args = ShellArgs
+    declarations = Declarations()  # SideEffecting, Never, Exclusive
+
+    async def run(self, ctx: ToolContext, args: ShellArgs) -> ToolOutput:
+        cfg = ctx.config.shell
+        interpreter = args.interpreter or cfg.interpreter
+        workdir = self._workdir(ctx, args)
+        hooks = ctx.services.get(EnvHooks, EnvHooks).hooks
+        env = build_environment(
+            cfg.env,
+            hooks,
+            EnvHookInfo(args.command, str(workdir), interpreter, ctx.session_id, ctx.call_id),
+        )
+        exe = find_interpreter(interpreter, env.get("PATH"))
+        if exe is None:
+            have = installed_interpreters(env.get("PATH"))
+            raise Refused(
+                BlockKind.unavailable,
+                f"argument 'interpreter': {interpreter} is not installed here (not found on PATH). "
+                f"Installed: {', '.join(have) or 'none'}. Choose one of those.",
+            )
+        the_plan = plan(interpreter, exe, args.exitPolicy, args.command)
+        reading = analyze(args.command, policy=args.exitPolicy, interpreter=interpreter)
+        timeout_ms = args.timeout_ms if args.timeout_ms else (cfg.timeout_ms or limits.SHELL_TIMEOUT_DEFAULT_MS)
+        log_dir = ctx.workspace.ensure_state_dir() / LOGS_DIR / ctx.session_id
+
+        pre_report = None
+        if reading.git:
+            git = shutil.which("git", path=env.get("PATH"))
+            if git is not None:
+                pre_report = await preflight(
+                    reading.git,
+                    workspace=ctx.workspace,
+                    workdir=workdir,
+                    env=env,
+                    git=git,
+                    log_dir=log_dir / "preflight",
+                    budget_s=cfg.preflight_budget_ms / 1000.0,
+                )
+
+        watched = written.candidates(ctx.workspace, workdir, reading.paths)
+        before = written.observe(watched)
+        started = time.time()
+        spec = CommandSpec(the_plan.argv, workdir, env, log_dir, label=f"shell-{ctx.call_seq}")
+        # Never lose the handle of a started command: a cancel during the start waits for it.
+        starting = asyncio.ensure_future(start(spec))
+        cancelled_early = False
+        try:
+            running = await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            self._uncancel()
+            running = await starting
+            cancelled_early = True
+        run = await self._supervise(running, timeout_ms / 1000.0, cancelled_early)
+        ended = time.time()
+        try:
+            total = running.total_written
+            if total <= limits.SHELL_INLINE_READ_MAX_BYTES:
+                raw: bytes | None = running.read_all()
+                raw_path: Path | None = None
+            else:
+                raw, raw_path = None, running.log_path
+        finally:
+            await running.close()
+        changed = written.changed(ctx.workspace, before)
+        return self._result(
+            ctx,
+            args,
+            the_plan,
+            reading,
+            run,
+            running,
+            workdir=workdir,
+            raw=raw,
+            raw_path=raw_path,
+            total=total,
+            changed=changed,
+            started=started,
+            ended=ended,
+            timeout_ms=timeout_ms,
+            preflight_report=pre_report.as_dict() if pre_report else None,
+        )
+
+    # -- running ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _workdir(ctx: ToolContext, args: ShellArgs) -> Path:
+        if args.workdir is None:
+            return ctx.workspace.root
+        p = ctx.workspace.resolve(args.workdir, field="workdir")
+        if not p.is_dir():
+            raise Refused(
+                BlockKind.invalid_arguments,
+                f"argument 'workdir': {args.workdir!r} is not an existing directory. Give a directory inside the "
+                "workspace (or omit workdir to run at the root).",
+            )
+        return p
+
+    @staticmethod
+    def _uncancel() -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+
+    async def _supervise(self, running: RunningCommand, timeout_s: float, cancelled_early: bool = False) -> _Run:
+        try:
+            if cancelled_early:
+                raise asyncio.CancelledError
+            info = await running.wait(timeout=timeout_s)
+            if info is None:
+                stop = await self._stop(running, "timeout")
+                info = await self._settled_exit(running)
+                return _Run(info, timed_out=True, stop=stop)
+            run = _Run(info)
+            if running.group_alive():
+                # The command's own process exited while members of its group still run. Background
+                # jobs that would adopt them are another issue; until then they are stopped, never leaked.
+                run.lingering_stopped = await self._stop(running, "lingering")
+            return run
+        except asyncio.CancelledError:
+            if not cancelled_early:
+                self._uncancel()
+            exited = running.exit is not None
+            stop = await self._stop(running, "cancel") if running.group_alive() else None
+            info = await self._settled_exit(running)
+            return _Run(info, cancelled=True, exited_before_cancel=exited, stop=stop)
+
+    @staticmethod
+    async def _stop(running: RunningCommand, reason: str) -> StopResult:
+        fut = asyncio.ensure_future(running.stop(reason))
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            return await fut
+
+    @staticmethod
+    async def _settled_exit(running: RunningCommand) -> ExitInfo | None:
+        fut = asyncio.ensure_future(running.wait(timeout=limits.PROCESS_KILL_WAIT_S))
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            return await fut
+
+    # -- the result ------------------------------------------------------------------------------
+
+    def _result(
+        self,
+        ctx: ToolContext,
+        args: ShellArgs,
+        the_plan: Plan,
+        reading: Analysis,
+        run: _Run,
+        running: RunningCommand,
+        *,
+        workdir: Path,
+        raw: bytes | None,
+        raw_path: Path | None,
+        total: int,
+        changed: list[str],
+        started: float,
+        ended: float,
+        timeout_ms: int,
+        preflight_report: dict[str, Any] | None,
+    ) -> ToolOutput:
+        info = run.info
+        code = info.returncode if info else None
+        sig = info.signal if info else None
+        lims = [*the_plan.limitations, *reading.limitations]
+        claimed = authority_of(the_plan.authority, lims)
+        if args.exitPolicy == "all":
+            decided_by = "every statement (errexit: the first failing command ends the script)"
+        elif len(reading.statements) > 1:
+            decided_by = (
+                f"the last statement `{reading.last_statement}`; the statuses of the {len(reading.statements) - 1} "
+                'statement(s) before it are not checked (use exitPolicy "all" to have them count)'
+            )
+        else:
+            decided_by = "the whole command"
+        if the_plan.policy == "last" and args.exitPolicy != "all":
+            decided_by += "; within a pipeline only its last stage"
+
+        head = ""
+        not_proven: list[str] = []
+        outcome: Outcome
+        decision: str
+        authority = claimed
+        guard = info.guard_diagnostic if info else None
+        killed_by = info.killed_by if info else None
+
+        def nothing(reason: str) -> None:
+            nonlocal decision, authority
+            decision = "nothing"
+            authority = Authority.unknown
+            not_proven.append(reason)
+
+        decision = "passed" if code == 0 else "failed"
+        if info is None:
+            outcome = Outcome.uncertain
+            nothing("the command's exit could not be observed after it was stopped; it decides nothing")
+        elif guard is not None and code == 125:
+            outcome = Outcome.uncertain
+            nothing(
+                "exit 125 is the guard's own failure (see its line in the output): it says nothing about "
+                "whether the command ran or what it changed"
+            )
+        elif guard is not None and code in (126, 127):
+            outcome = Outcome.error
+            what = "could not be executed" if code == 126 else "was not found"
+            nothing(f"exit {code} is the guard's: the program {what}, so nothing ran that could decide anything")
+        elif not info.settled:
+            outcome = Outcome.uncertain
+            nothing(
+                "the status could not be settled (the output capture broke after the process exited), so it is "
+                "not a verdict anything may cite"
+            )
+        elif killed_by == "ceiling":
+            outcome = Outcome.uncertain
+            nothing("the command reached its hard ceiling and was killed there rather than deciding anything")
+        elif sig is not None:
+            outcome = Outcome.error
+            nothing(f"killed by signal {sig} ({_signame(sig)}): there is no exit code, so it decides nothing")
+        else:
+            outcome = Outcome.ok if code == 0 else Outcome.error
+
+        if run.timed_out:
+            outcome = Outcome.uncertain
+            if decision != "nothing":
+                nothing("the command was stopped at its timeout; a status seen after the stop decides nothing")
+            else:
+                not_proven.insert(0, "it was stopped at its timeout")
+            head = (
+                f"[uncertain: timed out] The command ran past its timeout ({timeout_ms} ms) and its whole process "
+                "group was stopped. It decided nothing, and what it had already changed cannot be read off this "
+                "result: inspect the real state it would have changed before running it again."
+            )
+        elif run.cancelled:
+            verdict_stands = run.exited_before_cancel and decision != "nothing"
+            if verdict_stands:
+                head = (
+                    "[cancelled after the command had exited] The interrupt found the command already finished: "
+                    "its own exit status and verdict stand; nothing else changes."
+                )
+            else:
+                outcome = Outcome.uncertain
+                if decision != "nothing":
+                    nothing(
+                        "the command was still running when the call was cancelled; a status seen after the stop "
+                        "decides nothing"
+                    )
+                head = (
+                    "[uncertain: cancelled while the command was running] The command decided nothing, and what it "
+                    "had already changed cannot be read off this result. Inspect the authoritative state it would "
+                    "have changed before anything is retried; Zuno does not re-run it."
+                )
+        if run.lingering_stopped is not None:
+            not_proven.append(
+                "processes of its group were still running after the command exited and were stopped "
+                f"({run.lingering_stopped.message})"
+            )
+
+        if run.stop is not None and not run.stop.group_exited:
+            not_proven.append(f"the process group could not be confirmed gone: {run.stop.message}")
+
+        receipt = Receipt(
+            id=new_receipt_id(),
+            command=args.command,
+            interpreter=the_plan.interpreter,
+            exitPolicy=args.exitPolicy,
+            prologue=the_plan.prologue,
+            workdir=ctx.workspace.display(workdir),
+            exitCode=code,
+            signal=sig,
+            decision=decision,
+            authority=str(authority),
+            decidedBy=decided_by if decision != "nothing" else "nothing: " + not_proven[0],
+            limitations=limitation_dicts(lims),
+            notProven=not_proven,
+            killedBy=killed_by or ("timeout" if run.timed_out else "cancel" if run.cancelled else None),
+            guardDiagnostic=guard,
+            cancelled=run.cancelled,
+            timedOut=run.timed_out,
+            session=ctx.session_id,
+            callId=ctx.call_id,
+            callSeq=ctx.call_seq,
+            startedAt=started,
+            endedAt=ended,
+            durationMs=int((ended - started) * 1000),
+        )
+        save_receipt(ctx.store, receipt)
+
+        tail = [receipt.line()]
+        if changed:
+            tail.append("[writtenPaths: " + ", ".join(changed[:20]) + (" …" if len(changed) > 20 else "") + "]")
+        tail.append(f"[verification {receipt.id}]")
+        if raw is not None:
+            text = raw.decode("utf-8", "replace").removesuffix("\n") if raw else "(no output)"
+        else:
+            text = ""
+        metadata: dict[str, Any] = {
+            "exitCode": code,
+            "signal": sig,
+            "decision": decision,
+            "authority": str(authority),
+            "receiptId": receipt.id,
+            "receipt": receipt.as_dict(),
+            "writtenPaths": changed,
+            "interpreter": the_plan.interpreter,
+            "exitPolicy": args.exitPolicy,
+            "timeoutMs": timeout_ms,
+            "totalWritten": total,
+            "logPath": ctx.workspace.display(running.log_path),
+            "durationMs": receipt.durationMs,
+        }
+        if run.cancelled:
+            metadata["cancellation"] = "exited-before-cancel" if head.startswith("[cancelled") else "while-running"
+        if run.stop is not None:
+            metadata["stop"] = {"groupExited": run.stop.group_exited, "signals": list(run.stop.signals)}
+        if preflight_report is not None:
+            metadata["preflight"] = preflight_report
+        return ToolOutput(
+            text=text,
+            raw=raw if raw else (b"" if raw is not None else None),
+            raw_path=raw_path,
+            outcome=outcome,
+            head=head,
+            tail="\n".join(tail),
+            cancelled=run.cancelled,
+            metadata=metadata,
+        )
+
+
+__all__ = ["INTERPRETERS", "ShellArgs", "ShellTool"]
