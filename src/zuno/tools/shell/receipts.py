@@ -82,6 +82,8 @@ class Receipt:
                 f" ({self.killedBy})" if self.killedBy and self.killedBy != "signal" else ""
             )
         parts = [code, self.decision, f"{self.authority} ({self.exitPolicy}, {self.interpreter})"]
+        if self.decidedBy.startswith("the last statement"):
+            parts.append("decided by " + self.decidedBy.split(";")[0].removeprefix("the "))
         text = "[" + " · ".join(parts) + "]"
         if self.limitations:
             for lim in self.limitations[:4]:
