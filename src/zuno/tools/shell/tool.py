@@ -198,31 +198,40 @@ class ShellTool(Tool):
             if cancelled_early:
                 raise asyncio.CancelledError
             info = await running.wait(timeout=timeout_s)
-            if info is None:
-                stop = await self._stop(running, "timeout")
-                info = await self._settled_exit(running)
-                return _Run(info, timed_out=True, stop=stop)
-            run = _Run(info)
-            if running.group_alive():
-                # The command's own process exited while members of its group still run. Background
-                # jobs that would adopt them are another issue; until then they are stopped, never leaked.
-                run.lingering_stopped = await self._stop(running, "lingering")
-            return run
         except asyncio.CancelledError:
             if not cancelled_early:
                 self._uncancel()
             exited = running.exit is not None
-            stop = await self._stop(running, "cancel") if running.group_alive() else None
+            stop = (await self._stop(running, "cancel", hurry=True))[0] if running.group_alive() else None
             info = await self._settled_exit(running)
             return _Run(info, cancelled=True, exited_before_cancel=exited, stop=stop)
+        if info is None:
+            stop, cancelled = await self._stop(running, "timeout")
+            info = await self._settled_exit(running)
+            return _Run(info, timed_out=True, stop=stop, cancelled=cancelled)
+        run = _Run(info)
+        if running.group_alive():
+            # The command's own process exited while members of its group still run. Background jobs
+            # that would adopt them are another issue; until then they are stopped, never leaked.
+            run.lingering_stopped, cancelled = await self._stop(running, "lingering")
+            if cancelled:
+                run.cancelled = run.exited_before_cancel = True
+        return run
 
-    @staticmethod
-    async def _stop(running: RunningCommand, reason: str) -> StopResult:
-        fut = asyncio.ensure_future(running.stop(reason))
-        try:
-            return await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            return await fut
+    async def _stop(self, running: RunningCommand, reason: str, *, hurry: bool = False) -> tuple[StopResult, bool]:
+        """Stop the group (TERM, grace, KILL). A cancel during the stop is noted and hurries it to KILL;
+        the stop itself always completes, so nothing is left running."""
+        fut = asyncio.ensure_future(running.stop(reason, grace=0.0 if hurry else None))
+        cancelled = False
+        while True:
+            try:
+                return await asyncio.shield(fut), cancelled
+            except asyncio.CancelledError:
+                self._uncancel()
+                if not cancelled:
+                    cancelled = True
+                    hurry_fut = asyncio.ensure_future(running.stop(reason, grace=0.0))
+                    hurry_fut.add_done_callback(lambda f: f.exception())
 
     @staticmethod
     async def _settled_exit(running: RunningCommand) -> ExitInfo | None:
