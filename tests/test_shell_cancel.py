@@ -12,15 +12,19 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.conftest import zuno_env
 
 import zuno
 from zuno import limits
-from tests.conftest import zuno_env
 
 
-async def _wait_for(path: Path, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
+def _exists(p: Path) -> bool:
+    return p.exists()
+
+
+async def _wait_for(path: Path, within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while not _exists(path):
         assert time.monotonic() < deadline, f"{path} never appeared"
         await asyncio.sleep(0.02)
 
@@ -83,7 +87,7 @@ async def test_api_cancel_after_the_command_exited_keeps_its_verdict(
         await _wait_for(workspace / "leader.pid")
         leader = int((workspace / "leader.pid").read_text())
         deadline = time.monotonic() + 30
-        while Path(f"/proc/{leader}").exists():
+        while _exists(Path(f"/proc/{leader}")):
             assert time.monotonic() < deadline
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.3)
