@@ -46,8 +46,13 @@ RunZuno = Callable[..., subprocess.CompletedProcess[str]]
 def run_zuno(workspace: Path) -> RunZuno:
     """Run the real `zuno` CLI (python -m zuno) in the workspace."""
 
-    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None,
-            cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "zuno", *args],
             input=input,

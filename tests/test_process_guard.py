@@ -105,7 +105,12 @@ async def test_lingering_member_keeps_the_group_alive(tmp_path: Path) -> None:
 async def test_stop_kills_the_whole_group_with_grandchildren(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     r = await start(
-        spec(tmp_path, "bash", "-c", f"sleep 300 & echo $! >> {pids}; bash -c 'sleep 300 & echo $! >> {pids}; wait' & wait")
+        spec(
+            tmp_path,
+            "bash",
+            "-c",
+            f"sleep 300 & echo $! >> {pids}; bash -c 'sleep 300 & echo $! >> {pids}; wait' & wait",
+        )
     )
     for _ in range(100):
         if pids.exists() and len(pids.read_text().split()) == 2:
@@ -146,7 +151,12 @@ async def test_stop_refuses_a_group_it_cannot_prove(tmp_path: Path) -> None:
 
 async def test_windows_memory_and_disk_across_the_tail(tmp_path: Path) -> None:
     size = limits.PROCESS_MEMORY_TAIL + 700_000
-    r = await run(tmp_path, sys.executable, "-c", f"import sys; sys.stdout.buffer.write(bytes(48 + i % 75 for i in range({size})))")
+    r = await run(
+        tmp_path,
+        sys.executable,
+        "-c",
+        f"import sys; sys.stdout.buffer.write(bytes(48 + i % 75 for i in range({size})))",
+    )
     expected = bytes(48 + i % 75 for i in range(size))
     assert r.total_written == size
     assert r.memory_start == size - limits.PROCESS_MEMORY_TAIL
