@@ -1,4 +1,4 @@
-"""The zuno command: batch, call, tools, events, receipt.
+"""The zuno command: batch, steps, call, tools, events, receipt.
 
 A batch that ran exits 0 whatever its outcomes; unusable input (bad JSON, bad config, unknown
 profile, a session held by another process) exits 2 with a clear message and runs nothing.
@@ -120,6 +120,56 @@ def cmd_batch(args: argparse.Namespace) -> int:
     return asyncio.run(_with_session(args, body))
 
 
+def cmd_steps(args: argparse.Namespace) -> int:
+    """JSON Lines in, one step (a JSON array of calls) per line; one single-line JSON object out per
+    step, in the batch shape. One session, one process: background jobs live until the input ends,
+    then their groups are stopped and their end recorded (the session's close)."""
+    if args.file not in (None, "-") and not Path(args.file).is_file():
+        raise UsageError(f"steps file {args.file} does not exist.")
+
+    async def body(session: Session) -> int:
+        loop = asyncio.get_running_loop()
+        stream = sys.stdin if args.file in (None, "-") else open(args.file, encoding="utf-8")  # noqa: ASYNC230
+        bad = 0
+        try:
+            lineno = 0
+            while True:
+                line = await loop.run_in_executor(None, stream.readline)
+                if not line:
+                    break
+                lineno += 1
+                if not line.strip():
+                    continue
+                try:
+                    calls = json.loads(line)
+                except json.JSONDecodeError as e:
+                    bad += 1
+                    _print_line({"line": lineno, "error": f"not valid JSON ({e.msg} at column {e.colno}); not run."})
+                    continue
+                if not isinstance(calls, list):
+                    bad += 1
+                    _print_line(
+                        {
+                            "line": lineno,
+                            "error": f"a step is a JSON array of calls, not a {type(calls).__name__}; not run.",
+                        }
+                    )
+                    continue
+                result = await session.step(calls)
+                _print_line(result.to_json())
+        finally:
+            if stream is not sys.stdin:
+                stream.close()
+        return EXIT_USAGE if bad else EXIT_OK
+
+    return asyncio.run(_with_session(args, body))
+
+
+def _print_line(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
 def cmd_call(args: argparse.Namespace) -> int:
     try:
         arguments = json.loads(args.arguments) if args.arguments else {}
@@ -227,6 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", default="-", help="a JSON file, or - for standard input")
     _common(p)
     p.set_defaults(func=cmd_batch)
+
+    p = sub.add_parser("steps", help="run JSON Lines, one step (array of calls) per line, in one session")
+    p.add_argument("file", nargs="?", default="-", help="a JSON Lines file, or - for standard input")
+    _common(p)
+    p.set_defaults(func=cmd_steps)
 
     p = sub.add_parser("call", help="run one call")
     p.add_argument("name")

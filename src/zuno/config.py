@@ -24,7 +24,8 @@ class ConfigError(Exception):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: "no" is not false and "8" is not 8 — a config value means what it says.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 def _bounded(default: int) -> Any:

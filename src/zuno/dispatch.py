@@ -261,18 +261,23 @@ class Dispatcher:
 
     async def step(self, calls: list[Any], notices: list[dict[str, Any]] | None = None) -> StepResult:
         self._cancel_requested = False
-        n = self.store.begin_step(self.session_id)
-        self.store.add_event(self.session_id, "step-started", {"calls": len(calls)}, step=n)
+        n = self.store.begin_step(self.session_id, {"calls": len(calls)})
         delivered = [*(notices or []), *self.store.take_notices(self.session_id, n)]
         records: list[CallRecord | None] = [None] * len(calls)
-        pending: dict[int, Callable[[], CallRecord]] = {}
+        pending: dict[int, Callable[[int | None], CallRecord]] = {}
+        self._step_ended = False
         cursor = 0
 
-        def settle(idx: int, persist: Callable[[], CallRecord]) -> None:
+        def settle(idx: int, persist: Callable[[int | None], CallRecord]) -> None:
+            # Results are persisted in call order; the last one also closes the step, in the same
+            # transaction, so a one-call step costs one commit less.
             nonlocal cursor
             pending[idx] = persist
             while cursor in pending:
-                records[cursor] = pending.pop(cursor)()
+                last = cursor == len(calls) - 1
+                records[cursor] = pending.pop(cursor)(n if last else None)
+                if last:
+                    self._step_ended = True
                 cursor += 1
 
         admissions: list[_Admitted | _Blocked] = []
@@ -336,7 +341,7 @@ class Dispatcher:
         n: int,
         segments: list[list[_Admitted]],
         current: list[_Admitted],
-        settle: Callable[[int, Callable[[], CallRecord]], None],
+        settle: Callable[[int, Callable[[int | None], CallRecord]], None],
     ) -> None:
         after = False
         for seg in segments:
@@ -348,13 +353,14 @@ class Dispatcher:
                     settle(adm.idx, self._persist_not_started(n, adm))
 
     def _end_step(self, n: int) -> None:
-        self.store.end_step(self.session_id, n)
-        self.store.add_event(self.session_id, "step-ended", {}, step=n)
+        if not self._step_ended:
+            self._step_ended = True
+            self.store.end_step(self.session_id, n)
 
     # -- settling -------------------------------------------------------------------------------
 
-    def _persist_blocked(self, n: int, b: _Blocked) -> Callable[[], CallRecord]:
-        def persist() -> CallRecord:
+    def _persist_blocked(self, n: int, b: _Blocked) -> Callable[[int | None], CallRecord]:
+        def persist(end_step: int | None) -> CallRecord:
             text = f"[blocked: {b.kind}] {b.message} Nothing ran."
             self.store.insert_settled_call(
                 session_id=self.session_id,
@@ -369,13 +375,14 @@ class Dispatcher:
                 cancelled=False,
                 text=text,
                 metadata=b.metadata,
+                end_step=end_step,
             )
             return CallRecord(b.call_id, b.name, Outcome.blocked, b.kind, False, text, b.metadata, b.decl, None, None)
 
         return persist
 
-    def _persist_not_started(self, n: int, a: _Admitted) -> Callable[[], CallRecord]:
-        def persist() -> CallRecord:
+    def _persist_not_started(self, n: int, a: _Admitted) -> Callable[[int | None], CallRecord]:
+        def persist(end_step: int | None) -> CallRecord:
             text = "[cancelled] The step was cancelled before this call started. Nothing ran."
             self.store.insert_settled_call(
                 session_id=self.session_id,
@@ -390,13 +397,8 @@ class Dispatcher:
                 cancelled=True,
                 text=text,
                 metadata={"notStarted": True},
-            )
-            self.store.add_event(
-                self.session_id,
-                "call-settled",
-                {"outcome": "error", "cancelled": True, "notStarted": True},
-                step=n,
-                call_id=a.call_id,
+                end_step=end_step,
+                event=("call-settled", {"outcome": "error", "cancelled": True, "notStarted": True}),
             )
             return CallRecord(
                 a.call_id, a.name, Outcome.error, None, True, text, {"notStarted": True}, a.decl, None, None
@@ -404,14 +406,14 @@ class Dispatcher:
 
         return persist
 
-    async def _run_call(self, n: int, adm: _Admitted) -> Callable[[], CallRecord]:
+    async def _run_call(self, n: int, adm: _Admitted) -> Callable[[int | None], CallRecord]:
         exclusive = adm.decl.concurrency is Concurrency.Exclusive
         if exclusive:
             return await self._run_admitted(n, adm)
         async with self._bound:
             return await self._run_admitted(n, adm)
 
-    async def _run_admitted(self, n: int, adm: _Admitted) -> Callable[[], CallRecord]:
+    async def _run_admitted(self, n: int, adm: _Admitted) -> Callable[[int | None], CallRecord]:
         if self._cancel_requested:
             return self._persist_not_started(n, adm)
         started = time.time()
@@ -424,14 +426,6 @@ class Dispatcher:
             arguments=adm.arguments,
             declarations=adm.decl.as_dict(),
             started_at=started,
-        )
-        self.store.add_event(
-            self.session_id,
-            "call-started",
-            {"tool": adm.name, "attempt": attempt, "declarations": adm.decl.as_dict()},
-            step=n,
-            call_seq=seq,
-            call_id=adm.call_id,
         )
         ctx = ToolContext(
             workspace=self.workspace,
@@ -499,7 +493,7 @@ class Dispatcher:
                 attempt,
             )
 
-        def persist() -> CallRecord:
+        def persist(end_step: int | None) -> CallRecord:
             self.store.settle_call(
                 seq,
                 outcome=str(rec.outcome),
@@ -509,14 +503,8 @@ class Dispatcher:
                 metadata=rec.metadata,
                 started_at=rec.started_at,
                 ended_at=rec.ended_at,
-            )
-            self.store.add_event(
-                self.session_id,
-                "call-settled",
-                {"outcome": str(rec.outcome), "cancelled": rec.cancelled},
-                step=n,
-                call_seq=seq,
-                call_id=adm.call_id,
+                event=("call-settled", {"outcome": str(rec.outcome), "cancelled": rec.cancelled}),
+                end_step=end_step,
             )
             return rec
 

@@ -62,3 +62,25 @@ SHELL_WRITTEN_MAX_CANDIDATES = 512
 # Output a command wrote that is read back into memory for the result; larger output is left in
 # its capture log and withheld from there (never read whole into memory).
 SHELL_INLINE_READ_MAX_BYTES = 8 << 20
+
+# Background execution (issue 5; the chord digest's "Execution").
+# "background at most 21600000 (6 h) and no deadline when not given; 0 means no deadline"
+BACKGROUND_TIMEOUT_MAX_MS = 21_600_000
+BACKGROUND_MAX_S = BACKGROUND_TIMEOUT_MAX_MS / 1000
+# "A foreground command that runs past yield_time_ms (default 90000) becomes a background job"
+YIELD_TIME_DEFAULT_MS = 90_000
+# "Shell and background output over 16 KiB: the result shows a short preview and where the log file is"
+BACKGROUND_PREVIEW_LIMIT = 16 * 1024
+BACKGROUND_PREVIEW_BYTES = 2 * 1024
+# "bg wait ... each call is capped at 60 seconds"
+BG_WAIT_MAX_S = 60.0
+# job_output: "each wait is capped at 30 s by the runtime"
+JOB_OUTPUT_WAIT_MAX_S = 30.0
+# job_output: repeated non-blocking reads with no new output are first flagged as polling, then refused.
+JOB_POLL_FLAG_AFTER = 2
+JOB_POLL_REFUSE_AFTER = 4
+# After a job's group exited: how long the capture may take to reach end-of-file (an escapee that
+# left the group may hold the pipe forever).
+BACKGROUND_CAPTURE_DRAIN_S = 1.0
+# The session's end: SIGTERM, this long, then SIGKILL.
+BACKGROUND_SESSION_END_GRACE_S = 1.0

@@ -11,6 +11,7 @@ Delegating is re-evaluated per child call, not at the delegation.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -69,17 +70,25 @@ class TerminalApprover:
     @staticmethod
     def _ask(request: ApprovalRequest) -> bool | None:
         try:
-            with open("/dev/tty", "r+") as tty:
-                tty.write(
-                    f"\nzuno: approve {request.tool} ({request.declarations.effect})"
-                    f"{': ' + request.subject if request.subject else ''}? {request.reason} [y/N] "
-                )
-                tty.flush()
-                answer = tty.readline().strip().lower()
+            fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
         except OSError:
             print("zuno: no terminal to ask for approval on", file=sys.stderr)
             return None
-        return answer in ("y", "yes")
+        try:
+            subject = f": {request.subject}" if request.subject else ""
+            prompt = f"\nzuno: approve {request.tool} ({request.declarations.effect}){subject}? {request.reason} [y/N] "
+            os.write(fd, prompt.encode("utf-8", "replace"))
+            answer = b""
+            while not answer.endswith(b"\n"):
+                chunk = os.read(fd, 1)
+                if not chunk:
+                    break
+                answer += chunk
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return answer.strip().lower() in (b"y", b"yes")
 
 
 def _matches(rule: PermissionRule, tool: str, subject: str | None) -> bool:

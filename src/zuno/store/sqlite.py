@@ -16,6 +16,8 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,6 +98,33 @@ class Store:
                 self._db.execute("ROLLBACK")
                 raise
 
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One committed transaction (BEGIN IMMEDIATE ... COMMIT), rolled back on any error."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _event(
+        self,
+        db: sqlite3.Connection,
+        session_id: str,
+        kind: str,
+        data: dict[str, Any] | None,
+        step: int | None,
+        call_seq: int | None,
+        call_id: str | None,
+    ) -> None:
+        db.execute(
+            "INSERT INTO events (session_id, step, call_seq, call_id, kind, data, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (session_id, step, call_seq, call_id, kind, _dumps(data or {}), time.time()),
+        )
+
     def applied_migrations(self) -> list[str]:
         with self._lock:
             return [r[0] for r in self._db.execute("SELECT name FROM schema_migrations ORDER BY rowid")]
@@ -160,23 +189,22 @@ class Store:
     def session_exists(self, session_id: str) -> bool:
         return bool(self.query("SELECT 1 FROM sessions WHERE id = ?", (session_id,)))
 
-    def begin_step(self, session_id: str) -> int:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                (n,) = self._db.execute("SELECT last_step + 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
-                self._db.execute("UPDATE sessions SET last_step = ? WHERE id = ?", (n, session_id))
-                self._db.execute(
-                    "INSERT INTO steps (session_id, n, started_at) VALUES (?, ?, ?)", (session_id, n, time.time())
-                )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+    def begin_step(self, session_id: str, event: dict[str, Any] | None = None) -> int:
+        """Open the next step of the session, with its step-started event, in one transaction."""
+        with self.transaction() as db:
+            (n,) = db.execute("SELECT last_step + 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            db.execute("UPDATE sessions SET last_step = ? WHERE id = ?", (n, session_id))
+            db.execute("INSERT INTO steps (session_id, n, started_at) VALUES (?, ?, ?)", (session_id, n, time.time()))
+            self._event(db, session_id, "step-started", event, n, None, None)
         return int(n)
 
     def end_step(self, session_id: str, n: int) -> None:
-        self.execute("UPDATE steps SET ended_at = ? WHERE session_id = ? AND n = ?", (time.time(), session_id, n))
+        with self.transaction() as db:
+            self._end_step(db, session_id, n)
+
+    def _end_step(self, db: sqlite3.Connection, session_id: str, n: int) -> None:
+        db.execute("UPDATE steps SET ended_at = ? WHERE session_id = ? AND n = ?", (time.time(), session_id, n))
+        self._event(db, session_id, "step-ended", None, n, None, None)
 
     # -- calls ----------------------------------------------------------------------------------
 
@@ -197,38 +225,42 @@ class Store:
         The attempt number counts earlier calls of the same tool with the same arguments in
         this session: the second identical shell command is attempt 2."""
         digest = args_digest(name, arguments)
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                (prior,) = self._db.execute(
-                    "SELECT COUNT(*) FROM calls WHERE session_id = ? AND name = ? AND args_digest = ?",
-                    (session_id, name, digest),
-                ).fetchone()
-                cur = self._db.execute(
-                    "INSERT INTO calls (session_id, step, idx, call_id, name, arguments, args_digest, effect,"
-                    " replay, concurrency, state, attempt, started_at, recorded_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'started', ?, ?, ?)",
-                    (
-                        session_id,
-                        step,
-                        idx,
-                        call_id,
-                        name,
-                        _dumps(arguments),
-                        digest,
-                        declarations["effect"],
-                        declarations["replay"],
-                        declarations["concurrency"],
-                        prior + 1,
-                        started_at,
-                        time.time(),
-                    ),
-                )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-        return int(cur.lastrowid or 0), int(prior + 1)
+        with self.transaction() as db:
+            (prior,) = db.execute(
+                "SELECT COUNT(*) FROM calls WHERE session_id = ? AND name = ? AND args_digest = ?",
+                (session_id, name, digest),
+            ).fetchone()
+            cur = db.execute(
+                "INSERT INTO calls (session_id, step, idx, call_id, name, arguments, args_digest, effect,"
+                " replay, concurrency, state, attempt, started_at, recorded_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'started', ?, ?, ?)",
+                (
+                    session_id,
+                    step,
+                    idx,
+                    call_id,
+                    name,
+                    _dumps(arguments),
+                    digest,
+                    declarations["effect"],
+                    declarations["replay"],
+                    declarations["concurrency"],
+                    prior + 1,
+                    started_at,
+                    time.time(),
+                ),
+            )
+            seq = int(cur.lastrowid or 0)
+            self._event(
+                db,
+                session_id,
+                "call-started",
+                {"tool": name, "attempt": prior + 1, "declarations": declarations},
+                step,
+                seq,
+                call_id,
+            )
+        return seq, int(prior + 1)
 
     def mark_started(self, seq: int, started_at: float) -> None:
         self.execute("UPDATE calls SET started_at = ? WHERE seq = ?", (started_at, seq))
@@ -244,40 +276,63 @@ class Store:
         metadata: dict[str, Any],
         started_at: float | None,
         ended_at: float | None,
+        event: tuple[str, dict[str, Any]] | None = None,
+        end_step: int | None = None,
     ) -> None:
-        self.execute(
-            "UPDATE calls SET state = 'settled', outcome = ?, block_kind = ?, cancelled = ?, text = ?,"
-            " metadata = ?, started_at = ?, ended_at = ? WHERE seq = ?",
-            (outcome, block_kind, int(cancelled), text, _dumps(metadata), started_at, ended_at, seq),
-        )
+        """Write a call's result, and (optionally) its event and the end of its step, in one transaction."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE calls SET state = 'settled', outcome = ?, block_kind = ?, cancelled = ?, text = ?,"
+                " metadata = ?, started_at = ?, ended_at = ? WHERE seq = ?",
+                (outcome, block_kind, int(cancelled), text, _dumps(metadata), started_at, ended_at, seq),
+            )
+            if event is not None or end_step is not None:
+                row = db.execute("SELECT session_id, step, call_id FROM calls WHERE seq = ?", (seq,)).fetchone()
+                if event is not None:
+                    self._event(db, row[0], event[0], event[1], row[1], seq, row[2])
+                if end_step is not None:
+                    self._end_step(db, row[0], end_step)
 
-    def insert_settled_call(self, **kw: Any) -> int:
-        """Insert a call row that is settled from the start (a refusal: nothing ran)."""
+    def insert_settled_call(
+        self,
+        *,
+        event: tuple[str, dict[str, Any]] | None = None,
+        end_step: int | None = None,
+        **kw: Any,
+    ) -> int:
+        """Insert a call row that is settled from the start (a refusal, or a call that never started),
+        with its event and the end of its step if given, in one transaction."""
         digest = args_digest(kw["name"], kw["arguments"])
-        cur = self.execute(
-            "INSERT INTO calls (session_id, step, idx, call_id, name, arguments, args_digest, effect, replay,"
-            " concurrency, state, attempt, outcome, block_kind, cancelled, text, metadata, started_at, ended_at,"
-            " recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'settled', 1, ?, ?, ?, ?, ?, NULL, NULL, ?)",
-            (
-                kw["session_id"],
-                kw["step"],
-                kw["idx"],
-                kw["call_id"],
-                kw["name"],
-                _dumps(kw["arguments"]),
-                digest,
-                kw["declarations"]["effect"],
-                kw["declarations"]["replay"],
-                kw["declarations"]["concurrency"],
-                kw["outcome"],
-                kw["block_kind"],
-                int(kw["cancelled"]),
-                kw["text"],
-                _dumps(kw["metadata"]),
-                time.time(),
-            ),
-        )
-        return int(cur.lastrowid or 0)
+        with self.transaction() as db:
+            cur = db.execute(
+                "INSERT INTO calls (session_id, step, idx, call_id, name, arguments, args_digest, effect, replay,"
+                " concurrency, state, attempt, outcome, block_kind, cancelled, text, metadata, started_at, ended_at,"
+                " recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'settled', 1, ?, ?, ?, ?, ?, NULL, NULL, ?)",
+                (
+                    kw["session_id"],
+                    kw["step"],
+                    kw["idx"],
+                    kw["call_id"],
+                    kw["name"],
+                    _dumps(kw["arguments"]),
+                    digest,
+                    kw["declarations"]["effect"],
+                    kw["declarations"]["replay"],
+                    kw["declarations"]["concurrency"],
+                    kw["outcome"],
+                    kw["block_kind"],
+                    int(kw["cancelled"]),
+                    kw["text"],
+                    _dumps(kw["metadata"]),
+                    time.time(),
+                ),
+            )
+            seq = int(cur.lastrowid or 0)
+            if event is not None:
+                self._event(db, kw["session_id"], event[0], event[1], kw["step"], seq, kw["call_id"])
+            if end_step is not None:
+                self._end_step(db, kw["session_id"], end_step)
+        return seq
 
     def _row(self, r: sqlite3.Row) -> CallRow:
         return CallRow(
@@ -357,6 +412,10 @@ class Store:
 
     def take_notices(self, session_id: str, step: int) -> list[dict[str, Any]]:
         """Deliver every pending notice of the session with this step, exactly once."""
+        if not self.query(
+            "SELECT 1 FROM notices WHERE session_id = ? AND delivered_step IS NULL LIMIT 1", (session_id,)
+        ):
+            return []
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -397,22 +456,13 @@ class Store:
         self, session_id: str, path: str, sha256: str, size: int, mtime_ns: int, call_seq: int | None
     ) -> int:
         """Record that this session has seen exactly these bytes at path; returns the generation."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                row = self._db.execute(
-                    "SELECT generation FROM read_receipts WHERE session_id = ? AND path = ?", (session_id, path)
-                ).fetchone()
-                gen = (row[0] if row else 0) + 1
-                self._db.execute(
-                    "INSERT OR REPLACE INTO read_receipts VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (session_id, path, sha256, size, mtime_ns, gen, call_seq, time.time()),
-                )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-        return gen
+        row = self.execute(
+            "INSERT INTO read_receipts VALUES (?, ?, ?, ?, ?, 1, ?, ?) ON CONFLICT (session_id, path) DO UPDATE SET"
+            " sha256 = excluded.sha256, size = excluded.size, mtime_ns = excluded.mtime_ns,"
+            " generation = generation + 1, call_seq = excluded.call_seq, at = excluded.at RETURNING generation",
+            (session_id, path, sha256, size, mtime_ns, call_seq, time.time()),
+        ).fetchall()  # fetch all: the statement (and its implicit transaction) completes here
+        return int(row[0][0])
 
     def read_receipt(self, session_id: str, path: str) -> sqlite3.Row | None:
         rows = self.query("SELECT * FROM read_receipts WHERE session_id = ? AND path = ?", (session_id, path))

@@ -1,0 +1,54 @@
+"""On a terminal the CLI asks for approval; the answer decides the call."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import sys
+import time
+from pathlib import Path
+
+from conftest import zuno_env
+
+
+def _run_in_pty(workspace: Path, answer: bytes, path: str) -> tuple[str, int]:
+    env = zuno_env({"ZUNO_CONFIG_CONTENT": json.dumps({"permission": {"strict": True}})})
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: zuno with the pty as its controlling terminal
+        os.chdir(workspace)
+        call = json.dumps({"path": path, "content": "approved\n"})
+        os.execve(sys.executable, [sys.executable, "-m", "zuno", "call", "write", call], env)
+    seen = b""
+    answered = False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        if not answered and b"[y/N]" in seen:
+            os.write(fd, answer + b"\n")
+            answered = True
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return re.sub(r"\r", "", seen.decode(errors="replace")), os.waitstatus_to_exitcode(status)
+
+
+def test_the_terminal_is_asked_and_yes_runs_the_call(workspace: Path) -> None:
+    out, code = _run_in_pty(workspace, b"y", "yes.txt")
+    assert code == 0 and "approve write (SideEffecting): yes.txt?" in out
+    assert (workspace / "yes.txt").read_text() == "approved\n"
+
+
+def test_the_terminal_is_asked_and_no_refuses_it(workspace: Path) -> None:
+    out, code = _run_in_pty(workspace, b"n", "no.txt")
+    assert code == 0 and "declined" in out
+    assert not (workspace / "no.txt").exists()

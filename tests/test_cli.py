@@ -1,0 +1,111 @@
+"""The zuno command as a contract: exit statuses, the batch shape, call, events, sessions."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from zuno.store import Store
+from zuno.store.schema import MIGRATIONS
+
+from conftest import batch
+
+RECORD_KEYS = {
+    "call_id",
+    "name",
+    "outcome",
+    "block_kind",
+    "cancelled",
+    "text",
+    "metadata",
+    "declarations",
+    "started_at",
+    "ended_at",
+}
+
+
+def test_unusable_input_exits_2_and_runs_nothing(workspace: Path, run_zuno: Any) -> None:
+    cases = [
+        (("batch", "-"), "{not json", "not valid JSON"),
+        (("batch", "-"), '{"name": "read"}', "a batch is a JSON array"),
+        (("batch", "missing.json"), None, "does not exist"),
+        (("batch", "-", "--profile", "nope"), "[]", "unknown profile 'nope'"),
+        (("call", "write", "{bad"), None, "ARGS_JSON is not valid JSON"),
+        (("events", "--session", "ses_none"), None, "no session 'ses_none'"),
+    ]
+    for args, stdin, message in cases:
+        proc = run_zuno(*args, input=stdin)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert message in proc.stderr and proc.stdout == ""
+    assert not (workspace / ".zuno" / "artifacts").exists()
+
+
+def test_a_batch_that_ran_exits_0_whatever_its_outcomes(workspace: Path, run_zuno: Any) -> None:
+    calls = [
+        {"name": "read", "arguments": {"path": "nothing-here"}, "id": "c1"},
+        {"name": "read", "arguments": json.dumps({"path": "."})},
+        {"name": "nope", "arguments": {}},
+    ]
+    proc = run_zuno("batch", "-", input=json.dumps(calls))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert set(out) == {"session", "step", "notices", "results"} and out["step"] == 1
+    assert [set(r) for r in out["results"]] == [RECORD_KEYS] * 3
+    assert [r["outcome"] for r in out["results"]] == ["error", "ok", "blocked"]
+    assert out["results"][0]["call_id"] == "c1"
+    assert all(r["declarations"]["effect"] for r in out["results"])
+    assert (workspace / ".zuno" / ".gitignore").read_text().strip().endswith("*")
+
+
+def test_call_prints_text_or_the_record_and_sessions_continue(workspace: Path, run_zuno: Any) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    text = run_zuno("call", "read", '{"path": "a.txt"}', "--session", "ses_c")
+    assert text.returncode == 0 and text.stdout == "1\talpha\n"
+    rec = json.loads(
+        run_zuno("call", "write", '{"path": "a.txt", "content": "beta\\n"}', "--session", "ses_c", "--json").stdout
+    )
+    assert rec["outcome"] == "ok" and rec["step"] == 2 and rec["session"] == "ses_c"
+    assert (workspace / "a.txt").read_text() == "beta\n"
+    ev = json.loads(run_zuno("events", "--session", "ses_c", "--json").stdout)["events"]
+    kinds = [e["kind"] for e in ev]
+    assert kinds.count("call-started") == 2 and kinds.count("call-settled") == 2
+    assert kinds.index("call-started") < kinds.index("call-settled")
+    assert "step-started" in run_zuno("events", "--session", "ses_c").stdout
+
+
+def test_the_demo_step_runs_against_a_checkout(tmp_path: Path, run_zuno: Any) -> None:
+    repo = Path(__file__).resolve().parents[1]
+    root = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(repo), str(root)], check=True)
+    if not (root / "examples" / "first-step.json").exists():  # an uncommitted working tree: copy what we need
+        (root / "examples").mkdir(exist_ok=True)
+        (root / "examples" / "first-step.json").write_text((repo / "examples" / "first-step.json").read_text())
+    out = batch(run_zuno, json.loads((root / "examples" / "first-step.json").read_text()), "--root", str(root))
+    outcomes = [(r["name"], r["outcome"]) for r in out["results"]]
+    assert outcomes == [
+        ("read", "ok"),
+        ("read", "ok"),
+        ("read", "ok"),
+        ("write", "ok"),
+        ("write", "error"),
+        ("no_such_tool", "blocked"),
+    ]
+    assert out["results"][4]["metadata"]["conflict"]["kind"] == "ReadRequired"
+    assert (root / ".zuno" / "zuno.db").is_file()
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
+    assert ".zuno" not in status
+
+
+def test_migrations_run_once_and_are_recorded(tmp_path: Path) -> None:
+    db = tmp_path / "z.db"
+    s = Store(db)
+    assert s.applied_migrations()[: len(MIGRATIONS)] == [m[0] for m in MIGRATIONS]
+    s.close()
+    s2 = Store(db, [("9999_extra", "CREATE TABLE extra (x INTEGER)")])
+    assert s2.applied_migrations()[-1] == "9999_extra"
+    s2.close()
+    s3 = Store(db, [("9999_extra", "CREATE TABLE extra (x INTEGER)")])  # not applied twice
+    assert s3.applied_migrations().count("9999_extra") == 1
+    s3.close()
