@@ -60,6 +60,31 @@ WRAPPERS = frozenset(
         "caffeinate",
     }
 )
+_WAIT_PROGRAMS = frozenset({"sleep", "true", ":", "echo", "printf", "date", "wait"})
+_SHORT_GIT = frozenset(
+    "git " + s
+    for s in (
+        "status",
+        "log",
+        "diff",
+        "show",
+        "rev-parse",
+        "branch",
+        "describe",
+        "ls-files",
+        "ls-remote",
+        "remote",
+        "config",
+        "tag",
+        "stash",
+        "shortlog",
+        "rev-list",
+        "cat-file",
+        "merge-base",
+        "blame",
+        "grep",
+    )
+)
 LOOP_TYPES = frozenset({"for_statement", "c_style_for_statement", "while_statement"})
 GLOB_CHARS = frozenset("*?[")
 
@@ -99,6 +124,21 @@ class Analysis:
     statements: list[str] = field(default_factory=list)  # top-level statements, in order
     backgrounded: bool = False
     unresolved_dir: bool = False  # a cd the reading could not follow
+    programs: list[str | None] = field(default_factory=list)  # every program run (git as "git SUB"); None = expanded
+
+    @property
+    def deliberate_wait(self) -> bool:
+        """Only deliberate waiting (``sleep``) plus short git queries: such a command is not promoted
+        to the background; it keeps the foreground cap."""
+        if not self.parsed or not self.programs or None in self.programs:
+            return False
+        if "sleep" not in self.programs:
+            return False
+        return all(p in _WAIT_PROGRAMS or p in _SHORT_GIT for p in self.programs)
+
+    @property
+    def promotable(self) -> bool:
+        return self.parsed and not self.deliberate_wait
 
     @property
     def last_statement(self) -> str | None:
@@ -421,6 +461,11 @@ class _Walker:
         prog_words = words[i:]
         name = prog_words[0] if prog_words else None
         base = os.path.basename(name) if name else None
+        if base == "git":
+            sub = next((w for w in prog_words[1:] if w is None or not w.startswith("-")), None)
+            self.out.programs.append(None if sub is None else f"git {sub}")
+        else:
+            self.out.programs.append(base)
         # nested shells
         if base in SHELL_NAMES or base in PWSH_NAMES:
             flags = [w for w in prog_words[1:] if w is not None and w.startswith("-")]

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from zuno import limits
 from zuno.declarations import BlockKind, Declarations, Outcome
+from zuno.jobs import PROMOTED_LINGERING, PROMOTED_REQUESTED, PROMOTED_YIELD, Job, JobManager
 from zuno.process import CommandSpec, ExitInfo, RunningCommand, StopResult, start
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.shell import written
@@ -46,15 +47,45 @@ class ShellArgs(ToolArgs):
     timeout_ms: int | None = Field(
         None,
         ge=0,
-        le=limits.SHELL_TIMEOUT_MAX_MS,
-        description=f"Stop the whole process group after this many ms (default and maximum "
-        f"{limits.SHELL_TIMEOUT_MAX_MS}). 0 keeps the default cap: a foreground command always has one.",
+        le=limits.BACKGROUND_TIMEOUT_MAX_MS,
+        description=f"Stop the whole process group after this many ms. Foreground: default and maximum "
+        f"{limits.SHELL_TIMEOUT_MAX_MS}. Background: at most {limits.BACKGROUND_TIMEOUT_MAX_MS} (6 h), no "
+        "deadline when not given. 0 means no deadline, except for a foreground command that cannot be promoted "
+        "(only sleep and short git queries, or unparseable), which keeps the default cap.",
     )
     interpreter: Literal["bash", "zsh", "ksh", "dash", "sh", "pwsh"] | None = Field(
         None,
         description="bash (default, from the config shell.interpreter); zsh, ksh, dash, sh, pwsh where installed. "
         "dash and sh have no pipefail: their status is derived.",
     )
+    run_in_background: bool = Field(
+        False,
+        description="Start it as a background job at once and return its job id (read it with bg / job_output; "
+        "completion arrives as a notice).",
+    )
+    yield_time_ms: int | None = Field(
+        None,
+        ge=0,
+        le=limits.SHELL_TIMEOUT_MAX_MS,
+        description=f"A foreground command still running after this many ms becomes a background job by itself "
+        f"(default {limits.YIELD_TIME_DEFAULT_MS}; 0: never by time). A command whose own process exits while "
+        "members of its process group still run becomes a job too.",
+    )
+    backgroundPurpose: Literal["remoteObserver"] | None = Field(
+        None,
+        description='"remoteObserver": the command only observes remote work (CI, a deployment); persisted with the '
+        "job, and the resumed agent must refresh the remote state before claiming it completed.",
+    )
+
+    @model_validator(mode="after")
+    def _foreground_timeout(self) -> ShellArgs:
+        if not self.run_in_background and self.timeout_ms is not None and self.timeout_ms > limits.SHELL_TIMEOUT_MAX_MS:
+            raise ValueError(
+                f"timeout_ms {self.timeout_ms} is over the foreground maximum {limits.SHELL_TIMEOUT_MAX_MS}; give at "
+                f"most {limits.SHELL_TIMEOUT_MAX_MS}, or run_in_background: true (at most "
+                f"{limits.BACKGROUND_TIMEOUT_MAX_MS})"
+            )
+        return self
 
 
 @dataclass
@@ -64,7 +95,7 @@ class _Run:
     cancelled: bool = False
     exited_before_cancel: bool = False
     stop: StopResult | None = None
-    lingering_stopped: StopResult | None = None
+    promote: str | None = None  # why the command became a background job
 
 
 def _signame(n: int) -> str:
@@ -112,8 +143,20 @@ class ShellTool(Tool):
             )
         the_plan = plan(interpreter, exe, args.exitPolicy, args.command)
         reading = analyze(args.command, policy=args.exitPolicy, interpreter=interpreter)
-        timeout_ms = args.timeout_ms if args.timeout_ms else (cfg.timeout_ms or limits.SHELL_TIMEOUT_DEFAULT_MS)
         log_dir = ctx.workspace.ensure_state_dir() / LOGS_DIR / ctx.session_id
+        default_cap = cfg.timeout_ms or limits.SHELL_TIMEOUT_DEFAULT_MS
+        promotable = reading.promotable
+        if args.run_in_background:
+            timeout_ms = args.timeout_ms or 0  # none when not given; 0 = none
+        elif args.timeout_ms is None:
+            timeout_ms = default_cap
+        else:
+            timeout_ms = args.timeout_ms
+        yield_ms = args.yield_time_ms if args.yield_time_ms is not None else limits.YIELD_TIME_DEFAULT_MS
+        if not args.run_in_background and timeout_ms == 0 and (not promotable or yield_ms == 0):
+            # 0 means no deadline only for a command that will be promoted by time; a foreground call
+            # that cannot be promoted keeps the default cap.
+            timeout_ms = default_cap
 
         pre_report = None
         if reading.git:
@@ -142,17 +185,49 @@ class ShellTool(Tool):
             self._uncancel()
             running = await starting
             cancelled_early = True
-        run = await self._supervise(running, timeout_ms / 1000.0, cancelled_early)
+        if args.run_in_background and not cancelled_early and running.exit is None:
+            run = _Run(None, promote=PROMOTED_REQUESTED)
+        else:
+            run = await self._supervise(
+                running,
+                timeout_s=timeout_ms / 1000.0 if timeout_ms else None,
+                # yield_time_ms 0 turns promotion by time off (a lingering group member still promotes)
+                yield_s=yield_ms / 1000.0 if promotable and yield_ms > 0 else None,
+                cancelled_early=cancelled_early,
+            )
         ended = time.time()
+        pre = pre_report.as_dict() if pre_report else None
+        if run.promote is not None:
+            jobs = JobManager.of(ctx)
+            job = jobs.adopt(
+                running,
+                label=args.command,
+                command=args.command,
+                purpose=args.backgroundPurpose,
+                deadline_s=(timeout_ms / 1000.0)
+                if (args.timeout_ms or args.run_in_background) and timeout_ms
+                else None,
+                call_seq=ctx.call_seq,
+                promoted_because=run.promote,
+            )
+            return self._background_result(
+                ctx, args, the_plan, reading, run, job, workdir=workdir, started=started, ended=ended, preflight=pre
+            )
+        total = running.total_written
+        if total <= limits.SHELL_INLINE_READ_MAX_BYTES:
+            raw: bytes | None = running.read_all()
+            raw_path: Path | None = None
+        else:
+            raw, raw_path = None, running.log_path
+        closing = asyncio.ensure_future(running.close())
         try:
-            total = running.total_written
-            if total <= limits.SHELL_INLINE_READ_MAX_BYTES:
-                raw: bytes | None = running.read_all()
-                raw_path: Path | None = None
-            else:
-                raw, raw_path = None, running.log_path
-        finally:
-            await running.close()
+            await asyncio.shield(closing)
+        except asyncio.CancelledError:
+            # The interrupt arrived after the command had exited and reported its own status.
+            self._uncancel()
+            await closing
+            if not run.cancelled:
+                run.cancelled = run.exited_before_cancel = True
         changed = written.changed(ctx.workspace, before)
         return self._result(
             ctx,
@@ -168,8 +243,8 @@ class ShellTool(Tool):
             changed=changed,
             started=started,
             ended=ended,
-            timeout_ms=timeout_ms,
-            preflight_report=pre_report.as_dict() if pre_report else None,
+            timeout_ms=timeout_ms or default_cap,
+            preflight_report=pre,
         )
 
     # -- running ---------------------------------------------------------------------------------
@@ -193,11 +268,20 @@ class ShellTool(Tool):
         if task is not None:
             task.uncancel()
 
-    async def _supervise(self, running: RunningCommand, timeout_s: float, cancelled_early: bool = False) -> _Run:
+    async def _supervise(
+        self,
+        running: RunningCommand,
+        *,
+        timeout_s: float | None,
+        yield_s: float | None,
+        cancelled_early: bool = False,
+    ) -> _Run:
+        waits = [t for t in (timeout_s, yield_s) if t is not None]
+        first = min(waits) if waits else None
         try:
             if cancelled_early:
                 raise asyncio.CancelledError
-            info = await running.wait(timeout=timeout_s)
+            info = await running.wait(timeout=first)
         except asyncio.CancelledError:
             if not cancelled_early:
                 self._uncancel()
@@ -206,17 +290,16 @@ class ShellTool(Tool):
             info = await self._settled_exit(running)
             return _Run(info, cancelled=True, exited_before_cancel=exited, stop=stop)
         if info is None:
+            if yield_s is not None and (timeout_s is None or yield_s < timeout_s):
+                return _Run(None, promote=PROMOTED_YIELD)
             stop, cancelled = await self._stop(running, "timeout")
             info = await self._settled_exit(running)
             return _Run(info, timed_out=True, stop=stop, cancelled=cancelled)
-        run = _Run(info)
         if running.group_alive():
-            # The command's own process exited while members of its group still run. Background jobs
-            # that would adopt them are another issue; until then they are stopped, never leaked.
-            run.lingering_stopped, cancelled = await self._stop(running, "lingering")
-            if cancelled:
-                run.cancelled = run.exited_before_cancel = True
-        return run
+            # The command's own process exited while members of its process group still run: the
+            # group becomes a background job (even with yield_time_ms 0), never leaked, never killed.
+            return _Run(info, promote=PROMOTED_LINGERING)
+        return _Run(info)
 
     async def _stop(self, running: RunningCommand, reason: str, *, hurry: bool = False) -> tuple[StopResult, bool]:
         """Stop the group (TERM, grace, KILL). A cancel during the stop is noted and hurries it to KILL;
@@ -261,6 +344,7 @@ class ShellTool(Tool):
         ended: float,
         timeout_ms: int,
         preflight_report: dict[str, Any] | None,
+        job: Job | None = None,
     ) -> ToolOutput:
         info = run.info
         code = info.returncode if info else None
@@ -294,7 +378,13 @@ class ShellTool(Tool):
             not_proven.append(reason)
 
         decision = "passed" if code == 0 else "failed"
-        if info is None:
+        if job is not None and info is None:
+            outcome = Outcome.ok
+            nothing(
+                f"the command is still running as background job {job.id} ({run.promote}): this result decides "
+                "nothing; the job's completion reports its exit status"
+            )
+        elif info is None:
             outcome = Outcome.uncertain
             nothing("the command's exit could not be observed after it was stopped; it decides nothing")
         elif guard is not None and code == 125:
@@ -352,12 +442,12 @@ class ShellTool(Tool):
                     "had already changed cannot be read off this result. Inspect the authoritative state it would "
                     "have changed before anything is retried; Zuno does not re-run it."
                 )
-        if run.lingering_stopped is not None:
-            not_proven.append(
-                "processes of its group were still running after the command exited and were stopped "
-                f"({run.lingering_stopped.message})"
-            )
 
+        if job is not None and info is not None:
+            not_proven.append(
+                f"members of its process group still run as background job {job.id}: what they do is not part of "
+                "this status"
+            )
         if run.stop is not None and not run.stop.group_exited:
             not_proven.append(f"the process group could not be confirmed gone: {run.stop.message}")
 
@@ -392,10 +482,6 @@ class ShellTool(Tool):
         if changed:
             tail.append("[writtenPaths: " + ", ".join(changed[:20]) + (" …" if len(changed) > 20 else "") + "]")
         tail.append(f"[verification {receipt.id}]")
-        if raw is not None:
-            text = raw.decode("utf-8", "replace").removesuffix("\n") if raw else "(no output)"
-        else:
-            text = ""
         metadata: dict[str, Any] = {
             "exitCode": code,
             "signal": sig,
@@ -417,6 +503,23 @@ class ShellTool(Tool):
             metadata["stop"] = {"groupExited": run.stop.group_exited, "signals": list(run.stop.signals)}
         if preflight_report is not None:
             metadata["preflight"] = preflight_report
+        if job is not None:
+            bg = job.started_output(head)
+            metadata.update(bg.metadata)
+            metadata["writtenPathsSkipped"] = "promoted to the background: it may still be writing"
+            return ToolOutput(
+                text=bg.text,
+                raw=bg.raw,
+                outcome=outcome,
+                head=bg.head,
+                tail="\n".join([bg.tail, *tail]),
+                bounded=bg.bounded,
+                metadata=metadata,
+            )
+        if raw is not None:
+            text = raw.decode("utf-8", "replace").removesuffix("\n") if raw else "(no output)"
+        else:
+            text = ""
         return ToolOutput(
             text=text,
             raw=raw if raw else (b"" if raw is not None else None),
@@ -426,6 +529,39 @@ class ShellTool(Tool):
             tail="\n".join(tail),
             cancelled=run.cancelled,
             metadata=metadata,
+        )
+
+    def _background_result(
+        self,
+        ctx: ToolContext,
+        args: ShellArgs,
+        the_plan: Plan,
+        reading: Analysis,
+        run: _Run,
+        job: Job,
+        *,
+        workdir: Path,
+        started: float,
+        ended: float,
+        preflight: dict[str, Any] | None,
+    ) -> ToolOutput:
+        return self._result(
+            ctx,
+            args,
+            the_plan,
+            reading,
+            run,
+            job.running,
+            workdir=workdir,
+            raw=None,
+            raw_path=None,
+            total=job.running.total_written,
+            changed=[],
+            started=started,
+            ended=ended,
+            timeout_ms=int((job.deadline_at - job.started_at) * 1000) if job.deadline_at else 0,
+            preflight_report=preflight,
+            job=job,
         )
 
 
