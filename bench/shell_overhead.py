@@ -54,15 +54,34 @@ async def zuno_calls(root: Path, n: int) -> list[float]:
     return out
 
 
+async def guard_calls(root: Path, n: int) -> list[float]:
+    """The process layer alone: start `bash -o pipefail -c true` behind the guard and wait for its exit."""
+    from zuno.process import CommandSpec, start
+
+    out = []
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ZUNO_")}
+    for _ in range(n + 1):
+        t = time.perf_counter()
+        r = await start(CommandSpec(["bash", "-o", "pipefail", "-c", "true"], root, env, root / "logs"))
+        await r.wait()
+        out.append(time.perf_counter() - t)
+        await r.close()
+    return out[1:]
+
+
 def overhead(n: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as d:
         raw_spawn(3)
         raw = raw_spawn(n)
+        g = asyncio.run(guard_calls(Path(d), n))
         z = asyncio.run(zuno_calls(Path(d), n))
         raw2 = raw_spawn(n)  # again, so drift on a shared machine shows
     raw_med = statistics.median(raw + raw2)
     z_med = statistics.median(z)
+    g_med = statistics.median(g)
     return {
+        "guard_median_ms": g_med * 1000,
+        "tool_share_ms": (z_med - g_med) * 1000,
         "calls": n,
         "raw_bash_median_ms": raw_med * 1000,
         "zuno_shell_median_ms": z_med * 1000,
@@ -133,6 +152,10 @@ def main() -> None:
         f"per-call: raw `bash -c true` median {o['raw_bash_median_ms']:.1f} ms; zuno shell `true` median "
         f"{o['zuno_shell_median_ms']:.1f} ms (p90 {o['zuno_p90_ms']:.1f} ms); overhead "
         f"{o['overhead_median_ms']:.1f} ms (target <= 15 ms) -> {'OK' if o['overhead_median_ms'] <= 15 else 'OVER'}"
+    )
+    print(
+        f"  of which the process layer (guard start + exit report) median {o['guard_median_ms']:.1f} ms; the shell "
+        f"tool and the runtime on top (reading, receipt, intent row, settling) {o['tool_share_ms']:.1f} ms"
     )
     n = int(a.gib * (1 << 30))
     peer_s = min(peer(n), peer(n))

@@ -109,6 +109,15 @@ def _real(p: Path) -> Path:
     return Path(os.path.realpath(p))
 
 
+_RELEASING: set[asyncio.Task[None]] = set()
+
+
+def _release(running: RunningCommand) -> None:
+    task = asyncio.get_running_loop().create_task(running.close())
+    _RELEASING.add(task)
+    task.add_done_callback(_RELEASING.discard)
+
+
 class ShellTool(Tool):
     name = "shell"
     description = (
@@ -219,15 +228,9 @@ class ShellTool(Tool):
             raw_path: Path | None = None
         else:
             raw, raw_path = None, running.log_path
-        closing = asyncio.ensure_future(running.close())
-        try:
-            await asyncio.shield(closing)
-        except asyncio.CancelledError:
-            # The interrupt arrived after the command had exited and reported its own status.
-            self._uncancel()
-            await closing
-            if not run.cancelled:
-                run.cancelled = run.exited_before_cancel = True
+        # The group is gone and every byte is read: releasing the reader (it ends when the guard
+        # exits) need not hold the result up.
+        _release(running)
         changed = written.changed(ctx.workspace, before)
         return self._result(
             ctx,
