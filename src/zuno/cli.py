@@ -1,4 +1,4 @@
-"""The zuno command: batch, steps, call, tools, events.
+"""The zuno command: batch, steps, call, tools, events, receipt.
 
 A batch that ran exits 0 whatever its outcomes; unusable input (bad JSON, bad config, unknown
 profile, a session held by another process) exits 2 with a clear message and runs nothing.
@@ -240,6 +240,25 @@ def cmd_events(args: argparse.Namespace) -> int:
         asyncio.run(rt.aclose())
 
 
+def cmd_receipt(args: argparse.Namespace) -> int:
+    from zuno.tools.shell.receipts import get_receipt, render_receipt
+
+    if not args.receipt_id.startswith("rcp_"):
+        raise UsageError(f"{args.receipt_id!r} is not a verification receipt id (they look like rcp_…).")
+    rt = _runtime(args)
+    try:
+        r = get_receipt(rt.store, args.receipt_id)
+        if r is None:
+            raise UsageError(f"no verification receipt {args.receipt_id!r} in {rt.store.path}.")
+        if args.json:
+            _print_json(r)
+        else:
+            print(render_receipt(r))
+        return EXIT_OK
+    finally:
+        asyncio.run(rt.aclose())
+
+
 def _common(p: argparse.ArgumentParser, session: bool = True) -> None:
     p.add_argument("--root", default=".", help="workspace root (default: the current directory)")
     p.add_argument("--config", default=None, help="a config file, read after the root's zuno.json")
@@ -281,6 +300,12 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, session=False)
     p.add_argument("--session", required=True)
     p.set_defaults(func=cmd_events)
+
+    p = sub.add_parser("receipt", help="show a stored verification receipt (rcp_…) of a shell call")
+    p.add_argument("receipt_id", metavar="RCP_ID")
+    p.add_argument("--json", action="store_true")
+    _common(p, session=False)
+    p.set_defaults(func=cmd_receipt)
     return parser
 
 

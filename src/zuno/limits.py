@@ -45,6 +45,24 @@ PROCESS_KILL_WAIT_S = 5.0
 # When the guard itself is gone, how often group membership is re-read from /proc.
 PROCESS_GUARD_LOST_POLL_S = 0.2
 
+# shell (issue 4) ------------------------------------------------------------------------------
+# The chord digest: a foreground shell's timeout_ms defaults to 600000 and is at most 600000.
+SHELL_TIMEOUT_DEFAULT_MS = 600_000
+SHELL_TIMEOUT_MAX_MS = 600_000
+# "The pre-flight repository read budget": up to four git reads share one 30 s budget for the
+# whole phase, racing a deadline that is the budget minus a small reserve (the reserve is the time
+# kept back to stop a read that never answered: its group is killed and reaped inside the budget).
+PREFLIGHT_BUDGET_S = 30.0
+PREFLIGHT_MAX_READS = 4
+PREFLIGHT_RESERVE_S = 2.0  # at most this much ...
+PREFLIGHT_RESERVE_FRACTION = 0.1  # ... and never more than this share of a small budget
+# writtenPaths: how many literal paths one command may have examined before and after (a lower
+# bound; a command naming more is reported for the first ones only).
+SHELL_WRITTEN_MAX_CANDIDATES = 512
+# Output a command wrote that is read back into memory for the result; larger output is left in
+# its capture log and withheld from there (never read whole into memory).
+SHELL_INLINE_READ_MAX_BYTES = 8 << 20
+
 # Background execution (issue 5; the chord digest's "Execution").
 # "background at most 21600000 (6 h) and no deadline when not given; 0 means no deadline"
 BACKGROUND_TIMEOUT_MAX_MS = 21_600_000
