@@ -29,9 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from zuno import Runtime, limits  # noqa: E402
-from zuno.jobs import JobManager  # noqa: E402
-from zuno.process import CommandSpec  # noqa: E402
+from zuno import Runtime, limits
+from zuno.jobs import JobManager
+from zuno.process import CommandSpec
 
 
 def generator(size: int) -> str:
@@ -101,11 +101,14 @@ def main() -> int:
     p = peer(size)
     mib_s = size / (1 << 20) / float(res["seconds"])
     print(f"background_windows: {size} bytes written by a background job, read back in {res['windows']} windows")
-    print(f"  windows served from disk: {res['fromDisk']} ({100 * int(res['fromDisk']) / max(1, int(res['windows'])):.1f}%)")
+    share = 100 * int(res["fromDisk"]) / max(1, int(res["windows"]))
+    print(f"  windows served from disk: {res['fromDisk']} ({share:.1f}%)")
     print(f"  SHA-256 of all windows == SHA-256 of the log: {res['sha_equal']} ({res['sha256'][:16]}…)")
     print(f"  peak RSS of the Zuno process: {peak:.1f} MiB (before the run {base:.1f} MiB; target < 100 MiB)")
-    print(f"  write+page-through: {float(res['seconds']):.2f} s = {mib_s:.0f} MiB/s; "
-          f"peer generator | cat > /dev/null: {p:.2f} s; ratio {p / float(res['seconds']):.2f}x of the peer")
+    print(
+        f"  write+page-through: {float(res['seconds']):.2f} s = {mib_s:.0f} MiB/s; "
+        f"peer generator | cat > /dev/null: {p:.2f} s; ratio {p / float(res['seconds']):.2f}x of the peer"
+    )
     print(f"  job status: {res['status']}")
     return 0 if res["sha_equal"] and peak < 100 else 1
 
