@@ -263,3 +263,11 @@ async def test_arguments_and_environment_keep_undecodable_bytes(tmp_path: Path) 
     env = {"PATH": os.environ["PATH"], "ODD": os.fsdecode(b"\xff\xfe")}
     r = await run(tmp_path, "bash", "-c", 'printf "%s|%s" "$1" "$ODD"', "x", arg, env=env)
     assert r.read_all() == b"caf\xe9|\xff\xfe"
+
+
+async def test_exit_is_reported_while_a_member_writes_without_end(tmp_path: Path) -> None:
+    r = await start(spec(tmp_path, "bash", "-c", "yes & echo leader-done"))
+    info = await r.wait(20)
+    assert info is not None and info.returncode == 0 and r.group_alive()
+    res = await r.stop("kill")
+    assert res.group_exited

@@ -57,6 +57,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -402,8 +403,6 @@ class RunningCommand:
         grace = limits.PROCESS_STOP_GRACE_S if grace is None else grace
         if not self.group_alive():
             return StopResult(False, True, (), "the process group had already exited")
-        if self._exit is None and self._stop_reason is None:
-            self._stop_reason = reason
         sent: list[str] = []
         for sig, wait_s in ((signal.SIGTERM, grace), (signal.SIGKILL, limits.PROCESS_KILL_WAIT_S)):
             if not self.group_alive():
@@ -422,6 +421,8 @@ class RunningCommand:
                         else "could not confirm the process group exited: no process recorded as its member "
                         "is still in it, so its id was not signalled (the system may have reused it)",
                     )
+            if self._exit is None and self._stop_reason is None:
+                self._stop_reason = reason  # the command's own process is being stopped: say who did it
             try:
                 os.killpg(self.pgid, sig)
                 sent.append(sig.name)
@@ -459,9 +460,12 @@ class RunningCommand:
             if not w.done():
                 w.set_result(None)
 
-    def _capture(self, fd: int) -> bool:
-        """Read what the pipe holds now; False at end-of-file."""
+    def _capture(self, fd: int, budget: int | None = None) -> bool:
+        """Read what the pipe holds now (at most ``budget`` bytes when given); False at end-of-file."""
+        taken = 0
         while True:
+            if budget is not None and taken >= budget:
+                break
             try:
                 data = os.read(fd, limits.PROCESS_READ_CHUNK)
             except BlockingIOError:
@@ -471,6 +475,7 @@ class RunningCommand:
                 return False
             if not data:
                 return False
+            taken += len(data)
             if self._capture_error is None:
                 try:
                     view = memoryview(data)
@@ -493,7 +498,7 @@ class RunningCommand:
                 break
         return True
 
-    def _on_status(self, line: str, cap_fd: int | None) -> None:
+    def _on_status(self, line: str, drain: Callable[[int | None], None]) -> None:
         parts = line.split(" ", 3)
         kind = parts[0]
         if kind == "guard" and len(parts) >= 2:
@@ -505,8 +510,9 @@ class RunningCommand:
         elif kind == "diag" and len(parts) >= 3:
             self._diag = (int(parts[1]), line.split(" ", 2)[2])
         elif kind == "exit" and len(parts) >= 4:
-            if cap_fd is not None:
-                self._capture_open = self._capture(cap_fd) and self._capture_open
+            # Everything the command's process wrote is in the pipe by now, so at most a pipe's worth
+            # is read here (a lingering member may be writing without end).
+            drain(limits.PROCESS_PIPE_SIZE + limits.PROCESS_READ_CHUNK)
             rc = None if parts[1] == "-" else int(parts[1])
             sig = None if parts[2] == "-" else int(parts[2])
             members = []
@@ -541,15 +547,19 @@ class RunningCommand:
         sel.register(status_fd, selectors.EVENT_READ, "status")
         pending = b""
         status_open = True
+
+        def drain(budget: int | None = None) -> None:
+            if self._capture_open and not self._capture(cap_fd, budget):
+                self._capture_open = False
+                sel.unregister(cap_fd)
+                self._call(self._capture_done.set)
+                self._call(self._notify_output)
+
         try:
             while self._capture_open or status_open:
                 for key, _ in sel.select(timeout=0.5):
                     if key.data == "cap":
-                        if not self._capture(cap_fd):
-                            self._capture_open = False
-                            sel.unregister(cap_fd)
-                            self._call(self._capture_done.set)
-                            self._call(self._notify_output)
+                        drain()
                     else:
                         try:
                             data = os.read(status_fd, 4096)
@@ -559,11 +569,11 @@ class RunningCommand:
                             pending += data
                             while b"\n" in pending:
                                 raw, pending = pending.split(b"\n", 1)
-                                self._on_status(raw.decode("utf-8", "replace"), cap_fd if self._capture_open else None)
+                                self._on_status(raw.decode("utf-8", "replace"), drain)
                         else:
                             status_open = False
                             sel.unregister(status_fd)
-                            self._on_guard_exit(cap_fd if self._capture_open else None)
+                            self._on_guard_exit(drain)
                 if self._closing and not status_open:
                     break
         finally:
@@ -575,11 +585,10 @@ class RunningCommand:
                 with contextlib.suppress(OSError):
                     os.close(fd)
 
-    def _on_guard_exit(self, cap_fd: int | None) -> None:
+    def _on_guard_exit(self, drain: Callable[[int | None], None]) -> None:
         rc = self._proc.wait() if self._proc is not None else None
         if self._exit is None:
-            if cap_fd is not None:
-                self._capture_open = self._capture(cap_fd) and self._capture_open
+            drain(limits.PROCESS_PIPE_SIZE + limits.PROCESS_READ_CHUNK)
             if self._diag is not None:
                 code, line = self._diag
                 self._set_exit(ExitInfo(code, None, line, True, None))
