@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from zuno.jobs import Job, JobManager
 from zuno.process import CommandSpec, procfs
+
+from conftest import zuno_env
 
 EXTENSION = '''
 import os
@@ -33,8 +38,6 @@ def install_extension(workspace: Path, profile: str | None = None) -> None:
     cfg: dict[str, Any] = {"extensions": ["bgstart.py"]}
     if profile:
         cfg["profile"] = profile
-    import json
-
     (workspace / "zuno.json").write_text(json.dumps(cfg))
 
 
@@ -63,3 +66,43 @@ def wait_pids(path: Path, n: int, timeout: float = 20) -> list[int]:
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"name": name, "arguments": arguments}
+
+
+class Steps:
+    """An interactive `zuno steps -` process: send one step, read its one line back."""
+
+    def __init__(self, workspace: Path, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "zuno", "steps", "-", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=workspace,
+            env=zuno_env(),
+        )
+
+    def step(self, *calls: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(json.dumps(list(calls)) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line, self.proc.stderr.read() if self.proc.stderr else ""
+        return json.loads(line)
+
+    def one(self, name: str, **arguments: Any) -> dict[str, Any]:
+        return self.step(call(name, **arguments))["results"][0]
+
+    def close(self, timeout: float = 120) -> int:
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        rc = self.proc.wait(timeout)
+        return rc
+
+    def __enter__(self) -> Steps:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()

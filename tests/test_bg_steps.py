@@ -4,57 +4,13 @@ the chord job tools, polling refusal, and the stress test of 100 jobs."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from jobhelp import alive, call, install_extension, wait_pids
+from jobhelp import Steps, alive, call, install_extension, wait_pids
 from zuno import limits
 from zuno.process import procfs
-
-from conftest import zuno_env
-
-
-class Steps:
-    """An interactive `zuno steps -` process: send one step, read its one line back."""
-
-    def __init__(self, workspace: Path, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "zuno", "steps", "-", *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=workspace,
-            env=zuno_env(),
-        )
-
-    def step(self, *calls: dict[str, Any]) -> dict[str, Any]:
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(json.dumps(list(calls)) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        assert line, self.proc.stderr.read() if self.proc.stderr else ""
-        return json.loads(line)
-
-    def one(self, name: str, **arguments: Any) -> dict[str, Any]:
-        return self.step(call(name, **arguments))["results"][0]
-
-    def close(self, timeout: float = 120) -> int:
-        assert self.proc.stdin
-        self.proc.stdin.close()
-        rc = self.proc.wait(timeout)
-        return rc
-
-    def __enter__(self) -> Steps:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def test_steps_one_session_one_process_and_bad_lines(run_zuno: Any, workspace: Path) -> None:

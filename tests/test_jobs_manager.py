@@ -199,3 +199,46 @@ async def test_bg_cancel_stops_the_group(workspace: Path) -> None:
         assert "already ended" in res.results[0].text
         res = await s.step([call("bg", action="output", taskID="job_nope")])
         assert res.results[0].outcome == "blocked" and "taskID" in res.results[0].text
+
+
+async def test_bg_wait_is_capped_and_says_so(workspace: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from zuno import limits
+
+    monkeypatch.setattr(limits, "BG_WAIT_MAX_S", 0.3)
+    async with Runtime(root=workspace) as rt, rt.session() as s:
+        job = await start_job(s, "echo working; sleep 30")
+        t0 = asyncio.get_running_loop().time()
+        res = await s.step([call("bg", action="wait", taskID=job.id, timeout_ms=600_000)])
+        took = asyncio.get_running_loop().time() - t0
+        rec = res.results[0]
+        assert rec.outcome == "ok" and rec.metadata["wait"] == "timed out"
+        assert "[notice] the wait timed out" in rec.text and "capped at 0.3s" in rec.text
+        assert rec.metadata["status"] == "running" and "working" in rec.text
+        assert took < 10  # the 600 s asked for was clamped to the cap
+
+
+async def test_job_output_wait_is_capped_and_cancel_says_so(workspace: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from zuno import limits
+
+    monkeypatch.setattr(limits, "JOB_OUTPUT_WAIT_MAX_S", 0.3)
+    async with Runtime(root=workspace, profile="chord") as rt, rt.session() as s:
+        job = await start_job(s, "echo hi; sleep 30")
+        res = await s.step([call("job_output", job_id=job.id, wait="exit", timeout_ms=600_000)])
+        rec = res.results[0]
+        assert rec.outcome == "ok" and "[notice] the exit wait timed out" in rec.text and "quiet for" in rec.text
+        assert "[status: running" in rec.text
+        monkeypatch.setattr(limits, "JOB_OUTPUT_WAIT_MAX_S", 30.0)
+        task = asyncio.create_task(s.step([call("job_output", job_id=job.id, wait="exit")]))
+        await asyncio.sleep(0.3)
+        s.cancel()
+        res = await asyncio.wait_for(task, 20)
+        rec = res.results[0]
+        assert rec.cancelled and "[notice] the exit wait was cancelled" in rec.text
+        assert "[status: running" in rec.text and job.active
+    async with Runtime(root=workspace) as rt, rt.session() as s:
+        job = await start_job(s, "echo hi; sleep 30")
+        task = asyncio.create_task(s.step([call("bg", action="wait", taskID=job.id)]))
+        await asyncio.sleep(0.3)
+        s.cancel()
+        rec = (await asyncio.wait_for(task, 20)).results[0]
+        assert rec.cancelled and "the wait was cancelled" in rec.text and job.active

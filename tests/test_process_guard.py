@@ -228,3 +228,46 @@ async def test_many_commands_in_parallel(tmp_path: Path, n: int) -> None:
     infos = await asyncio.gather(*(r.wait(30) for r in rs))
     assert all(i and i.returncode == 0 for i in infos)
     assert [r.read_all() for r in rs] == [f"{i}\n".encode() for i in range(n)]
+
+
+async def test_direct_guard_without_the_fork_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import zuno.process as zp
+
+    monkeypatch.setattr(zp, "USE_GUARD_SERVER", False)
+    r = await run(tmp_path, "bash", "-c", "echo direct; exit 4")
+    assert r.exit and r.exit.returncode == 4 and r.read_all() == b"direct\n" and r._proc is not None
+    r = await run(tmp_path, "no-such-program-zuno")
+    assert r.exit and r.exit.returncode == 127 and r.exit.guard_diagnostic
+    r = await start(spec(tmp_path, "bash", "-c", "sleep 300 & exit 0"))
+    assert await r.wait(10) and r.group_alive()
+    res = await r.stop("kill")
+    assert res.group_exited and not r.group_alive()
+
+
+async def test_fork_server_guard_reports_its_pid_and_survives_a_server_restart(tmp_path: Path) -> None:
+    import zuno.process as zp
+
+    zp.prestart()
+    r = await run(tmp_path, "true")
+    assert r.guard_pid and r._proc is None  # forked by the server
+    server = zp._server.proc
+    assert server is not None
+    server.kill()
+    server.wait()
+    r = await run(tmp_path, "bash", "-c", "echo again")  # a new server (or a direct guard) takes over
+    assert r.exit and r.exit.returncode == 0 and r.read_all() == b"again\n"
+
+
+async def test_arguments_and_environment_keep_undecodable_bytes(tmp_path: Path) -> None:
+    arg = os.fsdecode(b"caf\xe9")
+    env = {"PATH": os.environ["PATH"], "ODD": os.fsdecode(b"\xff\xfe")}
+    r = await run(tmp_path, "bash", "-c", 'printf "%s|%s" "$1" "$ODD"', "x", arg, env=env)
+    assert r.read_all() == b"caf\xe9|\xff\xfe"
+
+
+async def test_exit_is_reported_while_a_member_writes_without_end(tmp_path: Path) -> None:
+    r = await start(spec(tmp_path, "bash", "-c", "yes & echo leader-done"))
+    info = await r.wait(20)
+    assert info is not None and info.returncode == 0 and r.group_alive()
+    res = await r.stop("kill")
+    assert res.group_exited

@@ -15,8 +15,10 @@ Use::
 
 How it works:
 
-* ``start`` spawns the guard (``guard.py``, a small standalone supervisor run as
-  ``python -I -S``) in a new session; the guard spawns ``argv`` in a NEW process group
+* ``start`` spawns the guard (``guard.py``, a small standalone supervisor) in a new session: a
+  fork of this process's guard fork-server (``guard.py --server``, started once, so a command
+  costs a fork rather than an interpreter start-up), or ``python -I -S guard.py`` directly when
+  the server is unavailable; the guard spawns ``argv`` in a NEW process group
   (pgid = the command's pid). The guard is a child subreaper, reaps everything in the group, and
   exits once the whole group has exited.
 * Tied to Zuno's lifetime: every guard holds the read end of one lifeline pipe whose only write
@@ -44,15 +46,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import json
 import os
 import re
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +72,7 @@ __all__ = [
     "ExitInfo",
     "RunningCommand",
     "StopResult",
+    "prestart",
     "start",
 ]
 
@@ -120,6 +126,78 @@ def _lifeline_fd() -> int:
             r, w = os.pipe2(os.O_CLOEXEC)
             _lifeline = (os.getpid(), r, w)
         return _lifeline[1]
+
+
+class _GuardServer:
+    """The guard fork-server of this process (``guard.py --server``): started once, it forks a
+    guard per command, so a command does not pay for a Python interpreter's start-up. When it is
+    unavailable, ``start`` spawns the guard directly (same guard, same behaviour, slower)."""
+
+    def __init__(self) -> None:
+        self.pid_owner = 0
+        self.sock: socket.socket | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.lock = threading.Lock()
+        self.failed = False
+
+    def _ensure(self) -> socket.socket | None:
+        if self.pid_owner != os.getpid():
+            self.sock, self.proc, self.failed, self.pid_owner = None, None, False, os.getpid()
+        if self.sock is not None and self.proc is not None and self.proc.poll() is None:
+            return self.sock
+        if self.failed:
+            return None
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        life_r = _lifeline_fd()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(GUARD_PATH), "--server", str(theirs.fileno()), str(life_r)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(), life_r),
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError:
+            ours.close()
+            self.failed = True
+            return None
+        finally:
+            theirs.close()
+        self.sock = ours
+        return ours
+
+    def spawn(self, spec: CommandSpec, capture_w: int, status_w: int) -> bool:
+        if not USE_GUARD_SERVER:
+            return False
+        msg = json.dumps({"cwd": str(spec.cwd), "argv": list(spec.argv), "env": dict(spec.env)}).encode()
+        with self.lock:
+            for _ in range(2):
+                sock = self._ensure()
+                if sock is None:
+                    return False
+                try:
+                    socket.send_fds(sock, [msg], [capture_w, status_w])
+                    return True
+                except OSError:
+                    # the server died: start another once, else fall back to a direct guard
+                    with contextlib.suppress(OSError):
+                        sock.close()
+                    self.sock = None
+            return False
+
+
+_server = _GuardServer()
+# Set False to start every guard as its own interpreter (no fork-server).
+USE_GUARD_SERVER = True
+
+
+def prestart() -> None:
+    """Start the guard fork-server now (else the first command starts it). Optional."""
+    if USE_GUARD_SERVER:
+        with _server.lock:
+            _server._ensure()
 
 
 def _safe_label(label: str) -> str:
@@ -325,8 +403,6 @@ class RunningCommand:
         grace = limits.PROCESS_STOP_GRACE_S if grace is None else grace
         if not self.group_alive():
             return StopResult(False, True, (), "the process group had already exited")
-        if self._exit is None and self._stop_reason is None:
-            self._stop_reason = reason
         sent: list[str] = []
         for sig, wait_s in ((signal.SIGTERM, grace), (signal.SIGKILL, limits.PROCESS_KILL_WAIT_S)):
             if not self.group_alive():
@@ -345,6 +421,8 @@ class RunningCommand:
                         else "could not confirm the process group exited: no process recorded as its member "
                         "is still in it, so its id was not signalled (the system may have reused it)",
                     )
+            if self._exit is None and self._stop_reason is None:
+                self._stop_reason = reason  # the command's own process is being stopped: say who did it
             try:
                 os.killpg(self.pgid, sig)
                 sent.append(sig.name)
@@ -382,9 +460,12 @@ class RunningCommand:
             if not w.done():
                 w.set_result(None)
 
-    def _capture(self, fd: int) -> bool:
-        """Read what the pipe holds now; False at end-of-file."""
+    def _capture(self, fd: int, budget: int | None = None) -> bool:
+        """Read what the pipe holds now (at most ``budget`` bytes when given); False at end-of-file."""
+        taken = 0
         while True:
+            if budget is not None and taken >= budget:
+                break
             try:
                 data = os.read(fd, limits.PROCESS_READ_CHUNK)
             except BlockingIOError:
@@ -394,6 +475,7 @@ class RunningCommand:
                 return False
             if not data:
                 return False
+            taken += len(data)
             if self._capture_error is None:
                 try:
                     view = memoryview(data)
@@ -416,18 +498,21 @@ class RunningCommand:
                 break
         return True
 
-    def _on_status(self, line: str, cap_fd: int | None) -> None:
+    def _on_status(self, line: str, drain: Callable[[int | None], None]) -> None:
         parts = line.split(" ", 3)
         kind = parts[0]
-        if kind == "spawned" and len(parts) >= 3:
+        if kind == "guard" and len(parts) >= 2:
+            self.guard_pid = int(parts[1])
+        elif kind == "spawned" and len(parts) >= 3:
             self.pid = self.pgid = int(parts[1])
             self._leader = (self.pid, int(parts[2]))
             self._call(self._spawned.set)
         elif kind == "diag" and len(parts) >= 3:
             self._diag = (int(parts[1]), line.split(" ", 2)[2])
         elif kind == "exit" and len(parts) >= 4:
-            if cap_fd is not None:
-                self._capture_open = self._capture(cap_fd) and self._capture_open
+            # Everything the command's process wrote is in the pipe by now, so at most a pipe's worth
+            # is read here (a lingering member may be writing without end).
+            drain(limits.PROCESS_PIPE_SIZE + limits.PROCESS_READ_CHUNK)
             rc = None if parts[1] == "-" else int(parts[1])
             sig = None if parts[2] == "-" else int(parts[2])
             members = []
@@ -462,15 +547,19 @@ class RunningCommand:
         sel.register(status_fd, selectors.EVENT_READ, "status")
         pending = b""
         status_open = True
+
+        def drain(budget: int | None = None) -> None:
+            if self._capture_open and not self._capture(cap_fd, budget):
+                self._capture_open = False
+                sel.unregister(cap_fd)
+                self._call(self._capture_done.set)
+                self._call(self._notify_output)
+
         try:
             while self._capture_open or status_open:
                 for key, _ in sel.select(timeout=0.5):
                     if key.data == "cap":
-                        if not self._capture(cap_fd):
-                            self._capture_open = False
-                            sel.unregister(cap_fd)
-                            self._call(self._capture_done.set)
-                            self._call(self._notify_output)
+                        drain()
                     else:
                         try:
                             data = os.read(status_fd, 4096)
@@ -480,11 +569,11 @@ class RunningCommand:
                             pending += data
                             while b"\n" in pending:
                                 raw, pending = pending.split(b"\n", 1)
-                                self._on_status(raw.decode("utf-8", "replace"), cap_fd if self._capture_open else None)
+                                self._on_status(raw.decode("utf-8", "replace"), drain)
                         else:
                             status_open = False
                             sel.unregister(status_fd)
-                            self._on_guard_exit(cap_fd if self._capture_open else None)
+                            self._on_guard_exit(drain)
                 if self._closing and not status_open:
                     break
         finally:
@@ -496,11 +585,10 @@ class RunningCommand:
                 with contextlib.suppress(OSError):
                     os.close(fd)
 
-    def _on_guard_exit(self, cap_fd: int | None) -> None:
+    def _on_guard_exit(self, drain: Callable[[int | None], None]) -> None:
         rc = self._proc.wait() if self._proc is not None else None
         if self._exit is None:
-            if cap_fd is not None:
-                self._capture_open = self._capture(cap_fd) and self._capture_open
+            drain(limits.PROCESS_PIPE_SIZE + limits.PROCESS_READ_CHUNK)
             if self._diag is not None:
                 code, line = self._diag
                 self._set_exit(ExitInfo(code, None, line, True, None))
@@ -561,28 +649,32 @@ async def start(spec: CommandSpec) -> RunningCommand:
     with contextlib.suppress(OSError):
         fcntl.fcntl(cap_w, _F_SETPIPE_SZ, limits.PROCESS_PIPE_SIZE)
     os.set_blocking(cap_r, False)
-    life_r = _lifeline_fd()
-    try:
-        proc = subprocess.Popen(  # noqa: ASYNC220 - a fork+exec, no waiting
-            [sys.executable, "-I", "-S", str(GUARD_PATH), str(life_r), str(st_w), str(spec.cwd), "--", *spec.argv],
-            stdin=subprocess.DEVNULL,
-            stdout=cap_w,
-            stderr=cap_w,
-            pass_fds=(life_r, st_w),
-            start_new_session=True,
-            env=spec.env,
-            close_fds=True,
-        )
-    except OSError as e:
-        for fd in (cap_r, cap_w, st_r, st_w):
-            os.close(fd)
-        rc._fail(f"could not start the guard ({e.strerror or e}); the command did not run")
-        return rc
-    os.close(cap_w)
-    os.close(st_w)
-    rc._proc = proc
-    rc.guard_pid = proc.pid
-    rc._thread = threading.Thread(target=rc._pump, args=(cap_r, st_r), name=f"zuno-capture-{proc.pid}", daemon=True)
+    if _server.spawn(spec, cap_w, st_w):
+        os.close(cap_w)
+        os.close(st_w)
+    else:
+        life_r = _lifeline_fd()
+        try:
+            proc = subprocess.Popen(  # noqa: ASYNC220 - a fork+exec, no waiting
+                [sys.executable, "-I", "-S", str(GUARD_PATH), str(life_r), str(st_w), str(spec.cwd), "--", *spec.argv],
+                stdin=subprocess.DEVNULL,
+                stdout=cap_w,
+                stderr=cap_w,
+                pass_fds=(life_r, st_w),
+                start_new_session=True,
+                env=spec.env,
+                close_fds=True,
+            )
+        except OSError as e:
+            for fd in (cap_r, cap_w, st_r, st_w):
+                os.close(fd)
+            rc._fail(f"could not start the guard ({e.strerror or e}); the command did not run")
+            return rc
+        os.close(cap_w)
+        os.close(st_w)
+        rc._proc = proc
+        rc.guard_pid = proc.pid
+    rc._thread = threading.Thread(target=rc._pump, args=(cap_r, st_r), name="zuno-capture", daemon=True)
     rc._thread.start()
     await rc._spawned.wait()
     return rc

@@ -107,6 +107,8 @@ def _which(name: str, path: str | None) -> str | None:
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[1] == "--server":
+        return serve(int(argv[2]), int(argv[3]))
     try:
         lifeline = int(argv[1])
         status = int(argv[2])
@@ -119,7 +121,108 @@ def main(argv: list[str]) -> int:
         return 125
     os.set_inheritable(lifeline, False)
     os.set_inheritable(status, False)
+    return supervise(lifeline, status, cwd, cmd, dict(os.environ))
 
+
+def serve(sock: int, lifeline: int) -> int:
+    """Fork-server mode: one per Zuno process, so a command does not pay for a Python start-up.
+
+    Each request on the SOCK_SEQPACKET socket is one JSON message ``{"cwd", "argv", "env"}``
+    (strings carry undecodable bytes as surrogate escapes) with two descriptors (the capture pipe's write end, the
+    status pipe's write end). The server forks; the child starts a new session, makes the capture
+    pipe its stdout/stderr and supervises the command exactly like a guard started directly.
+    The server exits when the lifeline ends (Zuno is gone) or the socket closes; the guards it
+    forked hold the lifeline themselves and kill their groups on their own."""
+    import json
+    import socket
+
+    os.set_inheritable(lifeline, False)
+    os.set_inheritable(sock, False)
+    conn = socket.socket(fileno=sock)
+    try:
+        import ctypes  # noqa: F401 - imported once here, so forked guards need not
+
+    except ImportError:
+        pass
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    _signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    _signal.signal(_signal.SIGCHLD, lambda *_: None)
+    for sig in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
+        _signal.signal(sig, lambda *_: None)
+    _prctl(PR_SET_PDEATHSIG, _signal.SIGTERM)
+    while True:
+        try:
+            ready, _, _ = select.select([conn, lifeline, wake_r], [], [])
+        except InterruptedError:
+            continue
+        if wake_r in ready:
+            try:
+                while os.read(wake_r, 512):
+                    pass
+            except OSError:
+                pass
+            while True:  # reap guards that finished
+                try:
+                    child, _status = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if child == 0:
+                    break
+        if lifeline in ready:
+            try:
+                if not os.read(lifeline, 64):
+                    return 0
+            except OSError:
+                return 0
+        if conn in ready:
+            try:
+                msg, fds, _flags, _addr = socket.recv_fds(conn, 1 << 22, 4)
+            except OSError:
+                return 0
+            if not msg:
+                return 0
+            if len(fds) != 2:
+                for fd in fds:
+                    os.close(fd)
+                continue
+            capture, status = fds
+            try:
+                req = json.loads(msg)
+                cwd, cmd, env = str(req["cwd"]), [str(a) for a in req["argv"]], dict(req["env"])
+            except (ValueError, KeyError, TypeError):
+                cwd, cmd, env = "/", [], {}
+            pid = os.fork()
+            if pid == 0:
+                code = 125
+                try:
+                    conn.close()
+                    os.close(wake_r)
+                    os.close(wake_w)
+                    _signal.set_wakeup_fd(-1)
+                    for sig in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGCHLD):
+                        _signal.signal(sig, _signal.SIG_DFL)
+                    os.setsid()
+                    null = os.open(os.devnull, os.O_RDONLY)
+                    os.dup2(null, 0)
+                    os.dup2(capture, 1)
+                    os.dup2(capture, 2)
+                    os.close(null)
+                    os.close(capture)
+                    os.set_inheritable(status, False)
+                    os.write(status, f"guard {os.getpid()}\n".encode())
+                    code = supervise(lifeline, status, cwd, cmd, env) if cmd else 125
+                except BaseException as e:
+                    try:
+                        os.write(2, f"{DIAG_PREFIX} 125: the guard failed: {type(e).__name__}: {e}\n".encode())
+                    except OSError:
+                        pass
+                finally:
+                    os._exit(code)
+            os.close(capture)
+            os.close(status)
+
+
+def supervise(lifeline: int, status: int, cwd: str, cmd: list[str], env: dict[str, str]) -> int:
     def report(line: str) -> None:
         try:
             os.write(status, (line + "\n").encode("utf-8", "backslashreplace"))
@@ -149,7 +252,7 @@ def main(argv: list[str]) -> int:
         os.chdir(cwd)
     except OSError as e:
         return diag(125, f"cannot enter the working directory {cwd}: {e.strerror}; the command did not run")
-    path = _which(cmd[0], os.environ.get("PATH"))
+    path = _which(cmd[0], env.get("PATH"))
     if path is None:
         return diag(127, f"{cmd[0]}: command not found; the command did not run")
     sigdef = [
@@ -167,7 +270,7 @@ def main(argv: list[str]) -> int:
         if s is not None
     ]
     try:
-        pid = os.posix_spawn(path, cmd, os.environ, setpgroup=0, setsigdef=sigdef, setsigmask=[])
+        pid = os.posix_spawn(path, cmd, env, setpgroup=0, setsigdef=sigdef, setsigmask=[])
     except FileNotFoundError:
         return diag(127, f"{cmd[0]}: not found; the command did not run")
     except (PermissionError, IsADirectoryError, NotADirectoryError) as e:

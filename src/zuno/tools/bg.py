@@ -117,7 +117,7 @@ class BgTool(Tool):
                 quiet = fmt_s(time.time() - job.running.last_output_at)
                 waited = (
                     f"the wait timed out after {fmt_s(time.monotonic() - t0)} (each bg wait is capped at "
-                    f"{int(cap)} s); the job is still running, quiet for {quiet}"
+                    f"{fmt_s(cap)}); the job is still running, quiet for {quiet}"
                 )
             except asyncio.CancelledError:
                 task = asyncio.current_task()

@@ -104,7 +104,7 @@ class JobOutputTool(Tool):
                     except TimeoutError:
                         notice = (
                             f"[notice] the exit wait timed out after {fmt_s(time.monotonic() - t0)} (capped at "
-                            f"{int(cap)} s); the job is running, quiet for "
+                            f"{fmt_s(cap)}); the job is running, quiet for "
                             f"{fmt_s(time.time() - job.running.last_output_at)}"
                         )
             except asyncio.CancelledError:
