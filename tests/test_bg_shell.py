@@ -78,6 +78,7 @@ def test_shell_job_through_the_chord_job_tools(workspace: Path) -> None:
             "shell", command="printf '\\033[1mbold\\033[0m\\n'; ls >/dev/null; sleep 30", run_in_background=True
         )
         job = res["metadata"]["background"]["job_id"]
+        assert f'job_output (job_id "{job}"' in res["text"] and "bg (action" not in res["text"]
         first = z.one("job_output", job_id=job, wait="output", timeout_ms=10_000)
         killed = z.one("job_kill", job_id=job, reason="test over")
         z.close()

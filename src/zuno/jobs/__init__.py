@@ -218,9 +218,8 @@ class Job:
         16 KiB: a short preview and the log file's path) and how to read on."""
         total = self.running.total_written
         how = (
-            f'Read it with bg (action "output" or "wait", taskID "{self.id}") or job_output '
-            f'(job_id "{self.id}"); the complete output is in {self.manager.display(self.log_path)}. '
-            "Completion arrives by itself as a notice: do not poll."
+            f"{self.manager.read_hint(self.id, wait=True)}; the complete output is in "
+            f"{self.manager.display(self.log_path)}. Completion arrives by itself as a notice: do not poll."
         )
         if self.purpose == "remoteObserver":
             how += (
@@ -253,7 +252,8 @@ class Job:
 class JobManager:
     """The session's background jobs. Create through ``JobManager.of(ctx)``."""
 
-    def __init__(self, store: Store, session_id: str, root: Path, log_dir: Path) -> None:
+    def __init__(self, store: Store, session_id: str, root: Path, log_dir: Path, profile: str = "zuno") -> None:
+        self.profile = profile
         self.store = store
         self.session_id = session_id
         self.root = root
@@ -270,6 +270,7 @@ class JobManager:
                 ctx.session_id,
                 ctx.workspace.root,
                 ctx.workspace.ensure_state_dir() / "logs" / ctx.session_id,
+                ctx.config.profile,
             )
             jm.mark_orphans()
             return jm
@@ -282,11 +283,18 @@ class JobManager:
         rt = session.runtime
 
         def make() -> JobManager:
-            jm = cls(rt.store, session.id, rt.workspace.root, rt.workspace.ensure_state_dir() / "logs" / session.id)
+            logs = rt.workspace.ensure_state_dir() / "logs" / session.id
+            jm = cls(rt.store, session.id, rt.workspace.root, logs, rt.surface.profile)
             jm.mark_orphans()
             return jm
 
         return session.services.get(cls, make)
+
+    def read_hint(self, job_id: str, *, wait: bool = False) -> str:
+        """How the model reads a job in this session's profile (chord has job_output, not bg)."""
+        if self.profile == "chord":
+            return f'Read it with job_output (job_id "{job_id}"' + (', wait "exit" to wait' if wait else "") + ")"
+        return 'Read it with bg (action "output"' + (' or "wait"' if wait else "") + f', taskID "{job_id}")'
 
     def display(self, p: Path) -> str:
         try:
@@ -459,7 +467,7 @@ class JobManager:
             f"Background job {row['id']} ({row['label']}) ended: {row['status']}"
             + (f", {exit_text(info)}" if info else ", its process group was killed when the process holding it ended")
             + f"; {row['total_written'] or 0} bytes of output in {self.display(Path(row['log_path']))}. "
-            f'Read it with bg (action "output", taskID "{row["id"]}").'
+            f"{self.read_hint(row['id'])}."
         )
         if purpose == "remoteObserver":
             text += (
