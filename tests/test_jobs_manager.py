@@ -242,3 +242,18 @@ async def test_job_output_wait_is_capped_and_cancel_says_so(workspace: Path, mon
         s.cancel()
         rec = (await asyncio.wait_for(task, 20)).results[0]
         assert rec.cancelled and "the wait was cancelled" in rec.text and job.active
+
+
+async def test_ended_jobs_beyond_the_most_recent_few_are_served_from_disk(workspace: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from zuno import limits
+
+    monkeypatch.setattr(limits, "BACKGROUND_ENDED_TAILS_KEPT", 2)
+    async with Runtime(root=workspace) as rt, rt.session() as s:
+        jobs = []
+        for i in range(4):
+            job = await start_job(s, f"echo job{i}")
+            await asyncio.wait_for(job.finished.wait(), 20)
+            jobs.append(job)
+        res = await s.step([call("bg", action="output", taskID=j.id) for j in jobs])
+        assert [r.metadata["fromDisk"] for r in res.results] == [True, True, False, False]
+        assert [f"job{i}\n" in r.text for i, r in enumerate(res.results)] == [True] * 4

@@ -259,6 +259,7 @@ class JobManager:
         self.root = root
         self.log_dir = log_dir
         self.jobs: dict[str, Job] = {}
+        self._finished_order: list[str] = []
         self._closed = False
         self._orphans_marked = False
 
@@ -455,6 +456,12 @@ class JobManager:
         )
         job.finished.set()
         self._queue_callback(job.id)
+        self._finished_order.append(job.id)
+        # A running command keeps its newest 2 MiB in memory; ended ones only the most recent few.
+        while len(self._finished_order) > limits.BACKGROUND_ENDED_TAILS_KEPT:
+            old = self.jobs.get(self._finished_order.pop(0))
+            if old is not None:
+                old.running.release_memory()
 
     def completion_text(self, row: Any) -> str:
         purpose = row["purpose"]
@@ -574,7 +581,7 @@ class JobManager:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await j.watcher
             self._finish(j)
-            await j.running.close()
+        await asyncio.gather(*(j.running.close() for j in self.jobs.values()), return_exceptions=True)
 
     async def _end(self, job: Job) -> None:
         res = await job.running.stop("session-end", grace=limits.BACKGROUND_SESSION_END_GRACE_S)
