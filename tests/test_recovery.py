@@ -106,3 +106,22 @@ def test_two_processes_in_one_workspace_lose_no_record(workspace: Path) -> None:
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert SRC.is_dir()
+
+
+async def test_notices_of_a_step_that_died_are_delivered_again(workspace: Path) -> None:
+    import zuno
+
+    async with zuno.Runtime(root=workspace) as rt:
+        s = rt.session("ses_n")
+        await s.open()
+        rt.store.add_notice(s.id, "test", "hello")
+        n = rt.store.begin_step(s.id)
+        assert [x["text"] for x in rt.store.take_notices(s.id, n)] == ["hello"]
+        # the step dies here, before it ends: the notice was not consumed
+        n2 = rt.store.begin_step(s.id)
+        assert n2 == n + 1
+        res = await s.step([])
+        assert [x["text"] for x in res.notices] == ["hello"]
+        again = await s.step([])
+        assert again.notices == []
+        await s.close()

@@ -91,6 +91,13 @@ class ShellConfig(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
 
 
+class EditingConfig(_Strict):
+    # chord: the model sees only one of edit / apply_patch. "edit": edit (+ write, delete);
+    # "patch": apply_patch, which then also creates and deletes files (write, delete, edit hidden).
+    # An explicit agent.tools allowlist overrides it. Ignored by the zuno profile.
+    style: Literal["edit", "patch"] = "edit"
+
+
 class Config(_Strict):
     profile: Literal["zuno", "chord"] = "zuno"
     tools: dict[str, bool] = Field(default_factory=dict)
@@ -103,6 +110,7 @@ class Config(_Strict):
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     shell: ShellConfig = Field(default_factory=ShellConfig)
+    editing: EditingConfig = Field(default_factory=EditingConfig)
 
 
 def _merge(base: dict[str, Any], top: Mapping[str, Any], origin: dict[str, str], src: str, prefix: str) -> None:

@@ -8,6 +8,7 @@ matches the file; otherwise it is a typed, model-correctable conflict and nothin
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,9 @@ class Conflict:
     current_digest: str | None
     hunk: dict[str, Any] | None = None
     detail: str = ""
+    # The concrete next call the recovery starts with (a read of the resource, at the hunk's
+    # area when there is one); None when the recovery is not a call (IdenticalReplay).
+    suggested_call: dict[str, Any] | None = None
 
     @property
     def required_action(self) -> str:
@@ -50,6 +54,7 @@ class Conflict:
             "currentDigest": self.current_digest,
             "hunk": self.hunk,
             "requiredAction": self.required_action,
+            "suggestedCall": self.suggested_call,
         }
 
     def to_output(self) -> ToolOutput:
@@ -62,6 +67,8 @@ class Conflict:
             f"[conflict: {self.kind}] {self.resource}{where}: {self.detail or self.kind}. "
             f"Nothing was written. Required action: {self.required_action}"
         )
+        if self.suggested_call:
+            text += f" Next: {self.suggested_call['name']} {json.dumps(self.suggested_call['arguments'])}"
         return ToolOutput.failure(text, conflict=self.to_metadata())
 
 
@@ -81,6 +88,14 @@ def record_read(ctx: ToolContext, path: Path, data: bytes) -> int:
     )
 
 
+def read_call(shown: str, offset: int | None = None) -> dict[str, Any]:
+    arguments: dict[str, Any] = {"path": shown}
+    if offset is not None:
+        arguments["offset"] = max(1, offset)
+        arguments["limit"] = 60
+    return {"name": "read", "arguments": arguments}
+
+
 def check_fresh(ctx: ToolContext, path: Path, current: bytes, operation_digest: str) -> Conflict | None:
     """ReadRequired when this session never read the file; StaleRead when it changed since."""
     receipt = ctx.store.read_receipt(ctx.session_id, receipt_key(ctx, path))
@@ -93,6 +108,7 @@ def check_fresh(ctx: ToolContext, path: Path, current: bytes, operation_digest: 
             operation_digest,
             current_digest,
             detail="this session has no read receipt for the file",
+            suggested_call=read_call(shown),
         )
     if receipt["sha256"] != current_digest:
         return Conflict(
@@ -101,5 +117,6 @@ def check_fresh(ctx: ToolContext, path: Path, current: bytes, operation_digest: 
             operation_digest,
             current_digest,
             detail=f"the file changed after read generation {receipt['generation']}",
+            suggested_call=read_call(shown),
         )
     return None

@@ -84,6 +84,9 @@ PROFILE_SLOTS: dict[str, list[str]] = {
     "chord": ["done", "handoff", "delegate", "cancel", "complete", "escalate", "notify"],
 }
 
+# chord's editing styles: what each hides. "patch": apply_patch also creates and deletes files.
+EDITING_HIDDEN: dict[str, tuple[str, ...]] = {"edit": ("apply_patch",), "patch": ("edit", "write", "delete")}
+
 # Tool families live in the zuno.tools package: every module (or subpackage) there that defines
 # register(registry) is registered, and its MIGRATIONS (if any) are applied by the store.
 TOOLS_PACKAGE = "zuno.tools"
@@ -189,6 +192,15 @@ def build_surface(config: Config, root: Path, registry: Registry | None = None, 
     else:
         wanted = [*PROFILE_DEFAULTS[profile], *extensions]
         wanted += [n for n, on in config.tools.items() if on and n in PROFILE_SLOTS[profile]]
+        if profile == "chord":
+            # The chord model sees one of edit / apply_patch (config editing.style).
+            hidden = EDITING_HIDDEN[config.editing.style]
+            for name in hidden:
+                if name in wanted and name in built and config.tools.get(name) is not True:
+                    wanted.remove(name)
+                    disabled[name] = (
+                        f"hidden by editing.style = {config.editing.style!r} (chord shows one editing style)"
+                    )
     for name in config.tools:
         if name not in known and name not in extensions:
             raise ConfigError(

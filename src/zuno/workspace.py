@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 from pathlib import Path
+from types import TracebackType
 
 from zuno.declarations import BlockKind
 from zuno.tool import Refused
@@ -14,13 +16,60 @@ STATE_DIR = ".zuno"
 _STATE_GITIGNORE = "# Zuno's durable state: never committed.\n*\n"
 
 
+class MutationLock:
+    """One mutation lock per workspace: an asyncio lock within the process, and an advisory file
+    lock (``.zuno/locks/mutation.lock``) across processes, so two sessions driven by two processes
+    cannot interleave validate-then-write on the same files. The kernel drops the file lock when a
+    holder dies. Waiting is cancellable."""
+
+    POLL_S = 0.01
+
+    def __init__(self, workspace: Workspace) -> None:
+        self._workspace = workspace
+        self._local = asyncio.Lock()
+        self._fd: int | None = None
+
+    def locked(self) -> bool:
+        return self._local.locked()
+
+    async def __aenter__(self) -> MutationLock:
+        await self._local.acquire()
+        try:
+            d = self._workspace.ensure_state_dir() / "locks"
+            d.mkdir(exist_ok=True)
+            fd = os.open(d / "mutation.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        await asyncio.sleep(self.POLL_S)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd = fd
+        except BaseException:
+            self._local.release()
+            raise
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor releases the flock
+        self._local.release()
+
+
 class Workspace:
     def __init__(self, root: Path, granted: list[Path] | None = None) -> None:
         self.root = root.resolve()
         self.granted = [g.resolve() for g in (granted or [])]
-        # One mutation lock per workspace within this process: file mutations validate every
-        # affected file and write under it, so no two edits interleave.
-        self.mutation_lock = asyncio.Lock()
+        # One mutation lock per workspace, within this process and across processes: file
+        # mutations validate every affected file and write under it, so no two edits interleave.
+        self.mutation_lock = MutationLock(self)
 
     @property
     def state_dir(self) -> Path:

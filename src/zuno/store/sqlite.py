@@ -74,6 +74,8 @@ class Store:
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.execute("PRAGMA busy_timeout=30000")
         self._session_locks: dict[str, int] = {}
+        self._pending_steps: dict[str, tuple[int, dict[str, Any] | None, float]] = {}
+        self._deliver_on_end: dict[tuple[str, int], int] = {}
         self._migrate()
 
     # -- plumbing -------------------------------------------------------------------------------
@@ -103,12 +105,16 @@ class Store:
         """One committed transaction (BEGIN IMMEDIATE ... COMMIT), rolled back on any error."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
+            flushed = bool(self._pending_steps)
             try:
+                self._flush_pending_steps(self._db)
                 yield self._db
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+            if flushed:
+                self._pending_steps.clear()
 
     def _event(
         self,
@@ -132,6 +138,9 @@ class Store:
     def execute(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Cursor:
         """One committed statement, for tool families that keep their own tables."""
         with self._lock:
+            if self._pending_steps:
+                with self.transaction() as db:
+                    return db.execute(sql, params)
             return self._db.execute(sql, params)
 
     def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:
@@ -190,13 +199,24 @@ class Store:
         return bool(self.query("SELECT 1 FROM sessions WHERE id = ?", (session_id,)))
 
     def begin_step(self, session_id: str, event: dict[str, Any] | None = None) -> int:
-        """Open the next step of the session, with its step-started event, in one transaction."""
-        with self.transaction() as db:
-            (n,) = db.execute("SELECT last_step + 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            db.execute("UPDATE sessions SET last_step = ? WHERE id = ?", (n, session_id))
-            db.execute("INSERT INTO steps (session_id, n, started_at) VALUES (?, ?, ?)", (session_id, n, time.time()))
-            self._event(db, session_id, "step-started", event, n, None, None)
+        """Number the next step of the session. The step row and its step-started event are written
+        with the step's first durable fact, in that fact's transaction (one commit less per step); a
+        step that never wrote anything left nothing to record. Safe because a session has one driver."""
+        with self._lock:
+            (n,) = self._db.execute("SELECT last_step + 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            pending = self._pending_steps.get(session_id)
+            if pending is not None:  # a previous step of this session wrote nothing: it still takes its number
+                n = max(n, pending[0] + 1)
+                with self.transaction():
+                    pass
+            self._pending_steps[session_id] = (int(n), event, time.time())
         return int(n)
+
+    def _flush_pending_steps(self, db: sqlite3.Connection) -> None:
+        for session_id, (n, event, started_at) in list(self._pending_steps.items()):
+            db.execute("UPDATE sessions SET last_step = ? WHERE id = ?", (n, session_id))
+            db.execute("INSERT INTO steps (session_id, n, started_at) VALUES (?, ?, ?)", (session_id, n, started_at))
+            self._event(db, session_id, "step-started", event, n, None, None)
 
     def end_step(self, session_id: str, n: int) -> None:
         with self.transaction() as db:
@@ -204,6 +224,12 @@ class Store:
 
     def _end_step(self, db: sqlite3.Connection, session_id: str, n: int) -> None:
         db.execute("UPDATE steps SET ended_at = ? WHERE session_id = ? AND n = ?", (time.time(), session_id, n))
+        upto = self._deliver_on_end.pop((session_id, n), None)
+        if upto is not None:
+            db.execute(
+                "UPDATE notices SET delivered_step = ? WHERE session_id = ? AND delivered_step IS NULL AND seq <= ?",
+                (n, session_id, upto),
+            )
         self._event(db, session_id, "step-ended", None, n, None, None)
 
     # -- calls ----------------------------------------------------------------------------------
@@ -411,30 +437,14 @@ class Store:
         return int(cur.lastrowid or 0)
 
     def take_notices(self, session_id: str, step: int) -> list[dict[str, Any]]:
-        """Deliver every pending notice of the session with this step, exactly once."""
-        if not self.query(
-            "SELECT 1 FROM notices WHERE session_id = ? AND delivered_step IS NULL LIMIT 1", (session_id,)
-        ):
-            return []
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                rows = list(
-                    self._db.execute(
-                        "SELECT * FROM notices WHERE session_id = ? AND delivered_step IS NULL ORDER BY seq",
-                        (session_id,),
-                    )
-                )
-                if rows:
-                    self._db.execute(
-                        "UPDATE notices SET delivered_step = ? WHERE session_id = ? AND delivered_step IS NULL"
-                        " AND seq <= ?",
-                        (step, session_id, rows[-1]["seq"]),
-                    )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        """The pending notices of the session, for this step. They are marked delivered in the
+        transaction that ends the step, so a step that dies before it ends delivers them again
+        with the next one: a notice may be seen twice, never lost."""
+        rows = self.query(
+            "SELECT * FROM notices WHERE session_id = ? AND delivered_step IS NULL ORDER BY seq", (session_id,)
+        )
+        if rows:
+            self._deliver_on_end[(session_id, step)] = rows[-1]["seq"]
         return [{"kind": r["kind"], "text": r["text"], **json.loads(r["data"])} for r in rows]
 
     # -- artifacts and read receipts ------------------------------------------------------------

@@ -1,0 +1,218 @@
+"""edit and delete: exact text replacement in one file, and removal of one whole file.
+
+Both follow apply_patch's rules: the file must have a read receipt that still matches it
+(ReadRequired / StaleRead), the same operation against the same content is an IdenticalReplay,
+and edit's old text must match the current logical text exactly once unless ``replace_all``
+(otherwise ContextMismatch). edit matches on logical lines: a CRLF file is matched with "\\n"
+line breaks, keeps its BOM, its untouched line endings and its final-newline state, and new line
+breaks take the file's style.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from pydantic import Field
+
+from zuno.declarations import BlockKind, Declarations
+from zuno.receipts import Conflict, check_fresh, read_call, record_read, sha256_hex
+from zuno.surface import Registry
+from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
+from zuno.tools.patch import textfile
+from zuno.tools.patch.applier import ABSENT, atomic_write, in_state_dir, remember, replay_conflict
+from zuno.tools.patch.grammar import digest
+from zuno.workspace import STATE_DIR
+
+
+class EditArgs(ToolArgs):
+    path: str = Field(description="The file to change (it must have been read in this session).")
+    old_string: str = Field(description="The exact text to replace, as read (line breaks as \\n).")
+    new_string: str = Field(description="The text to put in its place.")
+    replace_all: bool = Field(False, description="Replace every occurrence instead of exactly one.")
+
+
+def _refuse_state(ctx: ToolContext, path, shown: str) -> None:
+    if in_state_dir(ctx, path):
+        raise Refused(
+            BlockKind.denied, f"{shown} is inside Zuno's state folder {STATE_DIR}/, which tools do not write."
+        )
+
+
+class EditTool(Tool):
+    name = "edit"
+    description = (
+        "Replace exact text in an existing file. old_string must match the current file exactly once "
+        "(include surrounding lines to make it unique) unless replace_all is true. The file must have been read "
+        "in this session in its current state. Line endings, BOM and final newline are kept."
+    )
+    Args = EditArgs
+    declarations = Declarations()
+
+    async def run(self, ctx: ToolContext, args: EditArgs) -> ToolOutput:
+        path = ctx.workspace.resolve(args.path)
+        shown = ctx.workspace.display(path)
+        _refuse_state(ctx, path, shown)
+        old = args.old_string.replace("\r\n", "\n")
+        new = args.new_string.replace("\r\n", "\n")
+        if old == "":
+            raise Refused(
+                BlockKind.invalid_arguments,
+                "argument 'old_string' is empty: give the exact text to replace (use write to create a file).",
+            )
+        if old == new:
+            raise Refused(
+                BlockKind.invalid_arguments, "arguments 'old_string' and 'new_string' are the same: no change."
+            )
+        if textfile.encode_text(new) is None:
+            raise Refused(
+                BlockKind.invalid_arguments, "argument 'new_string' holds a lone surrogate, which no byte can carry."
+            )
+        op_digest = digest({"kind": "edit", "path": str(path), "old": old, "new": new, "all": args.replace_all})
+        async with ctx.workspace.mutation_lock:
+            if not path.exists():
+                return ToolOutput.failure(
+                    f"{shown}: no such file. edit changes an existing file; use write to create one."
+                )
+            if not path.is_file():
+                return ToolOutput.failure(f"{shown} is not a regular file; edit changes files only.")
+            current = path.read_bytes()
+            cur_digest = sha256_hex(current)
+            conflict = replay_conflict(ctx, path, op_digest, cur_digest) or check_fresh(ctx, path, current, op_digest)
+            if conflict is not None:
+                return conflict.to_output()
+            tf = textfile.decode(current)
+            logical = "".join(line + ("\n" if eol else "") for line, eol in zip(tf.lines, tf.eols, strict=True))
+            terms = [e for e in tf.eols if e]
+            count = logical.count(old)
+            if count == 0 or (count > 1 and not args.replace_all):
+                detail = (
+                    "old_string is not in the current file"
+                    if count == 0
+                    else f"old_string matches {count} times; include more surrounding text to make it unique, "
+                    "or set replace_all"
+                )
+                remember(ctx, path, op_digest, cur_digest, "before", "ContextMismatch", self.name)
+                near = logical.count("\n", 0, max(0, logical.find(old))) + 1 if count else None
+                call = read_call(shown, near - 4 if near else None)
+                return Conflict(
+                    "ContextMismatch", shown, op_digest, cur_digest, detail=detail, suggested_call=call
+                ).to_output()
+            replaced = count if args.replace_all else 1
+            out = logical.replace(old, new) if args.replace_all else logical.replace(old, new, 1)
+            data = _relay(out, logical, old, new, terms, tf, args.replace_all)
+            mode = stat.S_IMODE(path.stat().st_mode)
+            try:
+                atomic_write(path, data, mode)
+            except OSError as e:
+                after = path.read_bytes() if path.exists() else None
+                if after == current:
+                    return ToolOutput.failure(f"{shown}: the write failed ({e.strerror}); the file is unchanged.")
+                return ToolOutput.uncertain(
+                    f"{shown}: the write failed after it began ({e.strerror}). Read the file before any new mutation.",
+                    observedChanged=[shown],
+                    writtenPaths=[shown] if after is not None else [],
+                )
+            gen = record_read(ctx, path, data)
+            after_digest = sha256_hex(data)
+            remember(ctx, path, op_digest, cur_digest, "before", "applied", self.name)
+            remember(ctx, path, op_digest, after_digest, "after", "applied", self.name)
+        return ToolOutput(
+            text=f"Edited {shown}: {replaced} replacement(s).",
+            metadata={
+                "writtenPaths": [shown],
+                "replacements": replaced,
+                "sha256": after_digest,
+                "bytes": len(data),
+                "readGeneration": gen,
+            },
+        )
+
+
+def _relay(
+    out: str, logical: str, old: str, new: str, terms: list[str], tf: textfile.TextFile, replace_all: bool
+) -> bytes:
+    """Put the file's own line terminators back on the edited logical text: a line break outside
+    every replacement keeps its original terminator, one inside new text takes the file's style."""
+    new_terms: list[str] = []
+    pos = 0
+    k = 0  # index into terms (original "\n"s consumed)
+    old_nl, new_nl = old.count("\n"), new.count("\n")
+    while True:
+        at = logical.find(old, pos)
+        if at < 0:
+            break
+        before = logical.count("\n", pos, at)
+        new_terms.extend(terms[k : k + before])
+        k += before + old_nl
+        new_terms.extend([tf.style] * new_nl)
+        pos = at + len(old)
+        if not replace_all:
+            break
+    new_terms.extend(terms[k:])
+    parts = out.split("\n")
+    body: list[str] = []
+    for i, part in enumerate(parts):
+        body.append(part)
+        if i < len(parts) - 1:
+            body.append(new_terms[i])
+    return (textfile.BOM if tf.bom else b"") + "".join(body).encode("utf-8", "surrogateescape")
+
+
+class DeleteArgs(ToolArgs):
+    path: str = Field(description="The file to delete (it must have been read in this session).")
+
+
+class DeleteTool(Tool):
+    name = "delete"
+    description = (
+        "Delete one whole file. The file must have been read in this session in its current state; "
+        "directories are not deleted."
+    )
+    Args = DeleteArgs
+    declarations = Declarations()
+
+    async def run(self, ctx: ToolContext, args: DeleteArgs) -> ToolOutput:
+        path_raw = ctx.workspace.root / args.path if not os.path.isabs(args.path) else None
+        path = ctx.workspace.resolve(args.path)
+        shown = ctx.workspace.display(path)
+        _refuse_state(ctx, path, shown)
+        if path_raw is not None and path_raw.is_symlink():
+            return ToolOutput.failure(
+                f"{args.path} is a symbolic link; delete removes regular files only (it would not remove the link)."
+            )
+        op_digest = digest({"kind": "delete", "path": str(path)})
+        async with ctx.workspace.mutation_lock:
+            if not path.exists():
+                conflict = replay_conflict(ctx, path, op_digest, ABSENT)
+                if conflict is not None:
+                    return conflict.to_output()
+                return ToolOutput.failure(f"{shown}: no such file; nothing was deleted.")
+            if not path.is_file():
+                return ToolOutput.failure(f"{shown} is not a regular file; delete removes files only.")
+            current = path.read_bytes()
+            conflict = check_fresh(ctx, path, current, op_digest)
+            if conflict is not None:
+                return conflict.to_output()
+            try:
+                os.unlink(path)
+            except OSError as e:
+                return ToolOutput.failure(f"{shown}: cannot be deleted ({e.strerror}); it is unchanged.")
+            ctx.store.drop_read_receipt(ctx.session_id, str(path))
+            remember(ctx, path, op_digest, sha256_hex(current), "before", "applied", self.name)
+            remember(ctx, path, op_digest, ABSENT, "after", "applied", self.name)
+        return ToolOutput(
+            text=f"Deleted {shown} ({len(current)} bytes).",
+            metadata={
+                "writtenPaths": [],
+                "deletedPaths": [shown],
+                "bytes": len(current),
+                "sha256": sha256_hex(current),
+            },
+        )
+
+
+def register(registry: Registry) -> None:
+    # edit: a registered slot in zuno, on the surface in chord. delete: chord.
+    registry.add("edit", EditTool, profiles=("zuno", "chord"))
+    registry.add("delete", DeleteTool, profiles=("chord",))

@@ -1,0 +1,587 @@
+"""apply_patch: validate every file of a patch, compute every new content in memory, then write.
+
+Pre-flight, under the workspace's mutation lock: every path is resolved and checked; every
+existing source of an update, delete or move (and an existing move destination, or an existing
+Add target) needs a read receipt that still matches the file; the same operation against the
+same content is an IdenticalReplay; every chunk must match the current logical lines. Any
+conflict or problem leaves every file unchanged. Only then are files written, each through a
+temporary file and an atomic rename. A failure after the first write is ``uncertain`` and names
+the paths observed as changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from zuno.declarations import BlockKind, Declarations
+from zuno.permissions import decide
+from zuno.receipts import Conflict, check_fresh, read_call, record_read, sha256_hex
+from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
+from zuno.tools.patch import textfile
+from zuno.tools.patch.grammar import Chunk, FileOp, PatchSyntaxError, digest, first_path, parse
+from zuno.tools.patch.matcher import LEVEL_NAMES, Matcher
+from zuno.workspace import STATE_DIR
+
+ABSENT = "absent"
+
+MIGRATIONS = [
+    (
+        "0600_patch_ops",
+        """
+        CREATE TABLE patch_ops (
+            session_id TEXT NOT NULL,
+            resource TEXT NOT NULL,
+            op_digest TEXT NOT NULL,
+            content_sha256 TEXT NOT NULL,
+            role TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            call_seq INTEGER,
+            at REAL NOT NULL,
+            PRIMARY KEY (session_id, resource, op_digest, content_sha256)
+        );
+        """,
+    )
+]
+
+
+# -- the durable table of operation digests ---------------------------------------------------
+
+
+def remember(
+    ctx: ToolContext, resource: Path, op_digest: str, content: str, role: str, outcome: str, tool: str
+) -> None:
+    ctx.store.execute(
+        "INSERT OR REPLACE INTO patch_ops VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (ctx.session_id, str(resource), op_digest, content, role, outcome, tool, ctx.call_seq, time.time()),
+    )
+
+
+def replay_conflict(ctx: ToolContext, resource: Path, op_digest: str, current: str) -> Conflict | None:
+    rows = ctx.store.query(
+        "SELECT role, outcome, call_seq FROM patch_ops WHERE session_id = ? AND resource = ? AND op_digest = ?"
+        " AND content_sha256 = ?",
+        (ctx.session_id, str(resource), op_digest, current),
+    )
+    if not rows:
+        return None
+    r = rows[0]
+    if r["outcome"] == "applied" and r["role"] == "after":
+        why = "this exact operation was already applied and produced the current content"
+    elif r["outcome"] == "applied":
+        why = "this exact operation was already applied to this exact content once"
+    else:
+        why = f"this exact operation already failed against this exact content ({r['outcome']})"
+    return Conflict(
+        "IdenticalReplay",
+        ctx.workspace.display(resource),
+        op_digest,
+        None if current == ABSENT else current,
+        detail=f"{why} (call #{r['call_seq']})",
+    )
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+def atomic_write(path: Path, data: bytes, mode: int | None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".zuno-tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def remove_file(path: Path) -> None:
+    os.unlink(path)
+
+
+def in_state_dir(ctx: ToolContext, path: Path) -> bool:
+    sd = ctx.workspace.state_dir
+    return path == sd or path.is_relative_to(sd)
+
+
+def snapshot(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+# -- the plan of one patch ---------------------------------------------------------------------
+
+
+@dataclass
+class Planned:
+    op: FileOp
+    index: int  # 1-based file operation number
+    source: Path
+    dest: Path | None  # move destination
+    op_digest: str
+    before: bytes | None = None
+    before_digest: str = ABSENT
+    after: bytes | None = None  # new content of (dest or source); None for a delete
+    mode: int | None = None
+    level: int = 0
+    chunks_at: list[int] = field(default_factory=list)
+
+    @property
+    def target(self) -> Path:
+        return self.dest or self.source
+
+
+class ApplyPatchArgs(ToolArgs):
+    patch: str = Field(
+        description="The whole patch: '*** Begin Patch', then '*** Add File: <path>' (lines '+text'), "
+        "'*** Delete File: <path>', or '*** Update File: <path>' (optional '*** Move to: <path>') with '@@ <anchor>' "
+        "chunks of ' context', '-removed', '+added' lines (optional '*** End of File'), then '*** End Patch'."
+    )
+
+
+DESCRIPTION = (
+    "Localized, context-verified source edits in the Codex patch format (*** Begin Patch ... *** End Patch): "
+    "add, update, delete or move files. Every file you update, delete or move (and an existing move "
+    "destination) must have been read in this session in its current state. All or nothing: if any file "
+    "conflicts, nothing is written. Give each chunk 2-3 unchanged context lines, and an '@@ <line>' anchor "
+    "(a function or class line) when the context is not unique. New lines take the file's line endings."
+)
+
+
+class ApplyPatchTool(Tool):
+    name = "apply_patch"
+    description = DESCRIPTION
+    Args = ApplyPatchArgs
+    declarations = Declarations()  # SideEffecting, Never, Exclusive
+
+    def subject(self, args: ToolArgs) -> str | None:
+        return first_path(getattr(args, "patch", ""))
+
+    async def run(self, ctx: ToolContext, args: ApplyPatchArgs) -> ToolOutput:
+        try:
+            ops = parse(args.patch)
+        except PatchSyntaxError as e:
+            raise Refused(BlockKind.invalid_arguments, f"argument 'patch': invalid patch at {e}.", line=e.line) from e
+        self._check_permissions(ctx, ops)
+        plans = self._resolve(ctx, ops)
+        patch_digest = digest([p.op_digest for p in plans])
+        async with ctx.workspace.mutation_lock:
+            conflicts, problems = self._preflight(ctx, plans)
+            if conflicts or problems:
+                return self._refuse(ctx, plans, conflicts, problems, patch_digest)
+            return self._write(ctx, plans, patch_digest)
+
+    def _check_permissions(self, ctx: ToolContext, ops: list[FileOp]) -> None:
+        """The dispatcher matched permission patterns against the first path only (the call's
+        subject); every other path a patch names gets the same rules here. A rule that asks cannot
+        be asked from inside the call, so such a path must go in a patch of its own."""
+        first = ops[0].path if ops else None
+        for op in ops:
+            for raw in (op.path, op.move_to):
+                if raw is None or raw == first:
+                    continue
+                verdict = decide(ctx.config.permission, self.name, raw, self.declarations)
+                if verdict.action == "deny" or (verdict.action == "ask" and verdict.rule is not None):
+                    raise Refused(
+                        BlockKind.denied,
+                        f"argument 'patch': {raw!r} (line {op.line}): {verdict.reason}. Nothing was written"
+                        + (
+                            "; send that file in a patch of its own so it can be approved."
+                            if verdict.action == "ask"
+                            else "."
+                        ),
+                    )
+
+    # -- resolve (nothing touched yet) ---------------------------------------------------------
+
+    def _resolve(self, ctx: ToolContext, ops: list[FileOp]) -> list[Planned]:
+        plans: list[Planned] = []
+        seen: dict[Path, int] = {}
+        for n, op in enumerate(ops, 1):
+            src = ctx.workspace.resolve(op.path, field="patch")
+            dest = ctx.workspace.resolve(op.move_to, field="patch") if op.move_to else None
+            if dest == src:
+                dest = None
+            if (op.kind == "delete" or dest is not None) and _given(ctx, op.path).is_symlink():
+                what = "delete" if op.kind == "delete" else "move"
+                raise Refused(
+                    BlockKind.invalid_arguments,
+                    f"argument 'patch': {op.path!r} (operation {n}, line {op.line}) is a symbolic link; a {what} "
+                    "would act on the file it points to and leave the link dangling. Name the real file.",
+                )
+            for p, raw in ((src, op.path), (dest, op.move_to)):
+                if p is None:
+                    continue
+                if in_state_dir(ctx, p):
+                    raise Refused(
+                        BlockKind.denied,
+                        f"argument 'patch': {raw!r} (operation {n}, line {op.line}) is inside Zuno's state folder "
+                        f"{STATE_DIR}/, which tools do not write.",
+                    )
+                if p in seen:
+                    raise Refused(
+                        BlockKind.invalid_arguments,
+                        f"argument 'patch': {ctx.workspace.display(p)} is named by operations {seen[p]} and {n}; "
+                        "a patch touches each file once. Merge the chunks into one '*** Update File' section.",
+                    )
+                seen[p] = n
+            canonical = op.canonical(str(src), str(dest) if dest else None)
+            plans.append(Planned(op, n, src, dest, digest(canonical)))
+        return plans
+
+    # -- pre-flight: every file validated, every new content computed -------------------------
+
+    def _preflight(self, ctx: ToolContext, plans: list[Planned]) -> tuple[list[Conflict], list[str]]:
+        conflicts: list[Conflict] = []
+        problems: list[str] = []
+        for plan in plans:
+            op, src = plan.op, plan.source
+            shown = ctx.workspace.display(src)
+            where = f"operation {plan.index} (line {op.line})"
+            exists = os.path.lexists(src)
+            if exists and not src.is_file():
+                problems.append(f"{where}: {shown} is not a regular file; apply_patch changes files only.")
+                continue
+            current = snapshot(src) if exists else None
+            if exists and current is None:
+                problems.append(f"{where}: {shown} cannot be read.")
+                continue
+            plan.before = current
+            cur_digest = sha256_hex(current) if current is not None else ABSENT
+            plan.before_digest = cur_digest
+            replay = replay_conflict(ctx, src, plan.op_digest, cur_digest)
+            if replay is not None:
+                conflicts.append(replay)
+                continue
+            if op.kind == "add":
+                if current is not None:
+                    c = check_fresh(ctx, src, current, plan.op_digest)
+                    if c is not None:
+                        conflicts.append(_explain_add(c))
+                        continue
+                    plan.mode = stat.S_IMODE(src.stat().st_mode)
+                    tf = textfile.decode(current)
+                    bom, style = tf.bom, tf.style
+                else:
+                    bom, style = False, textfile.LF
+                    if not self._parent_ok(src):
+                        problems.append(f"{where}: a parent of {shown} exists and is not a directory.")
+                        continue
+                lines = op.add_lines
+                eols = textfile.finalize(lines, [None] * len(lines), style, True)
+                data = _encode_new(bom, lines, eols)
+                if data is None:
+                    problems.append(f"{where}: the text for {shown} holds a lone surrogate, which no byte can carry.")
+                    continue
+                plan.after = data
+                continue
+            if current is None:
+                verb = "delete" if op.kind == "delete" else "update"
+                problems.append(
+                    f"{where}: cannot {verb} {shown}: no such file. Use '*** Add File: {op.path}' to create it."
+                    if op.kind == "update"
+                    else f"{where}: cannot {verb} {shown}: no such file."
+                )
+                continue
+            c = check_fresh(ctx, src, current, plan.op_digest)
+            if c is not None:
+                conflicts.append(c)
+                continue
+            plan.mode = stat.S_IMODE(src.stat().st_mode)
+            if op.kind == "delete":
+                continue
+            # update (and move)
+            if plan.dest is not None:
+                dshown = ctx.workspace.display(plan.dest)
+                if os.path.lexists(plan.dest):
+                    if not plan.dest.is_file():
+                        problems.append(f"{where}: the move destination {dshown} exists and is not a regular file.")
+                        continue
+                    dcur = snapshot(plan.dest) or b""
+                    c = check_fresh(ctx, plan.dest, dcur, plan.op_digest)
+                    if c is not None:
+                        conflicts.append(
+                            replace(
+                                c,
+                                detail=c.detail + " (it is the existing destination of a move, which it would replace)",
+                            )
+                        )
+                        continue
+                elif not self._parent_ok(plan.dest):
+                    problems.append(f"{where}: a parent of the move destination {dshown} is not a directory.")
+                    continue
+            result = self._apply_chunks(ctx, plan, current)
+            if isinstance(result, Conflict):
+                conflicts.append(result)
+                remember(ctx, src, plan.op_digest, cur_digest, "before", "ContextMismatch", self.name)
+            elif isinstance(result, str):
+                problems.append(f"{where}: {result}")
+            else:
+                plan.after = result
+        return conflicts, problems
+
+    @staticmethod
+    def _parent_ok(path: Path) -> bool:
+        p = path.parent
+        while not os.path.lexists(p):
+            p = p.parent
+        return p.is_dir()
+
+    def _apply_chunks(self, ctx: ToolContext, plan: Planned, current: bytes) -> bytes | Conflict | str:
+        tf = textfile.decode(current)
+        lines = tf.lines
+        wanted = {t for c in plan.op.chunks for t in c.old}
+        wanted.update(c.title for c in plan.op.chunks if c.title is not None)
+        matcher = Matcher(lines, wanted)
+        cursor = 0
+        placed: list[tuple[int, int, Chunk]] = []
+        shown = ctx.workspace.display(plan.source)
+        cur_digest = plan.before_digest
+
+        def mismatch(chunk: Chunk, detail: str, near: int) -> Conflict:
+            """``near``: 0-based line the re-read should show (the read starts a few lines above)."""
+            return Conflict(
+                "ContextMismatch",
+                shown,
+                plan.op_digest,
+                cur_digest,
+                hunk={"number": chunk.number, "title": chunk.title, "patchLine": chunk.line, "operation": plan.index},
+                detail=detail,
+                suggested_call=read_call(shown, max(0, min(near, len(lines) - 1)) - 4),
+            )
+
+        for chunk in plan.op.chunks:
+            region = cursor
+            if chunk.title is not None:
+                at, _ = matcher.find([chunk.title], cursor)
+                if not at:
+                    return mismatch(
+                        chunk, f"its anchor line {chunk.title!r} is not in the file from line {cursor + 1} on", cursor
+                    )
+                region = at[0] + 1
+            old = chunk.old
+            if chunk.title is not None and old and old[0].strip() == chunk.title.strip():
+                region -= 1  # the anchor repeated as the chunk's first context line
+            if not old:
+                pos = len(lines) if chunk.end_of_file or chunk.title is None else region
+                placed.append((pos, 0, chunk))
+                cursor = pos
+                continue
+            unique = chunk.title is None
+            found, level = matcher.find(old, region, at_end=chunk.end_of_file, want=2 if unique else 1)
+            if not found:
+                where = "at the end of the file" if chunk.end_of_file else f"from line {region + 1} on"
+                hint, near = _closest(matcher, old, region)
+                return mismatch(
+                    chunk,
+                    f"its {len(old)} context/removed line(s) starting {old[0]!r} do not match the current file {where}"
+                    + hint,
+                    near if near >= 0 else region,
+                )
+            if len(found) > 1:
+                return mismatch(
+                    chunk,
+                    f"its context matches more than once (at lines {found[0] + 1} and {found[1] + 1}); "
+                    "add an '@@ <line>' anchor or more unique context",
+                    found[0],
+                )
+            plan.level = max(plan.level, level)
+            placed.append((found[0], len(old), chunk))
+            plan.chunks_at.append(found[0] + 1)
+            cursor = found[0] + len(old)
+        out_lines: list[str] = []
+        out_eols: list[str | None] = []
+        prev = 0
+        for start, length, chunk in placed:
+            out_lines.extend(lines[prev:start])
+            out_eols.extend(tf.eols[prev:start])
+            i = start
+            for kind, text in chunk.ops:
+                if kind == "ctx":
+                    out_lines.append(lines[i])  # the file's own text, also when matched tolerantly
+                    out_eols.append(tf.eols[i])
+                    i += 1
+                elif kind == "del":
+                    i += 1
+                else:
+                    out_lines.append(text)
+                    out_eols.append(None)
+            prev = start + length
+        out_lines.extend(lines[prev:])
+        out_eols.extend(tf.eols[prev:])
+        eols = textfile.finalize(out_lines, out_eols, tf.style, tf.final_newline)
+        data = _encode_new(tf.bom, out_lines, eols)
+        if data is None:
+            return f"the new text for {shown} holds a lone surrogate, which no byte can carry."
+        return data
+
+    # -- outcomes ------------------------------------------------------------------------------
+
+    def _refuse(
+        self,
+        ctx: ToolContext,
+        plans: list[Planned],
+        conflicts: list[Conflict],
+        problems: list[str],
+        patch_digest: str,
+    ) -> ToolOutput:
+        parts: list[str] = []
+        for c in conflicts:
+            where = ""
+            if c.hunk:
+                where = f" (hunk {c.hunk['number']}" + (f" {c.hunk['title']!r})" if c.hunk.get("title") else ")")
+            nxt = f" Next: read {json.dumps(c.suggested_call['arguments'])}" if c.suggested_call else ""
+            parts.append(
+                f"[conflict: {c.kind}] {c.resource}{where}: {c.detail}. Required action: {c.required_action}{nxt}"
+            )
+        parts.extend(f"[problem] {p}" for p in problems)
+        text = (
+            f"apply_patch: nothing was written ({len(plans)} file operation(s) checked; "
+            f"{len(conflicts)} conflict(s), {len(problems)} problem(s)).\n" + "\n".join(parts)
+        )
+        meta: dict[str, Any] = {"patchDigest": patch_digest, "writtenPaths": []}
+        if conflicts:
+            meta["conflict"] = conflicts[0].to_metadata()
+            meta["conflicts"] = [c.to_metadata() for c in conflicts]
+        if problems:
+            meta["problems"] = problems
+        return ToolOutput.failure(text, **meta)
+
+    def _write(self, ctx: ToolContext, plans: list[Planned], patch_digest: str) -> ToolOutput:
+        originals: dict[Path, bytes | None] = {}
+        for plan in plans:
+            originals[plan.source] = plan.before
+            if plan.dest is not None:
+                originals[plan.dest] = snapshot(plan.dest)
+        writes: list[tuple[Path, bytes, int | None]] = []
+        removals: list[Path] = []
+        for plan in plans:
+            if plan.op.kind == "delete":
+                removals.append(plan.source)
+            else:
+                assert plan.after is not None
+                writes.append((plan.target, plan.after, plan.mode))
+                if plan.dest is not None:
+                    removals.append(plan.source)
+        try:
+            for path, data, mode in writes:
+                atomic_write(path, data, mode)
+            for path in removals:
+                remove_file(path)
+        except Exception as e:  # I/O once writing began: observe what changed
+            changed = [ctx.workspace.display(p) for p, orig in originals.items() if snapshot(p) != orig]
+            if not changed:
+                return ToolOutput.failure(
+                    f"apply_patch: writing failed ({type(e).__name__}: {e}) and no file was observed as changed; "
+                    "nothing was written. Fix the cause before sending the patch again.",
+                    writtenPaths=[],
+                    observedChanged=[],
+                    patchDigest=patch_digest,
+                    error=f"{type(e).__name__}: {e}",
+                )
+            present = [s for s in changed if os.path.lexists(ctx.workspace.root / s)]
+            return ToolOutput.uncertain(
+                f"apply_patch: writing failed after it began ({type(e).__name__}: {e}). "
+                f"Paths observed as changed: {', '.join(changed) if changed else '(none)'}. "
+                "Inspect them (read) before any new mutation; do not resend this patch.",
+                writtenPaths=present,
+                observedChanged=changed,
+                patchDigest=patch_digest,
+                error=f"{type(e).__name__}: {e}",
+            )
+        written: list[str] = []
+        files: list[dict[str, Any]] = []
+        summary: list[str] = []
+        for plan in plans:
+            before_digest = plan.before_digest
+            src_shown = ctx.workspace.display(plan.source)
+            if plan.op.kind == "delete":
+                ctx.store.drop_read_receipt(ctx.session_id, str(plan.source))
+                remember(ctx, plan.source, plan.op_digest, before_digest, "before", "applied", self.name)
+                remember(ctx, plan.source, plan.op_digest, ABSENT, "after", "applied", self.name)
+                summary.append(f"D {src_shown}")
+                files.append({"operation": "delete", "path": src_shown})
+                continue
+            assert plan.after is not None
+            gen = record_read(ctx, plan.target, plan.after)
+            after_digest = sha256_hex(plan.after)
+            shown = ctx.workspace.display(plan.target)
+            written.append(shown)
+            remember(ctx, plan.source, plan.op_digest, before_digest, "before", "applied", self.name)
+            if plan.dest is not None:
+                ctx.store.drop_read_receipt(ctx.session_id, str(plan.source))
+                remember(ctx, plan.source, plan.op_digest, ABSENT, "after", "applied", self.name)
+                summary.append(f"R {src_shown} -> {shown}")
+            else:
+                remember(ctx, plan.source, plan.op_digest, after_digest, "after", "applied", self.name)
+                summary.append(("A " if plan.before is None else ("M " if plan.op.kind == "update" else "W ")) + shown)
+            entry: dict[str, Any] = {
+                "operation": "move" if plan.dest is not None else plan.op.kind,
+                "path": shown,
+                "sha256": after_digest,
+                "bytes": len(plan.after),
+                "readGeneration": gen,
+            }
+            if plan.dest is not None:
+                entry["from"] = src_shown
+            if plan.op.kind == "update":
+                entry["chunks"] = len(plan.op.chunks)
+                entry["matchedAtLines"] = plan.chunks_at
+                entry["match"] = LEVEL_NAMES[plan.level]
+            files.append(entry)
+        return ToolOutput(
+            text="Applied patch:\n" + "\n".join(summary),
+            metadata={"writtenPaths": written, "files": files, "patchDigest": patch_digest},
+        )
+
+
+def _given(ctx: ToolContext, raw: str) -> Path:
+    """The path as the model named it, before symbolic links are resolved."""
+    p = Path(os.path.expanduser(raw))
+    return p if p.is_absolute() else ctx.workspace.root / p
+
+
+def _closest(matcher: Matcher, old: list[str], start: int) -> tuple[str, int]:
+    """Where the longest run of the chunk's first lines does occur, to point the re-read:
+    (text, 0-based line of the first differing line, or -1)."""
+    best_n, best_at = 0, -1
+    for n in range(min(len(old), 8), 0, -1):
+        at, _ = matcher.find(old[:n], start)
+        if at:
+            best_n, best_at = n, at[0]
+            break
+    if best_n == 0:
+        return "; none of its first lines occurs there", -1
+    return f"; its first {best_n} line(s) occur at line {best_at + 1}, the next line differs", best_at + best_n
+
+
+def _encode_new(bom: bool, lines: list[str], eols: list[str]) -> bytes | None:
+    try:
+        return textfile.encode(bom, lines, eols)
+    except UnicodeEncodeError:
+        return None
+
+
+def _explain_add(c: Conflict) -> Conflict:
+    return replace(
+        c, detail=c.detail + " ('*** Add File' on an existing file replaces it whole, which needs a read of it)"
+    )

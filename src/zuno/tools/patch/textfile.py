@@ -1,0 +1,93 @@
+"""Logical lines over original bytes.
+
+A file is decoded into logical lines (text without its terminator) and, per line, the exact
+terminator it had ("\\n", "\\r\\n", or "" for a last line without a final newline). Matching and
+replacing happen on logical lines; encoding puts every untouched line back with its own
+terminator, gives new lines the file's dominant style, keeps the BOM and the final-newline
+state. Bytes that are not UTF-8 survive through ``surrogateescape``.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+BOM = b"\xef\xbb\xbf"
+LF = "\n"
+CRLF = "\r\n"
+
+
+@dataclass(slots=True)
+class TextFile:
+    bom: bool
+    lines: list[str]
+    eols: list[str]  # one per line; only the last may be ""
+    style: str  # the terminator new lines take
+
+    @property
+    def final_newline(self) -> bool:
+        """Whether the file ends with a line terminator (an empty file counts as yes: lines added
+        to an empty file end with one)."""
+        return not self.eols or self.eols[-1] != ""
+
+
+def decode(data: bytes) -> TextFile:
+    bom = data.startswith(BOM)
+    if bom:
+        data = data[len(BOM) :]
+    text = data.decode("utf-8", "surrogateescape")
+    parts = text.split("\n")
+    last = parts.pop()  # text after the final "\n" ("" when the file ends with a newline)
+    if "\r" not in text:  # the common case, without a per-line loop
+        eols = [LF] * len(parts)
+        if last:
+            parts.append(last)
+            eols.append("")
+        return TextFile(bom, parts, eols, LF)
+    lines: list[str] = []
+    eols: list[str] = []
+    crlf = 0
+    for part in parts:
+        if part.endswith("\r"):
+            lines.append(part[:-1])
+            eols.append(CRLF)
+            crlf += 1
+        else:
+            lines.append(part)
+            eols.append(LF)
+    if last:
+        lines.append(last)
+        eols.append("")
+    style = CRLF if crlf * 2 > len(parts) else LF
+    return TextFile(bom, lines, eols, style)
+
+
+def finalize(lines: list[str], eols: list[str | None], style: str, final_newline: bool) -> list[str]:
+    """Terminators for an edited line list: an original line keeps its own, a new line (None)
+    takes the style, and the last line follows the file's final-newline state."""
+    out = [e or style for e in eols]
+    if out:
+        out[-1] = (eols[-1] or style) if final_newline else ""
+    return out
+
+
+def encode(bom: bool, lines: list[str], eols: list[str]) -> bytes:
+    if len(lines) != len(eols):
+        raise ValueError("one terminator per line")
+    n = len(lines)
+    lf = eols.count(LF)
+    if lf == n:
+        body = "\n".join(lines) + "\n" if n else ""
+    elif lf == n - 1 and eols[-1] == "":
+        body = "\n".join(lines)
+    else:
+        body = "".join(map(operator.add, lines, eols))
+    return (BOM if bom else b"") + body.encode("utf-8", "surrogateescape")
+
+
+def encode_text(text: str) -> bytes | None:
+    """UTF-8 bytes of model-given text, or None when it holds a lone surrogate that is no byte."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return None
