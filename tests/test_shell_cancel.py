@@ -77,15 +77,20 @@ async def test_api_cancel_with_no_output_says_so(workspace: Path) -> None:
 async def test_api_cancel_after_the_command_exited_keeps_its_verdict(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The command exits 3; the cancel arrives while the tool is still settling its capture (made
-    # slow here). The interrupt found the command already finished: its own verdict stands.
-    real_close = RunningCommand.close
+    # The command exits 3 and its exit is settled, but the tool's task has not resumed yet when the
+    # cancel arrives (widened here: the wait returns the exit only after a pause). The interrupt
+    # found the command already finished: its own verdict stands.
+    real_wait = RunningCommand.wait
+    paused: list[bool] = []
 
-    async def slow_close(self: RunningCommand) -> None:
-        await asyncio.sleep(3)
-        await real_close(self)
+    async def late_wait(self: RunningCommand, timeout: float | None = None) -> object:  # noqa: ASYNC109
+        info = await real_wait(self, timeout)
+        if info is not None and not paused:
+            paused.append(True)
+            await asyncio.sleep(3)
+        return info
 
-    monkeypatch.setattr(RunningCommand, "close", slow_close)
+    monkeypatch.setattr(RunningCommand, "wait", late_wait)
     cmd = "echo $$ > leader.pid; echo verdict; false | true; exit 3"
     async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
         step = asyncio.create_task(s.step([{"name": "shell", "arguments": {"command": cmd}}]))

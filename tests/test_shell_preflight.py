@@ -196,3 +196,14 @@ async def test_commit_all_with_tracked_zuno_state_modified_is_refused(repo: Path
     # without -a the modification is not delivered: the commit runs (and finds nothing staged)
     rec = await run_shell(repo, {"command": "git commit -qm more"}, {"shell": {"env": GIT_ENV}})
     assert rec.outcome == "error" and rec.metadata["exitCode"] == 1
+
+
+async def test_more_reads_than_the_four_refuse(repo: Path) -> None:
+    (repo / "sub").mkdir()
+    (repo / "sub" / "b.txt").write_text("b\n")
+    cmd = "git add a.txt && cd sub && git add b.txt"  # 2 rev-parse + status + 2 dry-runs = 5 reads
+    rec = await run_shell(repo, {"command": cmd}, {"shell": {"env": GIT_ENV}})
+    assert rec.outcome == "blocked" and rec.block_kind == "unavailable"
+    assert f"more than the {limits.PREFLIGHT_MAX_READS} repository reads" in rec.text
+    assert len(rec.metadata["preflight"]["reads"]) == limits.PREFLIGHT_MAX_READS
+    assert _git(repo, "diff", "--cached", "--name-only") == ""  # nothing ran

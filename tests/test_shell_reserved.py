@@ -63,6 +63,7 @@ async def test_guard_125_is_uncertain(workspace: Path, monkeypatch: pytest.Monke
     assert r["exitCode"] == 125
     assert r["guardDiagnostic"] and r["guardDiagnostic"].startswith("zuno-guard: 125")
     assert rec.outcome == "uncertain"
+    assert rec.text.splitlines()[0].startswith("[uncertain: the guard failed (exit 125)]")
     assert r["authority"] == "unknown" and r["decision"] == "nothing"
     assert any("guard's own failure" in n for n in r["notProven"])
 

@@ -100,3 +100,12 @@ async def test_a_cancelled_or_failed_call_still_reports_what_it_changed(workspac
     rec = await run_shell(workspace, "touch made.txt; exit 4")
     assert rec.metadata["exitCode"] == 4
     assert rec.metadata["writtenPaths"] == ["made.txt"]
+
+
+async def test_candidates_are_bounded(workspace: Path) -> None:
+    from zuno import limits
+
+    names = " ".join(f"f{i}" for i in range(limits.SHELL_WRITTEN_MAX_CANDIDATES + 40))
+    got = await written(workspace, f"touch {names}")
+    assert len(got) == limits.SHELL_WRITTEN_MAX_CANDIDATES  # a lower bound, never a guess
+    assert (workspace / f"f{limits.SHELL_WRITTEN_MAX_CANDIDATES + 39}").exists()

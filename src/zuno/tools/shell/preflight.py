@@ -144,10 +144,15 @@ class _Reader:
             entry["answered"] = False
             raise self.refuse_unanswered(shown)
         t = time.monotonic()
-        running: RunningCommand = await start(
-            CommandSpec(argv=argv, cwd=cwd, env=self.env, log_dir=self.log_dir, label="preflight-git")
+        starting = asyncio.ensure_future(
+            start(CommandSpec(argv=argv, cwd=cwd, env=self.env, log_dir=self.log_dir, label="preflight-git"))
         )
         try:
+            try:
+                running: RunningCommand = await asyncio.shield(starting)
+            except asyncio.CancelledError:
+                running = await starting  # never lose the handle of a started read
+                raise
             info = await running.wait(timeout=left)
         except asyncio.CancelledError:
             await self._abandon(running)

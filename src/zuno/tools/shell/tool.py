@@ -109,6 +109,15 @@ def _real(p: Path) -> Path:
     return Path(os.path.realpath(p))
 
 
+_RELEASING: set[asyncio.Task[None]] = set()
+
+
+def _release(running: RunningCommand) -> None:
+    task = asyncio.get_running_loop().create_task(running.close())
+    _RELEASING.add(task)
+    task.add_done_callback(_RELEASING.discard)
+
+
 class ShellTool(Tool):
     name = "shell"
     description = (
@@ -162,7 +171,7 @@ class ShellTool(Tool):
         if reading.git:
             git = shutil.which("git", path=env.get("PATH"))
             if git is not None:
-                pre_report = await preflight(
+                pre_report = await self._preflight(
                     reading.git,
                     workspace=ctx.workspace,
                     workdir=workdir,
@@ -219,15 +228,9 @@ class ShellTool(Tool):
             raw_path: Path | None = None
         else:
             raw, raw_path = None, running.log_path
-        closing = asyncio.ensure_future(running.close())
-        try:
-            await asyncio.shield(closing)
-        except asyncio.CancelledError:
-            # The interrupt arrived after the command had exited and reported its own status.
-            self._uncancel()
-            await closing
-            if not run.cancelled:
-                run.cancelled = run.exited_before_cancel = True
+        # The group is gone and every byte is read: releasing the reader (it ends when the guard
+        # exits) need not hold the result up.
+        _release(running)
         changed = written.changed(ctx.workspace, before)
         return self._result(
             ctx,
@@ -261,6 +264,18 @@ class ShellTool(Tool):
                 "workspace (or omit workdir to run at the root).",
             )
         return p
+
+    @staticmethod
+    async def _preflight(calls: Any, **kw: Any) -> Any:
+        try:
+            return await preflight(calls, **kw)
+        except asyncio.CancelledError:
+            raise Refused(
+                BlockKind.unavailable,
+                "the call was cancelled during the pre-flight repository reads, so the repository state it depends "
+                "on is unknown; it was not run",
+                cancelled=True,
+            ) from None
 
     @staticmethod
     def _uncancel() -> None:
@@ -393,19 +408,32 @@ class ShellTool(Tool):
                 "exit 125 is the guard's own failure (see its line in the output): it says nothing about "
                 "whether the command ran or what it changed"
             )
+            head = (
+                "[uncertain: the guard failed (exit 125)] Whether the command ran, and what it changed, is unknown. "
+                "Inspect the real state it would have changed before anything else is decided; Zuno does not re-run "
+                "it."
+            )
         elif guard is not None and code in (126, 127):
             outcome = Outcome.error
             what = "could not be executed" if code == 126 else "was not found"
             nothing(f"exit {code} is the guard's: the program {what}, so nothing ran that could decide anything")
+            head = f"[not run: the guard reports exit {code}: the program {what}]"
         elif not info.settled:
             outcome = Outcome.uncertain
             nothing(
                 "the status could not be settled (the output capture broke after the process exited), so it is "
                 "not a verdict anything may cite"
             )
+            head = (
+                "[uncertain: the status could not be settled] The command's output capture broke; its status decides "
+                "nothing. Inspect the real state it would have changed before running it again."
+            )
         elif killed_by == "ceiling":
             outcome = Outcome.uncertain
             nothing("the command reached its hard ceiling and was killed there rather than deciding anything")
+            head = (
+                "[uncertain: killed at the hard ceiling] It decided nothing; inspect the real state before any retry."
+            )
         elif sig is not None:
             outcome = Outcome.error
             nothing(f"killed by signal {sig} ({_signame(sig)}): there is no exit code, so it decides nothing")
