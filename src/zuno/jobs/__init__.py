@@ -524,9 +524,17 @@ class JobManager:
             if state == "delivered":
                 return False, f"already delivered by {row['completion_via']}"
             if state == "queued":
-                gone = db.execute(
-                    "DELETE FROM notices WHERE seq = ? AND delivered_step IS NULL", (row["notice_seq"],)
-                ).rowcount
+                # Handed to a step already (delivered when that step ends) counts as consumed.
+                in_flight = row["notice_seq"] is not None and row["notice_seq"] <= self.store.notices_in_flight(
+                    self.session_id
+                )
+                gone = (
+                    0
+                    if in_flight
+                    else db.execute(
+                        "DELETE FROM notices WHERE seq = ? AND delivered_step IS NULL", (row["notice_seq"],)
+                    ).rowcount
+                )
                 if not gone:
                     db.execute(
                         "UPDATE jobs SET completion_state = 'delivered', delivered_at = COALESCE(delivered_at, ?) "
