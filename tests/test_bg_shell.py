@@ -78,6 +78,7 @@ def test_shell_job_through_the_chord_job_tools(workspace: Path) -> None:
             "shell", command="printf '\\033[1mbold\\033[0m\\n'; ls >/dev/null; sleep 30", run_in_background=True
         )
         job = res["metadata"]["background"]["job_id"]
+        assert f'job_output (job_id "{job}"' in res["text"] and "bg (action" not in res["text"]
         first = z.one("job_output", job_id=job, wait="output", timeout_ms=10_000)
         killed = z.one("job_kill", job_id=job, reason="test over")
         z.close()
@@ -112,3 +113,26 @@ def test_stress_100_shell_jobs_with_grandchildren_leave_no_survivor(workspace: P
         assert z.close(timeout=120) == 0  # the rest are abandoned at process exit
     assert not [p for p in members if alive(p)]
     assert not [s["pgid"] for s in started if procfs.group_exists(s["pgid"])]
+
+
+def test_kill_9_of_the_steps_process_leaves_no_survivor_and_the_job_is_recorded_lost(workspace: Path) -> None:
+    pids = workspace / "pids"
+    cmd = f"sleep 60 & echo $! >> {pids}; (sleep 60 & echo $! >> {pids}); wait"
+    with Steps(workspace) as z:
+        res = z.one("shell", command=cmd, run_in_background=True)
+        bg = res["metadata"]["background"]
+        session = z.step()["session"]
+        members = wait_pids(pids, 2)
+        z.proc.kill()
+        z.proc.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and (any(alive(p) for p in members) or procfs.group_exists(bg["pgid"])):
+        time.sleep(0.05)
+    assert not any(alive(p) for p in members) and not procfs.group_exists(bg["pgid"])
+    with Steps(workspace, "--session", session) as z:
+        listed = z.one("bg", action="list")
+        nxt = z.step()
+        z.close()
+    assert {m["taskID"]: m["status"] for m in listed["metadata"]["jobs"]}[bg["taskID"]] == "lost"
+    got = [n for n in nxt["notices"] if n["kind"] == "job_completed"]
+    assert len(got) == 1 and got[0]["taskID"] == bg["taskID"] and "killed when the process" in got[0]["text"]

@@ -171,3 +171,20 @@ def test_stress_100_jobs_cancelled_timed_out_abandoned_leave_no_survivor(workspa
         assert z.close(timeout=120) == 0  # the rest are abandoned at process exit
     assert not [p for p in members if alive(p)]
     assert not [s["pgid"] for s in started if procfs.group_exists(s["pgid"])]
+
+
+def test_sigterm_ends_the_steps_process_and_its_jobs(workspace: Path) -> None:
+    install_extension(workspace)
+    pids = workspace / "pids"
+    with Steps(workspace) as z:
+        started = z.one("bgstart", script=f"sleep 60 & echo $! >> {pids}; (sleep 60 & echo $! >> {pids}); wait")
+        task = started["metadata"]["background"]["taskID"]
+        session = z.step()["session"]
+        members = wait_pids(pids, 2)
+        z.proc.terminate()  # SIGTERM while it waits for input
+        assert z.proc.wait(60) == 0
+    assert not any(alive(p) for p in members)
+    with Steps(workspace, "--session", session) as z:
+        listed = z.one("bg", action="list")
+        z.close()
+    assert {m["taskID"]: m["status"] for m in listed["metadata"]["jobs"]}[task] == "stopped"

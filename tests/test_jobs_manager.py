@@ -92,13 +92,18 @@ async def test_exactly_once_under_a_race_between_wait_and_callback(workspace: Pa
             job = await start_job(s, "true")
             await asyncio.wait_for(job.finished.wait(), 20)
             # the callback queued; now a claim and a step's notice delivery race in threads
+            n = rt.store.begin_step(s.id)
             claims = await asyncio.gather(
                 asyncio.to_thread(jm.claim_completion, job.id, "bg wait"),
-                asyncio.to_thread(rt.store.take_notices, s.id, 10_000),
+                asyncio.to_thread(rt.store.take_notices, s.id, n),
             )
+            rt.store.end_step(s.id, n)
             claimed = claims[0][0]
             delivered = [x for x in claims[1] if x.get("job_id") == job.id]
             assert claimed != bool(delivered), (claims, delivered)
+            n = rt.store.begin_step(s.id)
+            assert not [x for x in rt.store.take_notices(s.id, n) if x.get("job_id") == job.id]
+            rt.store.end_step(s.id, n)
 
 
 async def test_promotion_by_time_adopt(workspace: Path) -> None:
@@ -242,3 +247,31 @@ async def test_job_output_wait_is_capped_and_cancel_says_so(workspace: Path, mon
         s.cancel()
         rec = (await asyncio.wait_for(task, 20)).results[0]
         assert rec.cancelled and "the wait was cancelled" in rec.text and job.active
+
+
+async def test_ended_jobs_beyond_the_most_recent_few_are_served_from_disk(workspace: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from zuno import limits
+
+    monkeypatch.setattr(limits, "BACKGROUND_ENDED_TAILS_KEPT", 2)
+    async with Runtime(root=workspace) as rt, rt.session() as s:
+        jobs = []
+        for i in range(4):
+            job = await start_job(s, f"echo job{i}")
+            await asyncio.wait_for(job.finished.wait(), 20)
+            jobs.append(job)
+        res = await s.step([call("bg", action="output", taskID=j.id) for j in jobs])
+        assert [r.metadata["fromDisk"] for r in res.results] == [True, True, False, False]
+        assert [f"job{i}\n" in r.text for i, r in enumerate(res.results)] == [True] * 4
+
+
+async def test_a_notice_handed_to_the_running_step_is_not_withdrawn(workspace: Path) -> None:
+    async with Runtime(root=workspace) as rt, rt.session() as s:
+        job = await start_job(s, "echo done")
+        await asyncio.wait_for(job.finished.wait(), 20)
+        # the step's notices (handed out at its start) include the completion; the wait in that
+        # same step must not claim it a second time
+        res = await s.step([call("bg", action="wait", taskID=job.id)])
+        assert [n["job_id"] for n in notices_of(res)] == [job.id]
+        assert res.results[0].metadata["completion"]["deliveredHere"] is False
+        res = await s.step([call("bg", action="list")])
+        assert not notices_of(res)

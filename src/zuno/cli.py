@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -130,11 +132,31 @@ def cmd_steps(args: argparse.Namespace) -> int:
     async def body(session: Session) -> int:
         loop = asyncio.get_running_loop()
         stream = sys.stdin if args.file in (None, "-") else open(args.file, encoding="utf-8")  # noqa: ASYNC230
+        lines: asyncio.Queue[str] = asyncio.Queue()
+
+        def reader() -> None:  # a daemon thread: a blocked read never holds the process open
+            try:
+                for raw in iter(stream.readline, ""):
+                    loop.call_soon_threadsafe(lines.put_nowait, raw)
+            except (OSError, ValueError):
+                pass
+            finally:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(lines.put_nowait, "")
+
+        def on_term() -> None:  # SIGTERM / SIGHUP end the input: jobs are stopped and recorded
+            print("zuno: terminating: stopping background jobs", file=sys.stderr)
+            lines.put_nowait("")
+
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, on_term)
+        threading.Thread(target=reader, name="zuno-steps-input", daemon=True).start()
         bad = 0
         try:
             lineno = 0
             while True:
-                line = await loop.run_in_executor(None, stream.readline)
+                line = await lines.get()
                 if not line:
                     break
                 lineno += 1
@@ -158,6 +180,9 @@ def cmd_steps(args: argparse.Namespace) -> int:
                 result = await session.step(calls)
                 _print_line(result.to_json())
         finally:
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.remove_signal_handler(sig)
             if stream is not sys.stdin:
                 stream.close()
         return EXIT_USAGE if bad else EXIT_OK

@@ -85,6 +85,9 @@ BACKGROUND_CAPTURE_DRAIN_S = 1.0
 # The session's end: SIGTERM, this long, then SIGKILL.
 BACKGROUND_SESSION_END_GRACE_S = 1.0
 
+# Ended jobs whose 2 MiB tail stays in memory (older ended jobs are read from their log file).
+BACKGROUND_ENDED_TAILS_KEPT = 8
+
 # report_write: "content (complete UTF-8 text, at most 1 MiB)".
 REPORT_MAX_BYTES = 1 << 20
 # report_write: longest accepted name, in UTF-8 bytes (the host adds "-<16 hex>" and keeps the

@@ -218,9 +218,8 @@ class Job:
         16 KiB: a short preview and the log file's path) and how to read on."""
         total = self.running.total_written
         how = (
-            f'Read it with bg (action "output" or "wait", taskID "{self.id}") or job_output '
-            f'(job_id "{self.id}"); the complete output is in {self.manager.display(self.log_path)}. '
-            "Completion arrives by itself as a notice: do not poll."
+            f"{self.manager.read_hint(self.id, wait=True)}; the complete output is in "
+            f"{self.manager.display(self.log_path)}. Completion arrives by itself as a notice: do not poll."
         )
         if self.purpose == "remoteObserver":
             how += (
@@ -253,12 +252,14 @@ class Job:
 class JobManager:
     """The session's background jobs. Create through ``JobManager.of(ctx)``."""
 
-    def __init__(self, store: Store, session_id: str, root: Path, log_dir: Path) -> None:
+    def __init__(self, store: Store, session_id: str, root: Path, log_dir: Path, profile: str = "zuno") -> None:
+        self.profile = profile
         self.store = store
         self.session_id = session_id
         self.root = root
         self.log_dir = log_dir
         self.jobs: dict[str, Job] = {}
+        self._finished_order: list[str] = []
         self._closed = False
         self._orphans_marked = False
 
@@ -270,6 +271,7 @@ class JobManager:
                 ctx.session_id,
                 ctx.workspace.root,
                 ctx.workspace.ensure_state_dir() / "logs" / ctx.session_id,
+                ctx.config.profile,
             )
             jm.mark_orphans()
             return jm
@@ -282,11 +284,18 @@ class JobManager:
         rt = session.runtime
 
         def make() -> JobManager:
-            jm = cls(rt.store, session.id, rt.workspace.root, rt.workspace.ensure_state_dir() / "logs" / session.id)
+            logs = rt.workspace.ensure_state_dir() / "logs" / session.id
+            jm = cls(rt.store, session.id, rt.workspace.root, logs, rt.surface.profile)
             jm.mark_orphans()
             return jm
 
         return session.services.get(cls, make)
+
+    def read_hint(self, job_id: str, *, wait: bool = False) -> str:
+        """How the model reads a job in this session's profile (chord has job_output, not bg)."""
+        if self.profile == "chord":
+            return f'Read it with job_output (job_id "{job_id}"' + (', wait "exit" to wait' if wait else "") + ")"
+        return 'Read it with bg (action "output"' + (' or "wait"' if wait else "") + f', taskID "{job_id}")'
 
     def display(self, p: Path) -> str:
         try:
@@ -447,6 +456,12 @@ class JobManager:
         )
         job.finished.set()
         self._queue_callback(job.id)
+        self._finished_order.append(job.id)
+        # A running command keeps its newest 2 MiB in memory; ended ones only the most recent few.
+        while len(self._finished_order) > limits.BACKGROUND_ENDED_TAILS_KEPT:
+            old = self.jobs.get(self._finished_order.pop(0))
+            if old is not None:
+                old.running.release_memory()
 
     def completion_text(self, row: Any) -> str:
         purpose = row["purpose"]
@@ -459,7 +474,7 @@ class JobManager:
             f"Background job {row['id']} ({row['label']}) ended: {row['status']}"
             + (f", {exit_text(info)}" if info else ", its process group was killed when the process holding it ended")
             + f"; {row['total_written'] or 0} bytes of output in {self.display(Path(row['log_path']))}. "
-            f'Read it with bg (action "output", taskID "{row["id"]}").'
+            f"{self.read_hint(row['id'])}."
         )
         if purpose == "remoteObserver":
             text += (
@@ -509,9 +524,17 @@ class JobManager:
             if state == "delivered":
                 return False, f"already delivered by {row['completion_via']}"
             if state == "queued":
-                gone = db.execute(
-                    "DELETE FROM notices WHERE seq = ? AND delivered_step IS NULL", (row["notice_seq"],)
-                ).rowcount
+                # Handed to a step already (delivered when that step ends) counts as consumed.
+                in_flight = row["notice_seq"] is not None and row["notice_seq"] <= self.store.notices_in_flight(
+                    self.session_id
+                )
+                gone = (
+                    0
+                    if in_flight
+                    else db.execute(
+                        "DELETE FROM notices WHERE seq = ? AND delivered_step IS NULL", (row["notice_seq"],)
+                    ).rowcount
+                )
                 if not gone:
                     db.execute(
                         "UPDATE jobs SET completion_state = 'delivered', delivered_at = COALESCE(delivered_at, ?) "
@@ -566,7 +589,7 @@ class JobManager:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await j.watcher
             self._finish(j)
-            await j.running.close()
+        await asyncio.gather(*(j.running.close() for j in self.jobs.values()), return_exceptions=True)
 
     async def _end(self, job: Job) -> None:
         res = await job.running.stop("session-end", grace=limits.BACKGROUND_SESSION_END_GRACE_S)

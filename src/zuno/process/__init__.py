@@ -440,6 +440,12 @@ class RunningCommand:
             f"stopped the process group ({', '.join(sent)})" if gone else "signalled the group; members remain",
         )
 
+    def release_memory(self) -> None:
+        """Drop the in-memory tail (windows are then served from the log file). For commands that
+        have ended; a running command keeps its most recent bytes in memory."""
+        with self._lock:
+            self._tail = bytearray()
+
     async def close(self) -> None:
         """Release the reader (after the group is gone or stopped). Idempotent."""
         self._closing = True
