@@ -130,6 +130,11 @@ def cmd_steps(args: argparse.Namespace) -> int:
         raise UsageError(f"steps file {args.file} does not exist.")
 
     async def body(session: Session) -> int:
+        from zuno.jobs import JobManager
+
+        # The session's job service from the start: jobs an earlier process of this session left
+        # behind (it died; its guards killed their groups) are recorded and reported in step 1.
+        JobManager.for_session(session)
         loop = asyncio.get_running_loop()
         stream = sys.stdin if args.file in (None, "-") else open(args.file, encoding="utf-8")  # noqa: ASYNC230
         lines: asyncio.Queue[str] = asyncio.Queue()
