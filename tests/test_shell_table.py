@@ -43,6 +43,9 @@ TABLE: list[tuple[str, str, str, int, str, str | None]] = [
     ("true && false", "all", "bash", 1, "authoritative", None),
     ("false; true", "all", "bash", 1, "authoritative", None),
     ("! false", "pipefail", "bash", 0, "derived", "negation"),
+    ("trap 'exit 0' EXIT; false", "pipefail", "bash", 0, "derived", "trap"),
+    ("trap 'echo bye' EXIT; false", "pipefail", "bash", 1, "authoritative", None),
+    ("trap 'exit $?' EXIT; false", "pipefail", "bash", 1, "authoritative", None),
     ("sleep 0 & wait", "pipefail", "bash", 0, "derived", "background"),
     ("exit 125", "pipefail", "bash", 125, "authoritative", None),  # the command's own 125: ordinary
     ("no-such-command-zz", "pipefail", "bash", 127, "authoritative", None),  # bash's own 127: ordinary

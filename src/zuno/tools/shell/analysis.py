@@ -494,6 +494,16 @@ class _Walker:
                     "failure inside it may not reach its status",
                     "put the script's commands directly in the command, or start it with `set -e -o pipefail`",
                 )
+        if name == "trap" and len(words) >= 3:
+            action = words[1]
+            signals = {str(w).upper().removeprefix("SIG") for w in words[2:] if w is not None}
+            if (action is None or re.search(r"\bexit\b(?!\s+\"?\$\?)", action)) and signals & {"EXIT", "0", "ERR"}:
+                self.limit(
+                    "trap",
+                    n,
+                    "an EXIT/ERR trap that runs `exit` replaces the status the command would have ended with",
+                    "drop the `exit` from the trap (let the command's own status through), or `exit $?` in it",
+                )
         if name in ("unsetopt", "setopt", "shopt"):
             self._shell_options(n, name, words[1:])
         if name == "set":
