@@ -120,3 +120,26 @@ async def test_timeout_over_the_maximum_is_refused(workspace: Path) -> None:
 async def test_timeout_zero_keeps_the_default_cap(workspace: Path) -> None:
     rec = await run_shell(workspace, {"command": "true", "timeout_ms": 0})
     assert rec.metadata["timeoutMs"] == 600_000
+
+
+async def test_a_status_that_could_not_be_settled_decides_nothing(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The process layer reports settled=False when the capture broke after the process exited.
+    import dataclasses
+
+    from zuno.process import RunningCommand
+
+    real_wait = RunningCommand.wait
+
+    async def broken(self: RunningCommand, timeout: float | None = None) -> object:  # noqa: ASYNC109
+        info = await real_wait(self, timeout)
+        return None if info is None else dataclasses.replace(info, settled=False)
+
+    monkeypatch.setattr(RunningCommand, "wait", broken)
+    rec = await run_shell(workspace, {"command": "echo out; exit 0"})
+    assert rec.outcome == "uncertain"
+    assert rec.text.splitlines()[0].startswith("[uncertain: the status could not be settled]")
+    r = rec.metadata["receipt"]
+    assert r["exitCode"] == 0 and r["decision"] == "nothing" and r["authority"] == "unknown"
+    assert any("could not be settled" in n for n in r["notProven"])

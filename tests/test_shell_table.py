@@ -163,3 +163,15 @@ async def test_multi_statement_pipefail_says_what_decided(workspace: Path) -> No
     assert r["exitCode"] == 0 and r["authority"] == "authoritative"
     assert r["decidedBy"].startswith("the last statement `echo done`")
     assert "decided by last statement `echo done`" in rec.text
+
+
+def test_deliberate_waiting_is_recognised() -> None:
+    def promotable(cmd: str) -> bool:
+        return analyze(cmd, policy="pipefail", interpreter="bash").promotable
+
+    assert not promotable("sleep 5; git status")
+    assert not promotable("while true; do git -C sub log -1; sleep 2; done")
+    assert not promotable("if true; then")  # unparseable
+    assert promotable("sleep 10 && make")
+    assert promotable("sleep 1; git -C x push")  # long git operations promote like any long command
+    assert promotable("cargo test")

@@ -84,6 +84,7 @@ JOB_POLL_REFUSE_AFTER = 4
 BACKGROUND_CAPTURE_DRAIN_S = 1.0
 # The session's end: SIGTERM, this long, then SIGKILL.
 BACKGROUND_SESSION_END_GRACE_S = 1.0
+
 # Ended jobs whose 2 MiB tail stays in memory (older ended jobs are read from their log file).
 BACKGROUND_ENDED_TAILS_KEPT = 8
 

@@ -85,6 +85,7 @@ _SHORT_GIT = frozenset(
         "grep",
     )
 )
+_GIT_VALUE_OPTS = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path"})
 LOOP_TYPES = frozenset({"for_statement", "c_style_for_statement", "while_statement"})
 GLOB_CHARS = frozenset("*?[")
 
@@ -462,7 +463,14 @@ class _Walker:
         name = prog_words[0] if prog_words else None
         base = os.path.basename(name) if name else None
         if base == "git":
-            sub = next((w for w in prog_words[1:] if w is None or not w.startswith("-")), None)
+            sub: str | None = None
+            j = 1
+            while j < len(prog_words):
+                w = prog_words[j]
+                if w is None or not w.startswith("-"):
+                    sub = w
+                    break
+                j += 2 if w in _GIT_VALUE_OPTS else 1
             self.out.programs.append(None if sub is None else f"git {sub}")
         else:
             self.out.programs.append(base)
@@ -533,12 +541,12 @@ class _Walker:
             w = words[i]
             if w is None:
                 return  # an expanded option: not a statement this reading can follow
-            if w in ("-C",) and i + 1 < len(words):
+            if w == "-C" and i + 1 < len(words):
                 d = words[i + 1]
                 directory = None if (d is None or directory is None) else os.path.normpath(os.path.join(directory, d))
                 i += 2
                 continue
-            if w in ("-c", "--git-dir", "--work-tree", "--namespace", "--exec-path") and i + 1 < len(words):
+            if w in _GIT_VALUE_OPTS and i + 1 < len(words):
                 i += 2
                 continue
             if w.startswith("-"):

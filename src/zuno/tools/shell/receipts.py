@@ -95,7 +95,8 @@ class Receipt:
             if len(self.limitations) > 4:
                 text += f"\n[{len(self.limitations) - 4} more limitation(s) in the receipt]"
         if self.notProven:
-            text += "\n[" + " ".join(self.notProven) + "]"
+            label = "decides nothing" if self.decision == "nothing" else "not covered"
+            text += f"\n[{label}: " + "; ".join(self.notProven) + "]"
         return text
 
 
