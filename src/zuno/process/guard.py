@@ -41,12 +41,18 @@ POLL_LINGER_MAX_S = 0.5
 DIAG_PREFIX = "zuno-guard:"
 
 
-def _prctl(option: int, value: int) -> None:
-    try:
-        import ctypes
+_libc = None
 
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
-    except Exception:
+
+def _prctl(option: int, value: int) -> None:
+    global _libc
+    try:
+        if _libc is None:
+            import ctypes
+
+            _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.prctl(option, value, 0, 0, 0)
+    except Exception:  # best effort; the lifeline still ties us to Zuno
         pass
 
 
@@ -139,11 +145,7 @@ def serve(sock: int, lifeline: int) -> int:
     os.set_inheritable(lifeline, False)
     os.set_inheritable(sock, False)
     conn = socket.socket(fileno=sock)
-    try:
-        import ctypes  # noqa: F401 - imported once here, so forked guards need not
-
-    except ImportError:
-        pass
+    _prctl(PR_SET_CHILD_SUBREAPER, 0)  # loads libc once here, so forked guards need not
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     _signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     _signal.signal(_signal.SIGCHLD, lambda *_: None)
