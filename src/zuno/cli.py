@@ -1,4 +1,4 @@
-"""The zuno command: batch, call, tools, events.
+"""The zuno command: batch, steps, call, tools, events, receipt.
 
 A batch that ran exits 0 whatever its outcomes; unusable input (bad JSON, bad config, unknown
 profile, a session held by another process) exits 2 with a clear message and runs nothing.
@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -120,6 +122,84 @@ def cmd_batch(args: argparse.Namespace) -> int:
     return asyncio.run(_with_session(args, body))
 
 
+def cmd_steps(args: argparse.Namespace) -> int:
+    """JSON Lines in, one step (a JSON array of calls) per line; one single-line JSON object out per
+    step, in the batch shape. One session, one process: background jobs live until the input ends,
+    then their groups are stopped and their end recorded (the session's close)."""
+    if args.file not in (None, "-") and not Path(args.file).is_file():
+        raise UsageError(f"steps file {args.file} does not exist.")
+
+    async def body(session: Session) -> int:
+        from zuno.jobs import JobManager
+
+        # The session's job service from the start: jobs an earlier process of this session left
+        # behind (it died; its guards killed their groups) are recorded and reported in step 1.
+        JobManager.for_session(session)
+        loop = asyncio.get_running_loop()
+        stream = sys.stdin if args.file in (None, "-") else open(args.file, encoding="utf-8")  # noqa: ASYNC230
+        lines: asyncio.Queue[str] = asyncio.Queue()
+
+        def reader() -> None:  # a daemon thread: a blocked read never holds the process open
+            try:
+                for raw in iter(stream.readline, ""):
+                    loop.call_soon_threadsafe(lines.put_nowait, raw)
+            except (OSError, ValueError):
+                pass
+            finally:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(lines.put_nowait, "")
+
+        def on_term() -> None:  # SIGTERM / SIGHUP end the input: jobs are stopped and recorded
+            print("zuno: terminating: stopping background jobs", file=sys.stderr)
+            lines.put_nowait("")
+
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, on_term)
+        threading.Thread(target=reader, name="zuno-steps-input", daemon=True).start()
+        bad = 0
+        try:
+            lineno = 0
+            while True:
+                line = await lines.get()
+                if not line:
+                    break
+                lineno += 1
+                if not line.strip():
+                    continue
+                try:
+                    calls = json.loads(line)
+                except json.JSONDecodeError as e:
+                    bad += 1
+                    _print_line({"line": lineno, "error": f"not valid JSON ({e.msg} at column {e.colno}); not run."})
+                    continue
+                if not isinstance(calls, list):
+                    bad += 1
+                    _print_line(
+                        {
+                            "line": lineno,
+                            "error": f"a step is a JSON array of calls, not a {type(calls).__name__}; not run.",
+                        }
+                    )
+                    continue
+                result = await session.step(calls)
+                _print_line(result.to_json())
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.remove_signal_handler(sig)
+            if stream is not sys.stdin:
+                stream.close()
+        return EXIT_USAGE if bad else EXIT_OK
+
+    return asyncio.run(_with_session(args, body))
+
+
+def _print_line(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
 def cmd_call(args: argparse.Namespace) -> int:
     try:
         arguments = json.loads(args.arguments) if args.arguments else {}
@@ -190,6 +270,25 @@ def cmd_events(args: argparse.Namespace) -> int:
         asyncio.run(rt.aclose())
 
 
+def cmd_receipt(args: argparse.Namespace) -> int:
+    from zuno.tools.shell.receipts import get_receipt, render_receipt
+
+    if not args.receipt_id.startswith("rcp_"):
+        raise UsageError(f"{args.receipt_id!r} is not a verification receipt id (they look like rcp_…).")
+    rt = _runtime(args)
+    try:
+        r = get_receipt(rt.store, args.receipt_id)
+        if r is None:
+            raise UsageError(f"no verification receipt {args.receipt_id!r} in {rt.store.path}.")
+        if args.json:
+            _print_json(r)
+        else:
+            print(render_receipt(r))
+        return EXIT_OK
+    finally:
+        asyncio.run(rt.aclose())
+
+
 def _common(p: argparse.ArgumentParser, session: bool = True) -> None:
     p.add_argument("--root", default=".", help="workspace root (default: the current directory)")
     p.add_argument("--config", default=None, help="a config file, read after the root's zuno.json")
@@ -209,6 +308,11 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.set_defaults(func=cmd_batch)
 
+    p = sub.add_parser("steps", help="run JSON Lines, one step (array of calls) per line, in one session")
+    p.add_argument("file", nargs="?", default="-", help="a JSON Lines file, or - for standard input")
+    _common(p)
+    p.set_defaults(func=cmd_steps)
+
     p = sub.add_parser("call", help="run one call")
     p.add_argument("name")
     p.add_argument("arguments", nargs="?", default=None, help="the arguments as a JSON object")
@@ -226,6 +330,12 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, session=False)
     p.add_argument("--session", required=True)
     p.set_defaults(func=cmd_events)
+
+    p = sub.add_parser("receipt", help="show a stored verification receipt (rcp_…) of a shell call")
+    p.add_argument("receipt_id", metavar="RCP_ID")
+    p.add_argument("--json", action="store_true")
+    _common(p, session=False)
+    p.set_defaults(func=cmd_receipt)
     return parser
 
 

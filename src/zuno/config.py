@@ -87,9 +87,14 @@ class SearchConfig(_Strict):
 
 
 class ShellConfig(_Strict):
-    interpreter: str = "bash"
-    timeout_ms: int | None = Field(None, ge=0)
-    preflight_budget_ms: int = Field(30_000, ge=1, le=600_000)
+    # The interpreter a call runs under when it names none.
+    interpreter: Literal["bash", "zsh", "ksh", "dash", "sh", "pwsh"] = "bash"
+    # The foreground timeout of a call that gives no timeout_ms (default and maximum 600000).
+    timeout_ms: int | None = Field(None, ge=1, le=limits.SHELL_TIMEOUT_MAX_MS)
+    # The one budget the pre-flight's git reads of a git commit / git add share (30 s).
+    preflight_budget_ms: int = Field(int(limits.PREFLIGHT_BUDGET_S * 1000), ge=1, le=600_000)
+    # The host environment hook: values put (back) into every command's environment after the
+    # ZUNO_* namespace was withheld. Nothing is put back unless it is named here.
     env: dict[str, str] = Field(default_factory=dict)
 
 

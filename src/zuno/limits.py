@@ -33,6 +33,61 @@ READ_BINARY_SNIFF_BYTES = 8_192
 # Pre-dispatch hooks: how long a hook may take before the call is refused (fail closed).
 HOOK_TIMEOUT_S = 30.0
 
+# Process layer (issue 4/5): "A running command retains its most recent 2 MiB in memory while its
+# complete output stays on disk."
+PROCESS_MEMORY_TAIL = 2 * 1024 * 1024
+# How much the capture reads per system call, and the capture pipe's size (Linux's maximum default).
+PROCESS_READ_CHUNK = 1024 * 1024
+PROCESS_PIPE_SIZE = 1024 * 1024
+# A stop: SIGTERM, this long for the group to exit, then SIGKILL and this long to see it gone.
+PROCESS_STOP_GRACE_S = 2.0
+PROCESS_KILL_WAIT_S = 5.0
+# When the guard itself is gone, how often group membership is re-read from /proc.
+PROCESS_GUARD_LOST_POLL_S = 0.2
+
+# shell (issue 4) ------------------------------------------------------------------------------
+# The chord digest: a foreground shell's timeout_ms defaults to 600000 and is at most 600000.
+SHELL_TIMEOUT_DEFAULT_MS = 600_000
+SHELL_TIMEOUT_MAX_MS = 600_000
+# "The pre-flight repository read budget": up to four git reads share one 30 s budget for the
+# whole phase, racing a deadline that is the budget minus a small reserve (the reserve is the time
+# kept back to stop a read that never answered: its group is killed and reaped inside the budget).
+PREFLIGHT_BUDGET_S = 30.0
+PREFLIGHT_MAX_READS = 4
+PREFLIGHT_RESERVE_S = 2.0  # at most this much ...
+PREFLIGHT_RESERVE_FRACTION = 0.1  # ... and never more than this share of a small budget
+# writtenPaths: how many literal paths one command may have examined before and after (a lower
+# bound; a command naming more is reported for the first ones only).
+SHELL_WRITTEN_MAX_CANDIDATES = 512
+# Output a command wrote that is read back into memory for the result; larger output is left in
+# its capture log and withheld from there (never read whole into memory).
+SHELL_INLINE_READ_MAX_BYTES = 8 << 20
+
+# Background execution (issue 5; the chord digest's "Execution").
+# "background at most 21600000 (6 h) and no deadline when not given; 0 means no deadline"
+BACKGROUND_TIMEOUT_MAX_MS = 21_600_000
+BACKGROUND_MAX_S = BACKGROUND_TIMEOUT_MAX_MS / 1000
+# "A foreground command that runs past yield_time_ms (default 90000) becomes a background job"
+YIELD_TIME_DEFAULT_MS = 90_000
+# "Shell and background output over 16 KiB: the result shows a short preview and where the log file is"
+BACKGROUND_PREVIEW_LIMIT = 16 * 1024
+BACKGROUND_PREVIEW_BYTES = 2 * 1024
+# "bg wait ... each call is capped at 60 seconds"
+BG_WAIT_MAX_S = 60.0
+# job_output: "each wait is capped at 30 s by the runtime"
+JOB_OUTPUT_WAIT_MAX_S = 30.0
+# job_output: repeated non-blocking reads with no new output are first flagged as polling, then refused.
+JOB_POLL_FLAG_AFTER = 2
+JOB_POLL_REFUSE_AFTER = 4
+# After a job's group exited: how long the capture may take to reach end-of-file (an escapee that
+# left the group may hold the pipe forever).
+BACKGROUND_CAPTURE_DRAIN_S = 1.0
+# The session's end: SIGTERM, this long, then SIGKILL.
+BACKGROUND_SESSION_END_GRACE_S = 1.0
+
+# Ended jobs whose 2 MiB tail stays in memory (older ended jobs are read from their log file).
+BACKGROUND_ENDED_TAILS_KEPT = 8
+
 # report_write: "content (complete UTF-8 text, at most 1 MiB)".
 REPORT_MAX_BYTES = 1 << 20
 # report_write: longest accepted name, in UTF-8 bytes (the host adds "-<16 hex>" and keeps the

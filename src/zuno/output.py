@@ -73,6 +73,18 @@ class Artifacts:
         return SavedArtifact(rel, size, h.hexdigest())
 
 
+def measure_file(path: Path) -> tuple[int, int]:
+    """(bytes, lines) of a file, streamed."""
+    size = newlines = 0
+    last = b""
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            size += len(chunk)
+            newlines += chunk.count(b"\n")
+            last = chunk[-1:]
+    return size, newlines + (1 if size and last != b"\n" else 0)
+
+
 def render(out: ToolOutput, body: str) -> str:
     return "\n".join(part for part in (out.head, body, out.tail) if part)
 
@@ -90,18 +102,31 @@ def apply_limits(
 ) -> tuple[str, dict[str, Any]]:
     """Decide what the model sees for one output. Returns (text, metadata)."""
     metadata = dict(out.metadata)
-    if out.bounded or accept_large_output:
+    if out.bounded:
         return render(out, out.text), metadata
-    data = out.body_bytes()
-    size, lines = len(data), count_lines(data)
+    if accept_large_output:
+        if out.raw_path is not None and out.raw is None and not out.text:
+            return render(out, out.body_bytes().decode("utf-8", "replace")), metadata
+        return render(out, out.text), metadata
+    data = b""
+    if out.raw_path is not None and out.raw is None:
+        size, lines = measure_file(out.raw_path)
+    else:
+        data = out.body_bytes()
+        size, lines = len(data), count_lines(data)
     crossed: list[tuple[str, int, int]] = []
     if size > limits.max_bytes:
         crossed.append(("tool_output.max_bytes", limits.max_bytes, size))
     if lines > limits.max_lines:
         crossed.append(("tool_output.max_lines", limits.max_lines, lines))
     if not crossed:
+        if out.raw_path is not None and out.raw is None and not out.text:
+            return render(out, out.body_bytes().decode("utf-8", "replace")), metadata
         return render(out, out.text), metadata
-    saved = artifacts.save(session_id, call_seq, call_id, data, kind="withheld-output")
+    if out.raw_path is not None and out.raw is None:
+        saved = artifacts.register(session_id, call_seq, out.raw_path, kind="withheld-output")
+    else:
+        saved = artifacts.save(session_id, call_seq, call_id, data, kind="withheld-output")
     if artifact_reader == "bg":
         read = {"name": "bg", "arguments": {"action": "artifact", "outputPath": saved.path}}
     else:

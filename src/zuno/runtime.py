@@ -64,6 +64,12 @@ class Runtime:
     def session(self, session_id: str | None = None) -> Session:
         return Session(self, session_id)
 
+    def receipt(self, receipt_id: str) -> dict[str, Any] | None:
+        """A stored verification receipt of a shell call (``rcp_…``), or None."""
+        from zuno.tools.shell.receipts import get_receipt
+
+        return get_receipt(self.store, receipt_id)
+
     async def aclose(self) -> None:
         self.store.close()
 

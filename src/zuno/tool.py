@@ -12,6 +12,7 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, create_model
@@ -53,6 +54,9 @@ class ToolOutput:
     tail: str = ""
     cancelled: bool = False
     bounded: bool = False
+    # The exact bytes of the body are already in this file (a command's capture log): the limits
+    # measure and withhold it from there, so a huge output is never read whole into memory.
+    raw_path: Path | None = None
 
     @classmethod
     def failure(cls, text: str, **metadata: Any) -> ToolOutput:
@@ -63,6 +67,8 @@ class ToolOutput:
         return cls(text=text, outcome=Outcome.uncertain, metadata=dict(metadata))
 
     def body_bytes(self) -> bytes:
+        if self.raw is None and self.raw_path is not None:
+            return self.raw_path.read_bytes()
         return self.raw if self.raw is not None else self.text.encode("utf-8", "surrogateescape")
 
 

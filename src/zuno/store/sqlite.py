@@ -440,12 +440,21 @@ class Store:
         """The pending notices of the session, for this step. They are marked delivered in the
         transaction that ends the step, so a step that dies before it ends delivers them again
         with the next one: a notice may be seen twice, never lost."""
-        rows = self.query(
-            "SELECT * FROM notices WHERE session_id = ? AND delivered_step IS NULL ORDER BY seq", (session_id,)
-        )
-        if rows:
-            self._deliver_on_end[(session_id, step)] = rows[-1]["seq"]
+        with self._lock:  # atomic with notices_in_flight() readers (a completion claimed exactly once)
+            rows = self.query(
+                "SELECT * FROM notices WHERE session_id = ? AND delivered_step IS NULL ORDER BY seq", (session_id,)
+            )
+            if rows:
+                self._deliver_on_end[(session_id, step)] = rows[-1]["seq"]
         return [{"kind": r["kind"], "text": r["text"], **json.loads(r["data"])} for r in rows]
+
+    def notices_in_flight(self, session_id: str) -> int:
+        """The highest notice seq already handed to a step of this session that has not ended yet
+        (0 if none). Such a notice is consumed even though ``delivered_step`` is still NULL: a family
+        that withdraws an unconsumed notice (an inline read superseding a queued callback) must
+        treat it as delivered. Call it inside ``transaction()`` to be atomic with take_notices."""
+        with self._lock:
+            return max((seq for (sid, _n), seq in self._deliver_on_end.items() if sid == session_id), default=0)
 
     # -- artifacts and read receipts ------------------------------------------------------------
 

@@ -1,42 +1,231 @@
-"""bg: inspect background commands and page output kept out of the transcript.
+"""bg: inspect or cancel background commands, and page output kept out of the transcript.
 
-This module holds the ``artifact`` action: a bounded window of output that a size limit
-withheld. It never re-runs anything and never passes through the output limits (a retrieved
-window is already bounded). The other actions arrive with background execution.
+Actions: ``list``, ``output``, ``wait`` and ``artifact`` are read-only; ``cancel`` is
+side-effecting (the tool classifies from the validated action; an absent or unknown action
+fails closed as SideEffecting).
+
+* ``output`` / ``wait`` read a background execution's output by ``taskID``, one window at a
+  time: without a cursor the newest window, ending at ``totalWritten``; ``windowFrom`` /
+  ``hasEarlier`` page back, ``cursor`` / ``hasMore`` forward. A cursor older than the 2 MiB kept in
+  memory is served from the log file and ``fromDisk`` says so. ``wait`` first waits for the job to
+  end, at most 60 s per call. A read that sees the job's end delivers its completion (once: the
+  queued notice is withdrawn).
+* ``artifact`` reads a window of output a size limit withheld, by ``outputPath``, from byte 0.
+
+Retrieval never re-runs anything and never passes through the output limits (a window is
+already bounded).
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Mapping
-from typing import ClassVar, Literal
+from pathlib import Path
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from zuno import limits
 from zuno.declarations import READ_ONLY_PARALLEL, BlockKind, Effect
+from zuno.jobs import Job, JobManager, exit_text, fmt_s
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
-from zuno.windows import read_window
+from zuno.windows import Window, read_window
 
 
 class BgArgs(ToolArgs):
-    action: Literal["artifact"] = Field(description="artifact: read a window of withheld output.")
+    action: Literal["list", "output", "wait", "cancel", "artifact"] = Field(
+        description="list: background executions of this session. output: a window of one's output (taskID). "
+        "wait: wait for it to end (at most 60 s), then a window. cancel: stop its whole process group. "
+        "artifact: a window of withheld output (outputPath)."
+    )
+    taskID: str | None = Field(None, description="The background execution (output, wait, cancel).")
     outputPath: str | None = Field(None, description="The artifact path a withheld-output notice named.")
-    cursor: int | None = Field(None, ge=0, description="Absolute byte offset; artifact reads start at 0 without one.")
+    cursor: int | None = Field(
+        None,
+        ge=0,
+        description="Absolute byte offset. Without one: output/wait return the newest window ending at "
+        "totalWritten; artifact starts at 0.",
+    )
     limit: int | None = Field(None, ge=1, description="Window size in bytes: default 16384, clamped to 51200.")
+    timeout_ms: int | None = Field(
+        None, ge=0, description="wait: how long to wait for the end, default and maximum 60000 (clamped)."
+    )
+    reason: str | None = Field(None, description="cancel: why, recorded with the stop.")
+
+
+def _b(v: bool) -> str:
+    return str(v).lower()
 
 
 class BgTool(Tool):
     name = "bg"
     description = (
         "Inspect or cancel background commands, and page output kept out of the transcript. "
-        'action "artifact" reads a window of withheld output by outputPath; pass the returned cursor to continue.'
+        'action "list" lists background executions; "output" reads a window of one\'s output by taskID (the newest '
+        'window without a cursor; page back from windowFrom); "wait" waits for it to end (at most 60 s per call; '
+        "use only when this step depends on the result — completion arrives by itself as a notice) and returns a "
+        'window; "cancel" stops its whole process group; "artifact" reads a window of withheld output by '
+        "outputPath; pass the returned cursor to continue."
     )
     Args = BgArgs
     declarations = READ_ONLY_PARALLEL
-    action_effects: ClassVar[Mapping[str, Effect]] = {"artifact": Effect.ReadOnly}
+    action_effects: ClassVar[Mapping[str, Effect]] = {
+        "artifact": Effect.ReadOnly,
+        "list": Effect.ReadOnly,
+        "output": Effect.ReadOnly,
+        "wait": Effect.ReadOnly,
+        "cancel": Effect.SideEffecting,
+    }
+
+    def subject(self, args: ToolArgs) -> str | None:
+        a: Any = args
+        return a.taskID or a.outputPath
 
     async def run(self, ctx: ToolContext, args: BgArgs) -> ToolOutput:
-        return await self.artifact(ctx, args)
+        if args.action == "artifact":
+            return await self.artifact(ctx, args)
+        jobs = JobManager.of(ctx)
+        if args.action == "list":
+            return self.list(jobs)
+        if not args.taskID:
+            raise Refused(
+                BlockKind.invalid_arguments,
+                f"argument 'taskID' is required for action \"{args.action}\": pass the id a background start "
+                'returned, or use action "list".',
+            )
+        job = jobs.get(args.taskID)
+        row = jobs.row(args.taskID)
+        if job is None and row is None:
+            raise Refused(
+                BlockKind.invalid_arguments,
+                f"argument 'taskID': {args.taskID!r} is not a background execution of this session. "
+                'Use action "list" to see them.',
+            )
+        if args.action == "cancel":
+            return await self.cancel(jobs, job, row, args)
+        waited: str | None = None
+        cancelled = False
+        if args.action == "wait" and job is not None and job.active:
+            cap = limits.BG_WAIT_MAX_S
+            timeout = cap if args.timeout_ms is None else min(args.timeout_ms / 1000, cap)
+            t0 = time.monotonic()
+            try:
+                await asyncio.wait_for(job.finished.wait(), timeout)
+            except TimeoutError:
+                quiet = fmt_s(time.time() - job.running.last_output_at)
+                waited = (
+                    f"the wait timed out after {fmt_s(time.monotonic() - t0)} (each bg wait is capped at "
+                    f"{fmt_s(cap)}); the job is still running, quiet for {quiet}"
+                )
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                cancelled = True
+                waited = f"the wait was cancelled after {fmt_s(time.monotonic() - t0)}; the job is still running"
+        out = self.window(jobs, job, row, args, via=f"bg {args.action}")
+        if waited:
+            out.head = f"[notice] {waited}\n{out.head}"
+            out.metadata["wait"] = "cancelled" if cancelled else "timed out"
+        out.cancelled = cancelled
+        return out
+
+    # -- actions -------------------------------------------------------------------------------
+
+    def list(self, jobs: JobManager) -> ToolOutput:
+        rows = jobs.rows()
+        if not rows:
+            return ToolOutput(text="No background executions in this session.", metadata={"jobs": []})
+        lines, facts = [], []
+        now = time.time()
+        for r in rows:
+            job = jobs.get(r["id"])
+            if job is not None:
+                f = job.facts()
+                status, total = job.status, job.running.total_written
+            else:
+                f = {k: r[k] for k in ("status", "label", "purpose", "log_path", "total_written")}
+                f["taskID"] = r["id"]
+                status, total = r["status"], r["total_written"]
+            facts.append(f)
+            end = r["ended_at"] or now
+            purpose = f"; backgroundPurpose {r['purpose']}" if r["purpose"] else ""
+            lines.append(
+                f"{r['id']}  {status:<11} {fmt_s(end - r['started_at']):>8}  {total:>10} bytes  {r['label']}{purpose}"
+            )
+        return ToolOutput(text="\n".join(lines), metadata={"jobs": facts})
+
+    def window(self, jobs: JobManager, job: Job | None, row: Any, args: BgArgs, *, via: str) -> ToolOutput:
+        if job is not None:
+            w, from_disk = job.running.window(args.cursor, args.limit, from_end=True)
+            ended = not job.active
+            facts = job.facts()
+            status = job.status
+            info_text = exit_text(job.running.exit) if job.running.exit else "its process is running"
+            purpose = job.purpose
+        else:
+            path = Path(row["log_path"])
+            try:
+                w = read_window(path, args.cursor, args.limit, from_end=True)
+            except OSError as e:
+                return ToolOutput.failure(f"the log of {row['id']} ({path}) cannot be read ({e.strerror}).")
+            from_disk, ended, status = True, row["ended_at"] is not None, row["status"]
+            facts = {"taskID": row["id"], "status": status, "label": row["label"], "logPath": row["log_path"]}
+            info_text = status
+            purpose = row["purpose"]
+        head = self._head(facts["taskID"], status, info_text, w, from_disk, purpose)
+        meta: dict[str, Any] = {**facts, **w.facts(), "fromDisk": from_disk}
+        tail = ""
+        if ended:
+            claimed, how = jobs.claim_completion(facts["taskID"], via)
+            meta["completion"] = {"deliveredHere": claimed, "how": how}
+            tail = "[completion delivered here; no separate notice will follow]" if claimed else f"[completion {how}]"
+            if purpose == "remoteObserver":
+                tail += (
+                    " [backgroundPurpose remoteObserver: refresh the remote system's authoritative state before "
+                    "claiming the remote work completed]"
+                )
+        return ToolOutput(text=w.text(), raw=w.data, head=head, tail=tail, bounded=True, metadata=meta)
+
+    @staticmethod
+    def _head(job_id: str, status: str, info: str, w: Window, from_disk: bool, purpose: str | None) -> str:
+        p = f"; backgroundPurpose {purpose}" if purpose else ""
+        return (
+            f"[{job_id}: {status} ({info}){p}; bytes {w.window_from}-{w.cursor} of {w.total}; "
+            f"hasMore: {_b(w.has_more)}" + (f", next cursor: {w.cursor}" if w.has_more else "") + f"; "
+            f"hasEarlier: {_b(w.has_earlier)}" + (f", windowFrom: {w.window_from}" if w.has_earlier else "") + f"; "
+            f"fromDisk: {_b(from_disk)}]"
+        )
+
+    async def cancel(self, jobs: JobManager, job: Job | None, row: Any, args: BgArgs) -> ToolOutput:
+        if job is None or not job.active:
+            status = job.status if job is not None else row["status"]
+            return ToolOutput(
+                text=f"{args.taskID} had already ended ({status}); nothing was signalled.",
+                metadata={"taskID": args.taskID, "status": status, "signalled": False},
+            )
+        res = await jobs.cancel(job, "cancel")
+        meta = {
+            **job.facts(),
+            "signalled": res.signalled,
+            "signals": list(res.signals),
+            "groupExited": res.group_exited,
+        }
+        if args.reason:
+            meta["reason"] = args.reason
+        if not res.group_exited:
+            return ToolOutput.uncertain(
+                f"[uncertain] {args.taskID}: {res.message}. Inspect its processes (pgid {job.running.pgid}) "
+                "before relying on it having stopped.",
+                **meta,
+            )
+        return ToolOutput(
+            text=f"{args.taskID} cancelled: {res.message}; {exit_text(job.running.exit)}. "
+            f"Its output stays readable with bg output.",
+            metadata=meta,
+        )
 
     async def artifact(self, ctx: ToolContext, args: BgArgs) -> ToolOutput:
         if not args.outputPath:
@@ -58,9 +247,9 @@ class BgTool(Tool):
             return ToolOutput.failure(f"artifact {shown} cannot be read ({e.strerror}); it may have been removed.")
         head = (
             f"[artifact {shown}: bytes {w.window_from}-{w.cursor} of {w.total}; "
-            f"hasMore: {str(w.has_more).lower()}"
+            f"hasMore: {_b(w.has_more)}"
             + (f", next cursor: {w.cursor}" if w.has_more else "")
-            + f"; hasEarlier: {str(w.has_earlier).lower()}]"
+            + f"; hasEarlier: {_b(w.has_earlier)}]"
         )
         return ToolOutput(
             text=w.text(), head=head, raw=w.data, bounded=True, metadata={"outputPath": shown, **w.facts()}

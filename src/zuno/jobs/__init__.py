@@ -1,0 +1,604 @@
+"""Background jobs: a session service that owns guarded commands running past their call.
+
+For the shell tool (what it calls)::
+
+    from zuno.jobs import JobManager
+
+    jobs = JobManager.of(ctx)                       # the session's manager (a Services singleton)
+
+    # run_in_background: true
+    job = await jobs.start(spec, label=command, command=command, purpose=backgroundPurpose,
+                           deadline_s=timeout_s_or_None, call_seq=ctx.call_seq)
+
+    # a foreground command that passed yield_time_ms, or whose own process exited while
+    # members of its group still run (promotion even with yield_time_ms 0):
+    job = jobs.adopt(running, label=command, command=command, purpose=backgroundPurpose,
+                     deadline_s=timeout_s_or_None, call_seq=ctx.call_seq,
+                     promoted_because=PROMOTED_YIELD | PROMOTED_LINGERING)
+
+    return job.started_output()                     # the ToolOutput for the shell call (16 KiB preview rule)
+
+Deadlines: ``deadline_s`` None or 0 means none; anything above ``limits.BACKGROUND_MAX_S`` (6 h)
+is clamped to it. The deadline counts from the command's own start (a promoted command has
+already used part of it) and stops the whole group with reason "timeout".
+
+A job is active until its whole process group has exited, not just the command's own process.
+Its deadline, ``bg cancel`` / ``job_kill`` and the end of the session (``aclose``, reason
+"session-end") stop the group. Processes that left the group (setsid/setpgid) are not tracked.
+
+Completion is delivered exactly once through one durable owner, the job's row in ``jobs``:
+when the group has exited the completion is queued as a notice for the next step (the
+callback); a terminal ``bg output`` / ``bg wait`` / ``job_output`` that sees the end first, or
+while that notice is still unconsumed, claims it instead and deletes the queued notice in the
+same transaction. A notice already handed to a step stays delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from zuno import limits
+from zuno.process import CommandSpec, ExitInfo, RunningCommand, StopResult, start
+from zuno.tool import ToolOutput
+
+if TYPE_CHECKING:
+    from zuno.store import Store
+    from zuno.tool import ToolContext
+
+PROMOTED_REQUESTED = "run_in_background"
+PROMOTED_YIELD = "yield_time_ms"
+PROMOTED_LINGERING = "group members still running after the command exited"
+
+MIGRATIONS = [
+    (
+        "0500_jobs",
+        """
+        CREATE TABLE jobs (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            call_seq INTEGER,
+            label TEXT NOT NULL,
+            command TEXT,
+            purpose TEXT,
+            promoted_because TEXT,
+            pid INTEGER,
+            pgid INTEGER,
+            log_path TEXT NOT NULL,
+            started_at REAL NOT NULL,
+            deadline_at REAL,
+            status TEXT NOT NULL,
+            returncode INTEGER,
+            signal INTEGER,
+            killed_by TEXT,
+            guard_diagnostic TEXT,
+            total_written INTEGER NOT NULL DEFAULT 0,
+            exited_at REAL,
+            ended_at REAL,
+            completion_state TEXT,
+            completion_via TEXT,
+            notice_seq INTEGER,
+            delivered_at REAL
+        );
+        CREATE INDEX jobs_session ON jobs (session_id, started_at)
+        """,
+    )
+]
+
+TERMINAL_BY_REASON = {
+    "timeout": "timed_out",
+    "cancel": "cancelled",
+    "kill": "killed",
+    "session-end": "stopped",
+    "ceiling": "timed_out",
+}
+
+
+def status_of(info: ExitInfo | None, group_gone: bool) -> str:
+    """running | completed | failed | killed | cancelled | timed_out | stopped | guard_failed"""
+    if info is None or not group_gone:
+        return "running"
+    if info.guard_failed:
+        return "guard_failed"
+    if info.killed_by:
+        return TERMINAL_BY_REASON.get(info.killed_by, "killed")
+    if info.returncode is None:
+        return "killed"
+    return "completed" if info.returncode == 0 else "failed"
+
+
+def exit_text(info: ExitInfo | None) -> str:
+    if info is None:
+        return "still running"
+    if info.guard_diagnostic:
+        return f"exit {info.returncode} (the guard's: {info.guard_diagnostic})"
+    if info.returncode is None:
+        s = f"killed by signal {info.signal}"
+    else:
+        s = f"exit {info.returncode}"
+    if info.killed_by:
+        s += f", stopped ({info.killed_by})"
+    if not info.settled:
+        s += ", status not settled: it proves nothing"
+    return s
+
+
+def fmt_s(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    m, s = divmod(int(seconds), 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
+
+
+@dataclass
+class Job:
+    id: str
+    manager: JobManager
+    running: RunningCommand
+    label: str
+    command: str | None
+    purpose: str | None
+    promoted_because: str
+    call_seq: int | None
+    deadline_at: float | None
+    started_at: float
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+    status: str = "running"
+    # job_output's incremental cursor and polling count
+    read_cursor: int = 0
+    empty_polls: int = 0
+    read_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    watcher: asyncio.Task[None] | None = None
+    stop_result: StopResult | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.running.log_path
+
+    @property
+    def active(self) -> bool:
+        return not self.finished.is_set()
+
+    def facts(self) -> dict[str, Any]:
+        now = time.time()
+        info = self.running.exit
+        out: dict[str, Any] = {
+            "taskID": self.id,
+            "job_id": self.id,
+            "status": self.status,
+            "label": self.label,
+            "pid": self.running.pid,
+            "pgid": self.running.pgid,
+            "logPath": str(self.log_path),
+            "totalWritten": self.running.total_written,
+            "elapsed_s": round(now - self.started_at, 3),
+            "quiet_s": round(now - self.running.last_output_at, 3),
+            "promotedBecause": self.promoted_because,
+            "commandExited": info is not None,
+            "groupAlive": self.active,
+        }
+        if self.purpose:
+            out["backgroundPurpose"] = self.purpose
+        if self.deadline_at is not None:
+            out["deadline_in_s"] = round(self.deadline_at - now, 3)
+        if info is not None:
+            out["exit"] = {
+                "returncode": info.returncode,
+                "signal": info.signal,
+                "killed_by": info.killed_by,
+                "guard_diagnostic": info.guard_diagnostic,
+                "settled": info.settled,
+            }
+        return out
+
+    def status_line(self) -> str:
+        parts = [self.status]
+        info = self.running.exit
+        if info is not None:
+            parts.append(exit_text(info))
+            if self.active:
+                parts.append("its process exited; members of its process group still run")
+        parts.append(f"elapsed {fmt_s(time.time() - self.started_at)}")
+        if self.purpose:
+            parts.append(f"backgroundPurpose {self.purpose}")
+        return "[status: " + "; ".join(parts) + "]"
+
+    def started_output(self, head: str = "") -> ToolOutput:
+        """What a shell call that started or became this job returns: the output so far (over
+        16 KiB: a short preview and the log file's path) and how to read on."""
+        total = self.running.total_written
+        how = (
+            f"{self.manager.read_hint(self.id, wait=True)}; the complete output is in "
+            f"{self.manager.display(self.log_path)}. Completion arrives by itself as a notice: do not poll."
+        )
+        if self.purpose == "remoteObserver":
+            how += (
+                " backgroundPurpose remoteObserver: this only observes remote work; refresh the remote system's "
+                "authoritative state before claiming it completed."
+            )
+        first = f"[background job {self.id} — {self.promoted_because}; {self.status}; {total} bytes of output so far]"
+        if total > limits.BACKGROUND_PREVIEW_LIMIT:
+            data = self.running.read_range(max(0, total - limits.BACKGROUND_PREVIEW_BYTES), total)
+            body = (
+                f"[output is {total} bytes, over {limits.BACKGROUND_PREVIEW_LIMIT}: showing the last {len(data)} "
+                f"bytes; the whole log is {self.manager.display(self.log_path)} — read or search it instead of "
+                "re-running]\n" + data.decode("utf-8", "backslashreplace")
+            )
+            raw = body.encode("utf-8", "surrogateescape")
+        else:
+            data = self.running.read_range(0, total)
+            body = data.decode("utf-8", "backslashreplace")
+            raw = data
+        return ToolOutput(
+            text=body if total else "(no output yet)",
+            raw=raw if total else None,
+            head="\n".join(x for x in (head, first) if x),
+            tail=how,
+            bounded=total > limits.BACKGROUND_PREVIEW_LIMIT,
+            metadata={"background": self.facts()},
+        )
+
+
+class JobManager:
+    """The session's background jobs. Create through ``JobManager.of(ctx)``."""
+
+    def __init__(self, store: Store, session_id: str, root: Path, log_dir: Path, profile: str = "zuno") -> None:
+        self.profile = profile
+        self.store = store
+        self.session_id = session_id
+        self.root = root
+        self.log_dir = log_dir
+        self.jobs: dict[str, Job] = {}
+        self._finished_order: list[str] = []
+        self._closed = False
+        self._orphans_marked = False
+
+    @classmethod
+    def of(cls, ctx: ToolContext) -> JobManager:
+        def make() -> JobManager:
+            jm = cls(
+                ctx.store,
+                ctx.session_id,
+                ctx.workspace.root,
+                ctx.workspace.ensure_state_dir() / "logs" / ctx.session_id,
+                ctx.config.profile,
+            )
+            jm.mark_orphans()
+            return jm
+
+        return ctx.services.get(cls, make)
+
+    @classmethod
+    def for_session(cls, session: Any) -> JobManager:
+        """The same service from the Python API (a ``zuno.runtime.Session`` that is open)."""
+        rt = session.runtime
+
+        def make() -> JobManager:
+            logs = rt.workspace.ensure_state_dir() / "logs" / session.id
+            jm = cls(rt.store, session.id, rt.workspace.root, logs, rt.surface.profile)
+            jm.mark_orphans()
+            return jm
+
+        return session.services.get(cls, make)
+
+    def read_hint(self, job_id: str, *, wait: bool = False) -> str:
+        """How the model reads a job in this session's profile (chord has job_output, not bg)."""
+        if self.profile == "chord":
+            return f'Read it with job_output (job_id "{job_id}"' + (', wait "exit" to wait' if wait else "") + ")"
+        return 'Read it with bg (action "output"' + (' or "wait"' if wait else "") + f', taskID "{job_id}")'
+
+    def display(self, p: Path) -> str:
+        try:
+            return str(p.relative_to(self.root))
+        except ValueError:
+            return str(p)
+
+    def mark_orphans(self) -> None:
+        """Rows left 'running' by a process that ended without closing its session: their guard
+        killed the group when that process died (the lifeline). Record that and queue the
+        completion like any other."""
+        if self._orphans_marked:
+            return
+        self._orphans_marked = True
+        rows = self.store.query(
+            "SELECT id FROM jobs WHERE session_id = ? AND status = 'running' AND ended_at IS NULL", (self.session_id,)
+        )
+        now = time.time()
+        for r in rows:
+            self.store.execute(
+                "UPDATE jobs SET status = 'lost', ended_at = ?, killed_by = COALESCE(killed_by, 'session-end') "
+                "WHERE id = ?",
+                (now, r["id"]),
+            )
+            self._queue_callback(r["id"])
+
+    # -- starting ---------------------------------------------------------------------------------
+
+    async def start(
+        self,
+        spec: CommandSpec,
+        *,
+        label: str,
+        command: str | None = None,
+        purpose: str | None = None,
+        deadline_s: float | None = None,
+        call_seq: int | None = None,
+    ) -> Job:
+        """Start spec directly as a background job (run_in_background)."""
+        running = await start(spec)
+        return self.adopt(
+            running,
+            label=label,
+            command=command,
+            purpose=purpose,
+            deadline_s=deadline_s,
+            call_seq=call_seq,
+            promoted_because=PROMOTED_REQUESTED,
+        )
+
+    def adopt(
+        self,
+        running: RunningCommand,
+        *,
+        label: str,
+        purpose: str | None = None,
+        deadline_s: float | None = None,
+        call_seq: int | None,
+        promoted_because: str,
+        command: str | None = None,
+    ) -> Job:
+        """A command (foreground until now) becomes a background job owned by this session."""
+        if deadline_s is not None and deadline_s <= 0:
+            deadline_s = None
+        if deadline_s is not None:
+            deadline_s = min(float(deadline_s), limits.BACKGROUND_MAX_S)
+        job_id = f"job_{uuid.uuid4().hex[:10]}"
+        deadline_at = running.started_at + deadline_s if deadline_s is not None else None
+        job = Job(
+            id=job_id,
+            manager=self,
+            running=running,
+            label=label[:200],
+            command=command,
+            purpose=purpose,
+            promoted_because=promoted_because,
+            call_seq=call_seq,
+            deadline_at=deadline_at,
+            started_at=running.started_at,
+        )
+        self.jobs[job_id] = job
+        self.store.execute(
+            "INSERT INTO jobs (id, session_id, call_seq, label, command, purpose, promoted_because, pid, pgid, "
+            "log_path, started_at, deadline_at, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running')",
+            (
+                job_id,
+                self.session_id,
+                call_seq,
+                job.label,
+                command,
+                purpose,
+                promoted_because,
+                running.pid,
+                running.pgid,
+                str(running.log_path),
+                running.started_at,
+                deadline_at,
+            ),
+        )
+        self.store.add_event(
+            self.session_id,
+            "job-started",
+            {"job": job_id, "pgid": running.pgid, "because": promoted_because, "purpose": purpose},
+            call_seq=call_seq,
+        )
+        job.watcher = asyncio.get_running_loop().create_task(self._watch(job), name=f"zuno-job-{job_id}")
+        return job
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def _watch(self, job: Job) -> None:
+        r = job.running
+        try:
+            while True:
+                left = None if job.deadline_at is None else job.deadline_at - time.time()
+                if left is not None and left <= 0:
+                    job.stop_result = await r.stop("timeout")
+                    if not r.group_alive():
+                        break
+                    left = limits.PROCESS_GUARD_LOST_POLL_S
+                if await r.wait_group(left):
+                    break
+            # The group is gone; let the capture finish what members wrote (escapees may hold
+            # the pipe forever, so this is bounded).
+            await r.wait_capture(limits.BACKGROUND_CAPTURE_DRAIN_S)
+            if r.exit is None:
+                await r.wait(limits.BACKGROUND_CAPTURE_DRAIN_S)
+        finally:
+            self._finish(job)
+
+    def _finish(self, job: Job) -> None:
+        if job.finished.is_set():
+            return
+        r = job.running
+        info = r.exit
+        job.status = status_of(info, True) if info is not None else "lost"
+        now = time.time()
+        self.store.execute(
+            "UPDATE jobs SET status = ?, returncode = ?, signal = ?, killed_by = ?, guard_diagnostic = ?, "
+            "total_written = ?, exited_at = ?, ended_at = ? WHERE id = ?",
+            (
+                job.status,
+                info.returncode if info else None,
+                info.signal if info else None,
+                info.killed_by if info else None,
+                info.guard_diagnostic if info else None,
+                r.total_written,
+                r.exited_at,
+                now,
+                job.id,
+            ),
+        )
+        self.store.add_event(
+            self.session_id,
+            "job-ended",
+            {"job": job.id, "status": job.status, "exit": exit_text(info), "totalWritten": r.total_written},
+            call_seq=job.call_seq,
+        )
+        job.finished.set()
+        self._queue_callback(job.id)
+        self._finished_order.append(job.id)
+        # A running command keeps its newest 2 MiB in memory; ended ones only the most recent few.
+        while len(self._finished_order) > limits.BACKGROUND_ENDED_TAILS_KEPT:
+            old = self.jobs.get(self._finished_order.pop(0))
+            if old is not None:
+                old.running.release_memory()
+
+    def completion_text(self, row: Any) -> str:
+        purpose = row["purpose"]
+        info = (
+            ExitInfo(row["returncode"], row["signal"], row["guard_diagnostic"], True, row["killed_by"])
+            if row["status"] not in ("lost",)
+            else None
+        )
+        text = (
+            f"Background job {row['id']} ({row['label']}) ended: {row['status']}"
+            + (f", {exit_text(info)}" if info else ", its process group was killed when the process holding it ended")
+            + f"; {row['total_written'] or 0} bytes of output in {self.display(Path(row['log_path']))}. "
+            f"{self.read_hint(row['id'])}."
+        )
+        if purpose == "remoteObserver":
+            text += (
+                " backgroundPurpose remoteObserver: refresh the remote system's authoritative state before claiming "
+                "that the remote work completed."
+            )
+        return text
+
+    def _queue_callback(self, job_id: str) -> None:
+        """The callback: queue the completion as a notice for the next step, unless an inline read
+        already took it. One transaction, so it and an inline claim cannot both win."""
+        with self.store.transaction() as db:
+            row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None or row["completion_state"] is not None:
+                return
+            data = {
+                "job_id": job_id,
+                "taskID": job_id,
+                "status": row["status"],
+                "returncode": row["returncode"],
+                "signal": row["signal"],
+                "killed_by": row["killed_by"],
+                "backgroundPurpose": row["purpose"],
+                "logPath": row["log_path"],
+                "totalWritten": row["total_written"],
+            }
+            cur = db.execute(
+                "INSERT INTO notices (session_id, kind, text, data, created_at) VALUES (?, ?, ?, ?, ?)",
+                (self.session_id, "job_completed", self.completion_text(row), json.dumps(data), time.time()),
+            )
+            db.execute(
+                "UPDATE jobs SET completion_state = 'queued', completion_via = 'callback', notice_seq = ? WHERE id = ?",
+                (cur.lastrowid, job_id),
+            )
+
+    def claim_completion(self, job_id: str, via: str) -> tuple[bool, str]:
+        """An inline read saw the job's end: take the completion if nobody consumed it yet.
+        Returns (claimed, how it was delivered otherwise)."""
+        with self.store.transaction() as db:
+            row = db.execute(
+                "SELECT completion_state, completion_via, notice_seq, status, ended_at FROM jobs WHERE id = ?",
+                (job_id,),
+            ).fetchone()
+            if row is None or row["ended_at"] is None:
+                return False, "not ended"
+            state = row["completion_state"]
+            if state == "delivered":
+                return False, f"already delivered by {row['completion_via']}"
+            if state == "queued":
+                # Handed to a step already (delivered when that step ends) counts as consumed.
+                in_flight = row["notice_seq"] is not None and row["notice_seq"] <= self.store.notices_in_flight(
+                    self.session_id
+                )
+                gone = (
+                    0
+                    if in_flight
+                    else db.execute(
+                        "DELETE FROM notices WHERE seq = ? AND delivered_step IS NULL", (row["notice_seq"],)
+                    ).rowcount
+                )
+                if not gone:
+                    db.execute(
+                        "UPDATE jobs SET completion_state = 'delivered', delivered_at = COALESCE(delivered_at, ?) "
+                        "WHERE id = ?",
+                        (time.time(), job_id),
+                    )
+                    return False, "already delivered by the callback (a notice)"
+            db.execute(
+                "UPDATE jobs SET completion_state = 'delivered', completion_via = ?, notice_seq = NULL, "
+                "delivered_at = ? WHERE id = ?",
+                (via, time.time(), job_id),
+            )
+            return True, via
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def get(self, job_id: str) -> Job | None:
+        return self.jobs.get(job_id)
+
+    def row(self, job_id: str) -> Any:
+        rows = self.store.query("SELECT * FROM jobs WHERE id = ? AND session_id = ?", (job_id, self.session_id))
+        return rows[0] if rows else None
+
+    def rows(self) -> list[Any]:
+        return self.store.query("SELECT * FROM jobs WHERE session_id = ? ORDER BY started_at", (self.session_id,))
+
+    async def cancel(self, job: Job, reason: str = "cancel") -> StopResult:
+        res = await job.running.stop(reason)
+        job.stop_result = res
+        self.store.add_event(
+            self.session_id,
+            "job-stop",
+            {"job": job.id, "reason": reason, "signals": list(res.signals), "groupExited": res.group_exited},
+            call_seq=job.call_seq,
+        )
+        if res.group_exited:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(job.finished.wait(), limits.BACKGROUND_CAPTURE_DRAIN_S + 1)
+        return res
+
+    async def aclose(self) -> None:
+        """The session ends: stop every active job's group and record its end."""
+        if self._closed:
+            return
+        self._closed = True
+        active = [j for j in self.jobs.values() if j.active]
+        if active:
+            await asyncio.gather(*(self._end(j) for j in active), return_exceptions=True)
+        for j in self.jobs.values():
+            if j.watcher is not None and not j.watcher.done():
+                j.watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await j.watcher
+            self._finish(j)
+        await asyncio.gather(*(j.running.close() for j in self.jobs.values()), return_exceptions=True)
+
+    async def _end(self, job: Job) -> None:
+        res = await job.running.stop("session-end", grace=limits.BACKGROUND_SESSION_END_GRACE_S)
+        job.stop_result = res
+        self.store.add_event(
+            self.session_id,
+            "job-stop",
+            {"job": job.id, "reason": "session-end", "signals": list(res.signals), "groupExited": res.group_exited},
+            call_seq=job.call_seq,
+        )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(job.finished.wait(), limits.BACKGROUND_CAPTURE_DRAIN_S + 1)

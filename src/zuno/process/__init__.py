@@ -1,0 +1,686 @@
+"""The process layer beneath ``shell`` and background jobs: a guarded command in its own group.
+
+Use::
+
+    from zuno.process import CommandSpec, start
+
+    running = await start(CommandSpec(argv=["bash", "-c", script], cwd=root, env=env, log_dir=logs))
+    info = await running.wait(timeout=600)        # ExitInfo | None (None = timed out; nothing killed)
+    if info is None:
+        await running.stop("timeout")             # TERM, then KILL, the whole group; only while provably ours
+        info = await running.wait()
+    data = running.read_all()                     # the exact bytes (stdout+stderr merged)
+    if info.returncode in (125, 126, 127) and info.guard_diagnostic: ...   # the guard's own verdict
+    if running.group_alive(): ...                 # members of the command's group still run
+
+How it works:
+
+* ``start`` spawns the guard (``guard.py``, a small standalone supervisor) in a new session: a
+  fork of this process's guard fork-server (``guard.py --server``, started once, so a command
+  costs a fork rather than an interpreter start-up), or ``python -I -S guard.py`` directly when
+  the server is unavailable; the guard spawns ``argv`` in a NEW process group
+  (pgid = the command's pid). The guard is a child subreaper, reaps everything in the group, and
+  exits once the whole group has exited.
+* Tied to Zuno's lifetime: every guard holds the read end of one lifeline pipe whose only write
+  end is in this process. When this process dies (kill -9 included), the guard sees end-of-file
+  and SIGKILLs the group. PR_SET_PDEATHSIG wakes the guard as well.
+* The guard's own failures: exit 125 (the guard failed), 126 (found, could not execute), 127 (not
+  found), with one line starting ``zuno-guard:`` on the captured stderr AND on a private status
+  pipe the command cannot write to. ``ExitInfo.guard_diagnostic`` comes only from that private
+  pipe, so a command printing the same text cannot forge it.
+* Capture: stdout and stderr are one pipe (merged, in write order). A reader thread copies the
+  exact bytes to a log file on disk and keeps the most recent 2 MiB (``limits.PROCESS_MEMORY_TAIL``)
+  in memory. ``window()`` serves from memory when it can and from the file otherwise (``from_disk``).
+* ``exit`` is set once the command's own process exited and every byte it wrote was read (the
+  pipe is drained when the guard reports the exit, so nothing the leader wrote is missed).
+  Members of its group may still run and write: ``group_alive()`` / ``wait_group()``.
+* Group truth: a stop signals the group only while a process recorded as a member (the leader
+  before it exits; the members listed at its exit afterwards) is provably still in it: same pid,
+  same start time, same pgid in /proc. A pgid cannot be reused while any member lives, so such a
+  member proves the group is still ours. Processes that left the group (setsid/setpgid) are not
+  tracked and not stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import re
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from zuno import limits
+from zuno.process import procfs
+from zuno.windows import Window, _skip_continuations, _utf8_cut, clamp_limit, read_window
+
+__all__ = [
+    "GUARD_CODES",
+    "GUARD_DIAG_PREFIX",
+    "CommandSpec",
+    "ExitInfo",
+    "RunningCommand",
+    "StopResult",
+    "prestart",
+    "start",
+]
+
+GUARD_PATH = Path(__file__).with_name("guard.py")
+GUARD_DIAG_PREFIX = "zuno-guard:"
+GUARD_CODES = (125, 126, 127)
+_F_SETPIPE_SZ = 1031
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    argv: list[str]  # what the guard execs, e.g. ["bash", "-c", script]
+    cwd: Path
+    env: dict[str, str]  # the FINAL environment (ZUNO_* already withheld by the caller)
+    log_dir: Path  # where the capture log file is created
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class ExitInfo:
+    returncode: int | None  # None when the command's process was killed by a signal
+    signal: int | None  # the signal that killed it, if any
+    guard_diagnostic: str | None  # the guard's own line (125/126/127), only from the guard's private pipe
+    settled: bool  # False when the status could not be settled (the capture broke)
+    killed_by: str | None  # None | "timeout" | "cancel" | "ceiling" | "session-end" | "kill" | ...
+
+    @property
+    def guard_failed(self) -> bool:
+        return self.guard_diagnostic is not None and self.returncode in GUARD_CODES
+
+
+@dataclass(frozen=True)
+class StopResult:
+    signalled: bool  # a signal was sent to the group
+    group_exited: bool  # the whole group is confirmed gone
+    signals: tuple[str, ...] = ()
+    message: str = ""
+
+
+# -- the lifeline ---------------------------------------------------------------------------------
+
+_lifeline: tuple[int, int, int] | None = None  # (pid, read end, write end)
+_lifeline_lock = threading.Lock()
+
+
+def _lifeline_fd() -> int:
+    """The read end every guard holds; this process keeps the only write end (close-on-exec)."""
+    global _lifeline
+    with _lifeline_lock:
+        if _lifeline is None or _lifeline[0] != os.getpid():
+            r, w = os.pipe2(os.O_CLOEXEC)
+            _lifeline = (os.getpid(), r, w)
+        return _lifeline[1]
+
+
+class _GuardServer:
+    """The guard fork-server of this process (``guard.py --server``): started once, it forks a
+    guard per command, so a command does not pay for a Python interpreter's start-up. When it is
+    unavailable, ``start`` spawns the guard directly (same guard, same behaviour, slower)."""
+
+    def __init__(self) -> None:
+        self.pid_owner = 0
+        self.sock: socket.socket | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.lock = threading.Lock()
+        self.failed = False
+
+    def _ensure(self) -> socket.socket | None:
+        if self.pid_owner != os.getpid():
+            self.sock, self.proc, self.failed, self.pid_owner = None, None, False, os.getpid()
+        if self.sock is not None and self.proc is not None and self.proc.poll() is None:
+            return self.sock
+        if self.failed:
+            return None
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        life_r = _lifeline_fd()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(GUARD_PATH), "--server", str(theirs.fileno()), str(life_r)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(), life_r),
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError:
+            ours.close()
+            self.failed = True
+            return None
+        finally:
+            theirs.close()
+        self.sock = ours
+        return ours
+
+    def spawn(self, spec: CommandSpec, capture_w: int, status_w: int) -> bool:
+        if not USE_GUARD_SERVER:
+            return False
+        msg = json.dumps({"cwd": str(spec.cwd), "argv": list(spec.argv), "env": dict(spec.env)}).encode()
+        with self.lock:
+            for _ in range(2):
+                sock = self._ensure()
+                if sock is None:
+                    return False
+                try:
+                    socket.send_fds(sock, [msg], [capture_w, status_w])
+                    return True
+                except OSError:
+                    # the server died: start another once, else fall back to a direct guard
+                    with contextlib.suppress(OSError):
+                        sock.close()
+                    self.sock = None
+            return False
+
+
+_server = _GuardServer()
+# Set False to start every guard as its own interpreter (no fork-server).
+USE_GUARD_SERVER = True
+
+
+def prestart() -> None:
+    """Start the guard fork-server now (else the first command starts it). Optional."""
+    if USE_GUARD_SERVER:
+        with _server.lock:
+            _server._ensure()
+
+
+def _safe_label(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", label)[:40].strip("-.") or "cmd"
+
+
+class RunningCommand:
+    """One guarded command. Created by ``start``; safe to use from one event loop."""
+
+    def __init__(self, spec: CommandSpec, log_path: Path, loop: asyncio.AbstractEventLoop) -> None:
+        self.spec = spec
+        self.log_path = log_path
+        self.started_at = time.time()
+        self.pid = 0
+        self.pgid = 0
+        self.guard_pid = 0
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._tail = bytearray()
+        self._total = 0
+        self._last_output_at = self.started_at
+        self._exit: ExitInfo | None = None
+        self._group_gone = False
+        self._guard_lost = False
+        self._leader: tuple[int, int] | None = None
+        self._members: list[tuple[int, int]] = []
+        self._diag: tuple[int, str] | None = None
+        self._stop_reason: str | None = None
+        self._capture_error: str | None = None
+        self._capture_open = True
+        self._closing = False
+        self._spawned = asyncio.Event()
+        self._exited = asyncio.Event()
+        self._group_event = asyncio.Event()
+        self._capture_done = asyncio.Event()
+        self._output_waiters: list[asyncio.Future[None]] = []
+        self._want_output = False
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._thread: threading.Thread | None = None
+        self._log_fd = -1
+        self.exited_at: float | None = None
+        self.group_exited_at: float | None = None
+
+    # -- facts ------------------------------------------------------------------------------------
+
+    @property
+    def total_written(self) -> int:
+        return self._total
+
+    @property
+    def memory_start(self) -> int:
+        """The first byte offset still held in memory."""
+        with self._lock:
+            return self._total - len(self._tail)
+
+    @property
+    def last_output_at(self) -> float:
+        return self._last_output_at
+
+    @property
+    def exit(self) -> ExitInfo | None:
+        return self._exit
+
+    @property
+    def capture_done(self) -> bool:
+        return not self._capture_open
+
+    @property
+    def recorded_members(self) -> list[tuple[int, int]]:
+        """(pid, start time) of the members recorded when the command's process exited."""
+        return list(self._members)
+
+    def group_alive(self) -> bool:
+        """Is any member of the command's process group still alive?"""
+        if self.pgid == 0 or self._group_gone:
+            return False
+        if self._exit is None and not self._guard_lost:
+            return True
+        if not self._guard_lost:
+            return True  # the guard lives exactly as long as the group does
+        return self._provably_ours()
+
+    def _provably_ours(self) -> bool:
+        if self.pgid == 0:
+            return False
+        candidates = list(self._members)
+        if self._leader is not None and self._exit is None:
+            candidates.insert(0, self._leader)
+        return any(procfs.is_member(pid, start, self.pgid) for pid, start in candidates)
+
+    # -- output -----------------------------------------------------------------------------------
+
+    def window(self, cursor: int | None, limit: int | None, *, from_end: bool) -> tuple[Window, bool]:
+        """One window of the capture: (window, from_disk). Without a cursor: the newest window
+        ending at total_written when ``from_end``, else from byte 0."""
+        lim = clamp_limit(limit)
+        with self._lock:
+            total = self._total
+            mem_start = total - len(self._tail)
+            aligned = False
+            if cursor is None:
+                start = max(0, total - lim) if from_end else 0
+                aligned = from_end and start > 0
+            else:
+                start = min(max(0, cursor), total)
+            end = min(start + lim, total)
+            data = bytes(self._tail[start - mem_start : end - mem_start]) if start >= mem_start else None
+        if data is None:
+            return read_window(self.log_path, cursor, limit, from_end=from_end, total=total), True
+        if aligned:
+            skip = _skip_continuations(data)
+            start += skip
+            data = data[skip:]
+        if start + len(data) < total:
+            data = data[: _utf8_cut(data)] or data
+        return Window(data, start, start + len(data), total, lim), False
+
+    def read_all(self) -> bytes:
+        """The whole capture so far (exact bytes)."""
+        total = self._total
+        with open(self.log_path, "rb") as f:
+            return f.read(total)
+
+    def read_range(self, start: int, end: int) -> bytes:
+        """Bytes [start, end) of the capture, from memory when held there."""
+        with self._lock:
+            mem_start = self._total - len(self._tail)
+            end = min(end, self._total)
+            if start >= mem_start:
+                return bytes(self._tail[start - mem_start : end - mem_start])
+        with open(self.log_path, "rb") as f:
+            f.seek(start)
+            return f.read(max(0, end - start))
+
+    # -- waiting ----------------------------------------------------------------------------------
+
+    async def wait(self, timeout: float | None = None) -> ExitInfo | None:  # noqa: ASYNC109
+        """The exit, once the command's process exited; None on timeout. Never kills."""
+        if self._exit is None:
+            try:
+                await asyncio.wait_for(self._exited.wait(), timeout)
+            except TimeoutError:
+                return None
+        return self._exit
+
+    async def wait_group(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
+        """True once the whole process group has exited; False on timeout."""
+        if not self.group_alive():
+            return True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            step = limits.PROCESS_GUARD_LOST_POLL_S if self._guard_lost else left
+            if step is not None and left is not None:
+                step = min(step, left)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._group_event.wait(), step)
+            if not self.group_alive():
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+
+    async def wait_capture(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
+        """True once the capture pipe reached end-of-file (every writer closed it)."""
+        if not self._capture_open:
+            return True
+        try:
+            await asyncio.wait_for(self._capture_done.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def wait_output(self, after: int, timeout: float | None) -> bool:  # noqa: ASYNC109
+        """Wait until more than ``after`` bytes were captured, the command exited, or timeout.
+        True when there is new output."""
+        if self._total > after:
+            return True
+        if self._exit is not None and not self._capture_open:
+            return False
+        fut: asyncio.Future[None] = self._loop.create_future()
+        with self._lock:
+            self._output_waiters.append(fut)
+            self._want_output = True
+            if self._total > after:
+                self._output_waiters.remove(fut)
+                return True
+        waits = [fut, asyncio.ensure_future(self._exited.wait())]
+        try:
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                if not w.done():
+                    w.cancel()
+            with self._lock, contextlib.suppress(ValueError):
+                self._output_waiters.remove(fut)
+        return self._total > after
+
+    # -- stopping ---------------------------------------------------------------------------------
+
+    async def stop(self, reason: str, *, grace: float | None = None) -> StopResult:
+        """SIGTERM, then after ``grace`` SIGKILL, the whole group — each signal only while a recorded
+        member is provably still in it. Never signals a group id the system may have reused."""
+        grace = limits.PROCESS_STOP_GRACE_S if grace is None else grace
+        if not self.group_alive():
+            return StopResult(False, True, (), "the process group had already exited")
+        sent: list[str] = []
+        for sig, wait_s in ((signal.SIGTERM, grace), (signal.SIGKILL, limits.PROCESS_KILL_WAIT_S)):
+            if not self.group_alive():
+                break
+            if not self._provably_ours():
+                # The leader may have just been reaped: give the guard's exit report a moment.
+                await self.wait(timeout=0.5)
+                if not self._provably_ours():
+                    gone = not self.group_alive() or await self.wait_group(0.2)
+                    return StopResult(
+                        bool(sent),
+                        gone,
+                        tuple(sent),
+                        "the process group exited"
+                        if gone
+                        else "could not confirm the process group exited: no process recorded as its member "
+                        "is still in it, so its id was not signalled (the system may have reused it)",
+                    )
+            if self._exit is None and self._stop_reason is None:
+                self._stop_reason = reason  # the command's own process is being stopped: say who did it
+            try:
+                os.killpg(self.pgid, sig)
+                sent.append(sig.name)
+            except ProcessLookupError:
+                break
+            except PermissionError as e:
+                return StopResult(bool(sent), False, tuple(sent), f"cannot signal the group: {e.strerror}")
+            if await self.wait_group(wait_s):
+                break
+        gone = not self.group_alive()
+        return StopResult(
+            bool(sent),
+            gone,
+            tuple(sent),
+            f"stopped the process group ({', '.join(sent)})" if gone else "signalled the group; members remain",
+        )
+
+    def release_memory(self) -> None:
+        """Drop the in-memory tail (windows are then served from the log file). For commands that
+        have ended; a running command keeps its most recent bytes in memory."""
+        with self._lock:
+            self._tail = bytearray()
+
+    async def close(self) -> None:
+        """Release the reader (after the group is gone or stopped). Idempotent."""
+        self._closing = True
+        if self._thread is not None and self._thread.is_alive():
+            await asyncio.to_thread(self._thread.join, 2.0)
+
+    # -- the reader thread ------------------------------------------------------------------------
+
+    def _call(self, fn, *args) -> None:  # type: ignore[no-untyped-def]
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(fn, *args)
+
+    def _notify_output(self) -> None:
+        with self._lock:
+            waiters, self._output_waiters = self._output_waiters, []
+            self._want_output = False
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    def _capture(self, fd: int, budget: int | None = None) -> bool:
+        """Read what the pipe holds now (at most ``budget`` bytes when given); False at end-of-file."""
+        taken = 0
+        while True:
+            if budget is not None and taken >= budget:
+                break
+            try:
+                data = os.read(fd, limits.PROCESS_READ_CHUNK)
+            except BlockingIOError:
+                break
+            except OSError as e:
+                self._capture_error = f"reading the capture failed: {e.strerror}"
+                return False
+            if not data:
+                return False
+            taken += len(data)
+            if self._capture_error is None:
+                try:
+                    view = memoryview(data)
+                    while view:
+                        n = os.write(self._log_fd, view)
+                        view = view[n:]
+                except OSError as e:
+                    self._capture_error = f"writing the log {self.log_path} failed: {e.strerror}"
+            with self._lock:
+                self._tail += data
+                over = len(self._tail) - limits.PROCESS_MEMORY_TAIL
+                if over > 0:
+                    del self._tail[:over]
+                self._total += len(data)
+                self._last_output_at = time.time()
+                notify = self._want_output
+            if notify:
+                self._call(self._notify_output)
+            if len(data) < limits.PROCESS_READ_CHUNK:
+                break
+        return True
+
+    def _on_status(self, line: str, drain: Callable[[int | None], None]) -> None:
+        parts = line.split(" ", 3)
+        kind = parts[0]
+        if kind == "guard" and len(parts) >= 2:
+            self.guard_pid = int(parts[1])
+        elif kind == "spawned" and len(parts) >= 3:
+            self.pid = self.pgid = int(parts[1])
+            self._leader = (self.pid, int(parts[2]))
+            self._call(self._spawned.set)
+        elif kind == "diag" and len(parts) >= 3:
+            self._diag = (int(parts[1]), line.split(" ", 2)[2])
+        elif kind == "exit" and len(parts) >= 4:
+            # Everything the command's process wrote is in the pipe by now, so at most a pipe's worth
+            # is read here (a lingering member may be writing without end).
+            drain(limits.PROCESS_PIPE_SIZE + limits.PROCESS_READ_CHUNK)
+            rc = None if parts[1] == "-" else int(parts[1])
+            sig = None if parts[2] == "-" else int(parts[2])
+            members = []
+            if parts[3] != "-":
+                for item in parts[3].split(","):
+                    p, _, s = item.partition(":")
+                    members.append((int(p), int(s)))
+            self._members = members
+            if not members:  # no member was left when the command's process exited: the group is gone
+                self._group_gone = True
+                self.group_exited_at = time.time()
+                self._call(self._group_event.set)
+            self._set_exit(ExitInfo(rc, sig, None, self._capture_error is None, self._stop_reason))
+        elif kind == "gone":
+            self._group_gone = True
+            self.group_exited_at = time.time()
+            self._call(self._group_event.set)
+
+    def _set_exit(self, info: ExitInfo) -> None:
+        if self._exit is not None:
+            return
+        if info.killed_by is None and self._stop_reason is not None and info.guard_diagnostic is None:
+            info = ExitInfo(info.returncode, info.signal, None, info.settled, self._stop_reason)
+        self._exit = info
+        self.exited_at = time.time()
+        self._call(self._exited.set)
+        self._call(self._notify_output)
+
+    def _pump(self, cap_fd: int, status_fd: int) -> None:
+        sel = selectors.DefaultSelector()
+        sel.register(cap_fd, selectors.EVENT_READ, "cap")
+        sel.register(status_fd, selectors.EVENT_READ, "status")
+        pending = b""
+        status_open = True
+
+        def drain(budget: int | None = None) -> None:
+            if self._capture_open and not self._capture(cap_fd, budget):
+                self._capture_open = False
+                sel.unregister(cap_fd)
+                self._call(self._capture_done.set)
+                self._call(self._notify_output)
+
+        try:
+            while self._capture_open or status_open:
+                for key, _ in sel.select(timeout=0.5):
+                    if key.data == "cap":
+                        drain()
+                    else:
+                        try:
+                            data = os.read(status_fd, 4096)
+                        except OSError:
+                            data = b""
+                        if data:
+                            pending += data
+                            while b"\n" in pending:
+                                raw, pending = pending.split(b"\n", 1)
+                                self._on_status(raw.decode("utf-8", "replace"), drain)
+                        else:
+                            status_open = False
+                            sel.unregister(status_fd)
+                            self._on_guard_exit(drain)
+                if self._closing and not status_open:
+                    break
+        finally:
+            sel.close()
+            if self._capture_open:
+                self._capture_open = False
+                self._call(self._capture_done.set)
+            for fd in (cap_fd, status_fd, self._log_fd):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def _on_guard_exit(self, drain: Callable[[int | None], None]) -> None:
+        rc = self._proc.wait() if self._proc is not None else None
+        if self._exit is None:
+            drain(limits.PROCESS_PIPE_SIZE + limits.PROCESS_READ_CHUNK)
+            if self._diag is not None:
+                code, line = self._diag
+                self._set_exit(ExitInfo(code, None, line, True, None))
+            else:
+                self._set_exit(
+                    ExitInfo(
+                        125,
+                        None,
+                        f"{GUARD_DIAG_PREFIX} 125: the guard exited unexpectedly (status {rc}); "
+                        "whether the command ran, and what it changed, is unknown",
+                        False,
+                        self._stop_reason,
+                    )
+                )
+        if not self._group_gone:
+            if self.pgid and self._provably_ours():
+                self._guard_lost = True
+            else:
+                self._group_gone = True
+                self.group_exited_at = time.time()
+        self._call(self._spawned.set)
+        self._call(self._group_event.set)
+
+    def _fail(self, text: str) -> None:
+        """The guard could not even be started: exit 125 with the guard's diagnostic."""
+        line = f"{GUARD_DIAG_PREFIX} 125: {text}"
+        with contextlib.suppress(OSError):
+            data = (line + "\n").encode()
+            os.write(self._log_fd, data)
+            with self._lock:
+                self._tail += data
+                self._total += len(data)
+        with contextlib.suppress(OSError):
+            os.close(self._log_fd)
+        self._capture_open = False
+        self._group_gone = True
+        self._exit = ExitInfo(125, None, line, True, None)
+        self.exited_at = time.time()
+        for ev in (self._spawned, self._exited, self._group_event, self._capture_done):
+            ev.set()
+
+
+async def start(spec: CommandSpec) -> RunningCommand:
+    """Start ``spec.argv`` behind the guard, in a new process group. Returns once the command is
+    running (or the guard reported that it could not run it: ``exit`` is then already set, with
+    the guard's diagnostic and 125/126/127)."""
+    loop = asyncio.get_running_loop()
+    spec.log_dir.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    log_path = spec.log_dir / f"{stamp}-{_safe_label(spec.label)}-{uuid.uuid4().hex[:8]}.log"
+    rc = RunningCommand(spec, log_path, loop)
+    rc._log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    if not spec.argv:
+        rc._fail("nothing to run: the argument vector is empty; the command did not run")
+        return rc
+    cap_r, cap_w = os.pipe2(os.O_CLOEXEC)
+    st_r, st_w = os.pipe2(os.O_CLOEXEC)
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(cap_w, _F_SETPIPE_SZ, limits.PROCESS_PIPE_SIZE)
+    os.set_blocking(cap_r, False)
+    if _server.spawn(spec, cap_w, st_w):
+        os.close(cap_w)
+        os.close(st_w)
+    else:
+        life_r = _lifeline_fd()
+        try:
+            proc = subprocess.Popen(  # noqa: ASYNC220 - a fork+exec, no waiting
+                [sys.executable, "-I", "-S", str(GUARD_PATH), str(life_r), str(st_w), str(spec.cwd), "--", *spec.argv],
+                stdin=subprocess.DEVNULL,
+                stdout=cap_w,
+                stderr=cap_w,
+                pass_fds=(life_r, st_w),
+                start_new_session=True,
+                env=spec.env,
+                close_fds=True,
+            )
+        except OSError as e:
+            for fd in (cap_r, cap_w, st_r, st_w):
+                os.close(fd)
+            rc._fail(f"could not start the guard ({e.strerror or e}); the command did not run")
+            return rc
+        os.close(cap_w)
+        os.close(st_w)
+        rc._proc = proc
+        rc.guard_pid = proc.pid
+    rc._thread = threading.Thread(target=rc._pump, args=(cap_r, st_r), name="zuno-capture", daemon=True)
+    rc._thread.start()
+    await rc._spawned.wait()
+    return rc

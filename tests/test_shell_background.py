@@ -1,0 +1,87 @@
+"""shell's background arguments, wired to the session's JobManager: run_in_background, promotion by
+yield_time_ms and by a lingering group member, the non-promotable cap, backgroundPurpose."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import zuno
+from zuno.jobs import PROMOTED_LINGERING, PROMOTED_REQUESTED, PROMOTED_YIELD
+
+
+def _shell(**arguments: object) -> dict[str, object]:
+    return {"name": "shell", "arguments": arguments}
+
+
+async def test_run_in_background_returns_a_job_and_its_completion_is_readable(workspace: Path) -> None:
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        t = time.monotonic()
+        res = await s.step([_shell(command="echo hi; sleep 1; echo done", run_in_background=True)])
+        assert time.monotonic() - t < 1.0 + 5  # returned without waiting for the command (generous)
+        rec = res.results[0]
+        assert rec.outcome == "ok", rec.text
+        bg = rec.metadata["background"]
+        assert bg["promotedBecause"] == PROMOTED_REQUESTED
+        r = rec.metadata["receipt"]
+        assert r["decision"] == "nothing" and r["authority"] == "unknown"
+        assert bg["taskID"] in r["notProven"][0]
+        assert rec.text.splitlines()[-1] == f"[verification {r['id']}]"
+        res = await s.step([{"name": "bg", "arguments": {"action": "wait", "taskID": bg["taskID"]}}])
+        out = res.results[0]
+        assert "done" in out.text
+
+
+async def test_yield_time_promotes_a_long_foreground_command(workspace: Path) -> None:
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        t = time.monotonic()
+        res = await s.step([_shell(command="echo started; touch out.txt; sleep 3", yield_time_ms=300)])
+        assert time.monotonic() - t < 3  # did not wait for the command
+        rec = res.results[0]
+        assert rec.metadata["background"]["promotedBecause"] == PROMOTED_YIELD
+        assert rec.metadata["writtenPaths"] == []  # still writing: not reported
+        assert "writtenPathsSkipped" in rec.metadata
+        assert rec.metadata["receipt"]["decision"] == "nothing"
+
+
+async def test_a_lingering_group_member_promotes_even_with_yield_zero(workspace: Path) -> None:
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        res = await s.step([_shell(command="sleep 2 >/dev/null 2>&1 & echo leader; exit 0", yield_time_ms=0)])
+        rec = res.results[0]
+        assert rec.metadata["background"]["promotedBecause"] == PROMOTED_LINGERING
+        r = rec.metadata["receipt"]
+        assert r["exitCode"] == 0  # the command's own status is known and reported
+        assert any("still run as background job" in n for n in r["notProven"])
+
+
+async def test_deliberate_waiting_is_not_promoted(workspace: Path) -> None:
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        res = await s.step([_shell(command="sleep 1; git status >/dev/null 2>&1; true", yield_time_ms=100)])
+        rec = res.results[0]
+        assert "background" not in rec.metadata
+        assert rec.metadata["exitCode"] == 0
+        res = await s.step([_shell(command="sleep 0", timeout_ms=0)])
+        assert res.results[0].metadata["timeoutMs"] == 600_000  # keeps the default cap
+
+
+async def test_background_timeout_and_purpose(workspace: Path) -> None:
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        res = await s.step(
+            [
+                _shell(
+                    command="sleep 30",
+                    run_in_background=True,
+                    timeout_ms=3_600_000,
+                    backgroundPurpose="remoteObserver",
+                )
+            ]
+        )
+        rec = res.results[0]
+        bg = rec.metadata["background"]
+        assert bg["backgroundPurpose"] == "remoteObserver"
+        assert 3500 < bg["deadline_in_s"] <= 3600
+        assert "remoteObserver" in rec.text
+        res = await s.step([{"name": "bg", "arguments": {"action": "cancel", "taskID": bg["taskID"]}}])
+        assert res.results[0].outcome == "ok"
+        res = await s.step([_shell(command="true", timeout_ms=3_600_000)])
+        assert res.results[0].outcome == "blocked" and "run_in_background" in res.results[0].text
