@@ -136,3 +136,17 @@ def test_rg_killed_mid_walk_is_an_error_not_a_partial_result(
     r = batch(run_zuno, [{"name": "grep", "arguments": {"pattern": "needle"}}], env=env)["results"][0]
     assert r["outcome"] == "error" and "killed by signal 9" in r["text"], r
     assert "a.txt:1" not in r["text"]
+
+
+def test_rg_path_diagnostics_are_read_for_the_root_they_name() -> None:
+    from zuno.tools.search.rg import unreadable_roots
+
+    err = (
+        b"rg: ./secret: Permission denied (os error 13)\n"
+        b"rg: a: b/c: Permission denied (os error 13)\n"
+        b"rg: /gone: IO error for operation on /gone: No such file or directory (os error 2)\n"
+        b"rg: x: y: IO error for operation on x: y: Not a directory (os error 20)\n"
+        b"rg: No files were searched, which means ripgrep probably applied a filter you didn't expect.\n"
+        b"rg: regex parse error:\n"
+    )
+    assert unreadable_roots(err) == {"secret", "a: b/c", "/gone", "x: y"}

@@ -177,6 +177,7 @@ class GrepCollector:
         self.context = context
         self.drops = Drops()
         self.total_hits = 0
+        self.shown_hits = 0
         self.held: list[FileHits] = []
         self._keys: list[bytes] = []
         self._held_hits = 0

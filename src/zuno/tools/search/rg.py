@@ -296,7 +296,10 @@ async def run_rg(
 # Classifying rg's failures
 
 _GLOB_ERR = re.compile(r"error parsing glob '((?:[^'\\]|\\.)*)'")
-_PATH_ERR = re.compile(r"^rg: (.*?): (?:Permission denied|IO error|No such file|Not a directory|.*\(os error \d+\))")
+# rg's per-path diagnostic: "rg: PATH: Permission denied (os error 13)" or
+# "rg: PATH: IO error for operation on PATH: ... (os error N)". PATH may itself contain ": ".
+_PATH_ERR_IO = re.compile(r"^rg: (?P<p>.*): IO error for operation on (?P=p): .*\(os error \d+\)$")
+_PATH_ERR = re.compile(r"^rg: (?P<p>.*): [A-Z][^:]*\(os error \d+\)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,9 +329,9 @@ def unreadable_roots(stderr: bytes) -> set[str]:
     """The paths rg said it could not read, normalised like ``norm_root``."""
     out: set[str] = set()
     for line in stderr.decode("utf-8", "surrogateescape").splitlines():
-        m = _PATH_ERR.match(line)
+        m = _PATH_ERR_IO.match(line) or _PATH_ERR.match(line)
         if m:
-            out.add(norm_root(m.group(1)))
+            out.add(norm_root(m.group("p")))
     return out
 
 
