@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
+import zuno
 from zuno import limits
-from zuno.tools.search.rg import Rg, RgUnavailable, discover, probe_version, wheel_candidates
+from zuno.tools.search.rg import Rg, RgLocator, RgUnavailable, discover, probe_version, wheel_candidates
 
 from conftest import RunZuno, batch
 
@@ -112,3 +114,25 @@ def test_rg_env_drops_a_user_rg_config(workspace: Path, run_zuno: RunZuno, tmp_p
     out = batch(run_zuno, [{"name": "grep", "arguments": {"pattern": "needle"}}], env={"RIPGREP_CONFIG_PATH": str(rc)})
     assert out["results"][0]["text"] == "a.txt:2:needle"
     assert os.environ.get("RIPGREP_CONFIG_PATH") is None
+
+
+async def test_rg_that_vanishes_after_discovery_is_a_typed_error_then_looked_for_again(
+    workspace: Path, tmp_path: Path
+) -> None:
+    real = discover(None)
+    assert isinstance(real, Rg)
+    copy = tmp_path / "rg"
+    shutil.copy2(real.path, copy)
+    (workspace / "a.txt").write_text("needle\n")
+    async with zuno.Runtime(root=workspace, config_overrides={"search": {"rg_path": str(copy)}}) as rt:
+        async with rt.session() as s:
+            ok = (await s.step([{"name": "grep", "arguments": {"pattern": "needle"}}])).results[0]
+            assert ok.text == "a.txt:1:needle"
+            copy.unlink()
+            gone = (await s.step([{"name": "grep", "arguments": {"pattern": "needle"}}])).results[0]
+            assert gone.outcome == "error" and gone.metadata["error"] == "RgUnavailable"
+            assert "no longer exists" in gone.text
+            assert s.services.peek(RgLocator)._found is None  # type: ignore[union-attr]
+            shutil.copy2(real.path, copy)
+            again = (await s.step([{"name": "glob", "arguments": {"pattern": "*.txt"}}])).results[0]
+            assert again.text == "a.txt"

@@ -137,7 +137,7 @@ async def execute(
     argv: list[str],
     the_plan: Plan,
     feed: Callable[[bytes], None],
-) -> RgResult:
+) -> RgResult | ToolOutput:
     locator = ctx.services.get(RgLocator, RgLocator)
     try:
         return await run_rg(rg, argv, the_plan.cwd, feed, locator=locator)
@@ -150,6 +150,15 @@ async def execute(
             rgOutputBytes=e.seen,
             limit=limits.RG_MAX_OUTPUT_BYTES,
         ) from None
+    except FileNotFoundError:
+        # rg vanished after discovery: forget it, so the next call looks again, and say so.
+        locator.forget()
+        return ToolOutput.failure(
+            f"[error: rg unavailable] {rg.path} (found at the start of this session) no longer exists. "
+            "Nothing was searched. Reinstall ripgrep 14+ or fix search.rg_path; the next call looks again.",
+            error="RgUnavailable",
+            found=[{**rg.facts(), "problem": "no longer exists"}],
+        )
     except PermissionError as e:
         raise Refused(
             BlockKind.invalid_arguments,

@@ -65,6 +65,8 @@ class GlobTool(Tool):
         col = GlobCollector(cap)
         argv = [*common_flags(ctx), "--files", "--glob", args.pattern, *exclusion_globs(), "--", *the_plan.args]
         res = await execute(ctx, rg, argv, the_plan, col.feed)
+        if isinstance(res, ToolOutput):
+            return res
         paths = col.finish()
         failed = check_failure(
             res,

@@ -86,6 +86,8 @@ async def _search(
         argv += ["--glob", g]
     argv += [*exclusion_globs(), "--regexp", pattern, "--", *the_plan.args]
     res = await execute(ctx, rg, argv, the_plan, col.feed)
+    if isinstance(res, ToolOutput):
+        return res
     files = col.finish()
     failed = check_failure(
         res,

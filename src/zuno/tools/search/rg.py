@@ -172,6 +172,9 @@ class RgLocator:
         self._lock = asyncio.Lock()
         self.running: set[int] = set()  # pids of rg processes in flight (for cancellation checks)
 
+    def forget(self) -> None:
+        self._found = None
+
     async def get(self, configured: str | None) -> Rg | RgUnavailable:
         async with self._lock:
             if self._found is None:
