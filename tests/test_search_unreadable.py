@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from zuno.tools.search.rg import discover
+from zuno.tools.search.rg import Rg, discover
 
 from conftest import RunZuno, batch
 
@@ -32,8 +32,8 @@ def unprivileged(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     try:
         base.chmod(0o755)
         rg = discover(None)
-        assert not isinstance(rg, type(None)) and hasattr(rg, "path")
-        shutil.copy2(rg.path, base / "rg")  # type: ignore[union-attr]
+        assert isinstance(rg, Rg), rg
+        shutil.copy2(rg.path, base / "rg")
         (base / "rg").chmod(0o755)
         wrapper = base / "rg-as-nobody"
         wrapper.write_text(
