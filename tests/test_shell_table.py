@@ -30,6 +30,8 @@ TABLE: list[tuple[str, str, str, int, str, str | None]] = [
     ("set +e; false; true", "all", "bash", 0, "derived", "set+e"),
     ("set +o pipefail; false | true", "pipefail", "bash", 0, "derived", "set+e"),
     ("bash -c 'false | true'", "pipefail", "bash", 0, "derived", "nested-shell"),
+    ("nice -n 5 bash -c 'false | true'", "pipefail", "bash", 0, "derived", "nested-shell"),
+    ("shopt -u -o pipefail; false | true", "pipefail", "bash", 0, "derived", "set+e"),
     ("sh -c 'exit 0'", "pipefail", "bash", 0, "derived", "nested-shell"),
     ("env A=1 bash -ec 'true'", "pipefail", "bash", 0, "derived", "nested-shell"),
     ("if false; then echo yes; fi", "pipefail", "bash", 0, "derived", "condition"),
@@ -41,6 +43,9 @@ TABLE: list[tuple[str, str, str, int, str, str | None]] = [
     ("true && false", "all", "bash", 1, "authoritative", None),
     ("false; true", "all", "bash", 1, "authoritative", None),
     ("! false", "pipefail", "bash", 0, "derived", "negation"),
+    ("trap 'exit 0' EXIT; false", "pipefail", "bash", 0, "derived", "trap"),
+    ("trap 'echo bye' EXIT; false", "pipefail", "bash", 1, "authoritative", None),
+    ("trap 'exit $?' EXIT; false", "pipefail", "bash", 1, "authoritative", None),
     ("sleep 0 & wait", "pipefail", "bash", 0, "derived", "background"),
     ("exit 125", "pipefail", "bash", 125, "authoritative", None),  # the command's own 125: ordinary
     ("no-such-command-zz", "pipefail", "bash", 127, "authoritative", None),  # bash's own 127: ordinary
@@ -55,6 +60,8 @@ TABLE: list[tuple[str, str, str, int, str, str | None]] = [
     ("false | true", "last", "zsh", 0, "derived", "exitPolicy"),
     ("false || true", "pipefail", "zsh", 0, "derived", "or-fallback"),
     ("false; true", "all", "zsh", 1, "authoritative", None),
+    ("unsetopt pipefail; false | true", "pipefail", "zsh", 0, "derived", "set+e"),
+    ("setopt no_err_exit; false; true", "all", "zsh", 0, "derived", "set+e"),
     ("false | true", "pipefail", "ksh", 1, "authoritative", None),
     ("false | true", "last", "ksh", 0, "derived", "exitPolicy"),
     ("if false; then :; fi", "pipefail", "ksh", 0, "derived", "condition"),

@@ -85,6 +85,9 @@ _SHORT_GIT = frozenset(
         "grep",
     )
 )
+_WRAPPER_VALUE_OPTS = frozenset(
+    {"-u", "-g", "-n", "-s", "-k", "-I", "-P", "-L", "-C", "-E", "-h", "-p", "-r", "-t", "-U", "-D", "-o", "-e"}
+)
 _GIT_VALUE_OPTS = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path"})
 LOOP_TYPES = frozenset({"for_statement", "c_style_for_statement", "while_statement"})
 GLOB_CHARS = frozenset("*?[")
@@ -453,7 +456,8 @@ class _Walker:
                 break
             base = os.path.basename(w)
             if i > 0 and (w.startswith("-") or "=" in w or re.fullmatch(r"[0-9.]+[smhd]?", w)):
-                i += 1
+                # an option of the wrapper that takes a value (sudo -u USER, nice -n 5, timeout -s KILL, ...)
+                i += 2 if w in _WRAPPER_VALUE_OPTS else 1
                 continue
             if base in WRAPPERS:
                 i += 1
@@ -490,6 +494,18 @@ class _Walker:
                     "failure inside it may not reach its status",
                     "put the script's commands directly in the command, or start it with `set -e -o pipefail`",
                 )
+        if name == "trap" and len(words) >= 3:
+            action = words[1]
+            signals = {str(w).upper().removeprefix("SIG") for w in words[2:] if w is not None}
+            if (action is None or re.search(r"\bexit\b(?!\s+\"?\$\?)", action)) and signals & {"EXIT", "0", "ERR"}:
+                self.limit(
+                    "trap",
+                    n,
+                    "an EXIT/ERR trap that runs `exit` replaces the status the command would have ended with",
+                    "drop the `exit` from the trap (let the command's own status through), or `exit $?` in it",
+                )
+        if name in ("unsetopt", "setopt", "shopt"):
+            self._shell_options(n, name, words[1:])
         if name == "set":
             args = words[1:]
             for j, a in enumerate(args):
@@ -533,6 +549,28 @@ class _Walker:
                     continue
                 if len(self.out.paths) < limits.SHELL_WRITTEN_MAX_CANDIDATES:
                     self.out.paths.append(PathRef(v, st.base))
+
+    def _shell_options(self, n: tree_sitter.Node, name: str, args: list[str | None]) -> None:
+        """zsh `unsetopt pipefail` / `setopt no_err_exit`, bash `shopt -u -o pipefail`."""
+        off: list[str] = []
+        unsetting = name == "unsetopt" or (name == "shopt" and any(a and a.startswith("-") and "u" in a for a in args))
+        for a in args:
+            if a is None or a.startswith("-"):
+                continue
+            opt = a.lower().replace("_", "")
+            negated = opt.startswith("no") and opt[2:] in ("pipefail", "errexit")
+            if negated:
+                opt = opt[2:]
+            if opt in ("pipefail", "errexit") and unsetting != negated:
+                off.append(opt)
+        if off:
+            self.limit(
+                "set+e",
+                n,
+                f"`{_snippet(self.src, n)}` turns {' and '.join(off)} back off, undoing the prologue the exit "
+                "status relies on",
+                "remove it; if one command may fail, handle that command explicitly",
+            )
 
     def git(self, n: tree_sitter.Node, words: list[str | None], st: _State) -> None:
         i = 1
