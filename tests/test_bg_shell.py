@@ -8,9 +8,10 @@ import json
 import time
 from pathlib import Path
 
-from jobhelp import Steps, alive, call, wait_pids
 from zuno import limits
 from zuno.process import procfs
+
+from jobhelp import Steps, alive, call, wait_pids
 
 
 def test_promotion_by_time(workspace: Path) -> None:

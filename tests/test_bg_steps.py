@@ -8,9 +8,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jobhelp import Steps, alive, call, install_extension, wait_pids
 from zuno import limits
 from zuno.process import procfs
+
+from jobhelp import Steps, alive, call, install_extension, wait_pids
 
 
 def test_steps_one_session_one_process_and_bad_lines(run_zuno: Any, workspace: Path) -> None:
