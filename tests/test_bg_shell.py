@@ -8,9 +8,10 @@ import json
 import time
 from pathlib import Path
 
-from jobhelp import Steps, alive, call, wait_pids
 from zuno import limits
 from zuno.process import procfs
+
+from jobhelp import Steps, alive, call, wait_pids
 
 
 def test_promotion_by_time(workspace: Path) -> None:
@@ -19,10 +20,13 @@ def test_promotion_by_time(workspace: Path) -> None:
         bg = res["metadata"]["background"]
         assert bg["promotedBecause"] == "yield_time_ms" and bg["status"] == "running"
         assert "background job" in res["text"] and bg["taskID"] in res["text"]
-        waited = z.one("bg", action="wait", taskID=bg["taskID"])
+        step = z.step(call("bg", action="wait", taskID=bg["taskID"]))
         z.close()
+    waited = step["results"][0]
     assert waited["metadata"]["status"] == "completed" and "]\na\nb\n" in waited["text"]
-    assert waited["metadata"]["completion"]["deliveredHere"] is True
+    # delivered once: here (the usual case), or as this step's notice if the machine stalled past its end
+    noticed = [n for n in step["notices"] if n.get("taskID") == bg["taskID"]]
+    assert waited["metadata"]["completion"]["deliveredHere"] is not bool(noticed)
 
 
 def test_promotion_by_a_lingering_group_member_even_with_yield_zero(workspace: Path) -> None:
@@ -43,7 +47,10 @@ def test_promotion_by_a_lingering_group_member_even_with_yield_zero(workspace: P
 def test_run_in_background_and_completion_notice(workspace: Path) -> None:
     with Steps(workspace) as z:
         res = z.one(
-            "shell", command="ls >/dev/null; echo bg-done", run_in_background=True, backgroundPurpose="remoteObserver"
+            "shell",
+            command="ls >/dev/null; sleep 0.3; echo bg-done",
+            run_in_background=True,
+            backgroundPurpose="remoteObserver",
         )
         bg = res["metadata"]["background"]
         assert bg["promotedBecause"] == "run_in_background" and bg["backgroundPurpose"] == "remoteObserver"

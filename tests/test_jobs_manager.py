@@ -6,12 +6,13 @@ import asyncio
 import os
 from pathlib import Path
 
-from jobhelp import alive, call, start_job, wait_pids
 from zuno import Runtime
 from zuno.declarations import Effect
 from zuno.jobs import PROMOTED_LINGERING, PROMOTED_YIELD, JobManager
 from zuno.process import CommandSpec, start
 from zuno.tools.bg import BgArgs, BgTool
+
+from jobhelp import alive, call, start_job, wait_pids
 
 
 def notices_of(result, kind: str = "job_completed") -> list[dict]:  # type: ignore[no-untyped-def]
