@@ -109,3 +109,19 @@ def test_migrations_run_once_and_are_recorded(tmp_path: Path) -> None:
     s3 = Store(db, [("9999_extra", "CREATE TABLE extra (x INTEGER)")])  # not applied twice
     assert s3.applied_migrations().count("9999_extra") == 1
     s3.close()
+
+
+def test_invalid_unicode_in_a_call_is_refused_not_a_crash(workspace: Path, run_zuno: Any) -> None:
+    # JSON allows a lone surrogate escape; it is not valid Unicode and cannot name a file.
+    text = (
+        '[{"name": "read", "arguments": {"path": "\\ud800x"}},'
+        ' {"name": "read", "arguments": {"path": "a", "intent": ["x", {"\\udc80": 1}]}},'
+        ' {"name": "re\\udc80ad", "id": "\\ud800", "arguments": {}}]'
+    )
+    proc = run_zuno("batch", "-", input=text)
+    assert proc.returncode == 0, proc.stderr
+    first, second, third = json.loads(proc.stdout)["results"]
+    assert (first["outcome"], first["block_kind"]) == ("blocked", "invalid_arguments")
+    assert "argument 'path' is not valid Unicode" in first["text"]
+    assert "intent[1]." in second["text"] and second["block_kind"] == "invalid_arguments"
+    assert third["block_kind"] == "unavailable" and third["call_id"] == "\\ud800"

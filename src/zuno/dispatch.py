@@ -73,6 +73,37 @@ def _describe_validation(tool: Tool, err: ValidationError) -> str:
     return f"invalid arguments for {tool.name}: " + "; ".join(parts) + ". Correct the call and send it again."
 
 
+def _is_valid_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _as_text(text: str) -> str:
+    """An identifier as it can be recorded and echoed: invalid Unicode shown escaped."""
+    return text if _is_valid_text(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _lone_surrogate(value: Any, where: str = "") -> str | None:
+    """The dotted name of the first string (key or value) in value that is not valid Unicode."""
+    if isinstance(value, str):
+        return None if _is_valid_text(value) else (where or "(arguments)")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            key = f"{where}.{k}" if where else str(k)
+            if not _is_valid_text(str(k)):
+                return key
+            if (found := _lone_surrogate(v, key)) is not None:
+                return found
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            if (found := _lone_surrogate(v, f"{where}[{i}]")) is not None:
+                return found
+    return None
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -120,8 +151,10 @@ class Dispatcher:
                 BlockKind.invalid_arguments,
                 'a call must be a JSON object with "name" and "arguments".',
             )
-        call_id = str(raw.get("id") or f"call_{step:04d}_{idx:02d}")
+        call_id = _as_text(str(raw.get("id") or f"call_{step:04d}_{idx:02d}"))
         name = raw.get("name")
+        if isinstance(name, str):
+            name = _as_text(name)
         arguments: Any = raw.get("arguments", {})
         if not isinstance(name, str) or not name:
             return _Blocked(
@@ -167,6 +200,18 @@ class Dispatcher:
                 STRICT,
                 BlockKind.invalid_arguments,
                 f"arguments for {name} must be a JSON object, not {type(arguments).__name__}.",
+            )
+        bad = _lone_surrogate(arguments)
+        if bad is not None:
+            return _Blocked(
+                idx,
+                call_id,
+                name,
+                arguments,
+                STRICT,
+                BlockKind.invalid_arguments,
+                f"argument '{bad}' is not valid Unicode text (it holds a lone surrogate, such as a \\ud800 escape "
+                "with no pair); send valid UTF-8.",
             )
         rest = {k: v for k, v in arguments.items() if k not in CROSS_CUTTING}
         intent = arguments.get("intent")

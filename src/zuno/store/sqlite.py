@@ -58,7 +58,23 @@ def args_digest(name: str, arguments: Any) -> str:
 
 
 def _dumps(v: Any) -> str:
-    return json.dumps(v, ensure_ascii=False, separators=(",", ":"), default=str)
+    """JSON for a column. Text that is not valid Unicode (a lone surrogate from a "\\ud800" escape)
+    cannot be stored as UTF-8, so such a value is written with \\u escapes: lossless either way."""
+    text = json.dumps(v, ensure_ascii=False, separators=(",", ":"), default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(v, ensure_ascii=True, separators=(",", ":"), default=str)
+    return text
+
+
+def _text(v: str) -> str:
+    """A model-visible text column: a lone surrogate is shown escaped rather than failing the write."""
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        return v.encode("utf-8", "backslashreplace").decode("utf-8")
+    return v
 
 
 class Store:
@@ -310,7 +326,7 @@ class Store:
             db.execute(
                 "UPDATE calls SET state = 'settled', outcome = ?, block_kind = ?, cancelled = ?, text = ?,"
                 " metadata = ?, started_at = ?, ended_at = ? WHERE seq = ?",
-                (outcome, block_kind, int(cancelled), text, _dumps(metadata), started_at, ended_at, seq),
+                (outcome, block_kind, int(cancelled), _text(text), _dumps(metadata), started_at, ended_at, seq),
             )
             if event is not None or end_step is not None:
                 row = db.execute("SELECT session_id, step, call_id FROM calls WHERE seq = ?", (seq,)).fetchone()
@@ -338,8 +354,8 @@ class Store:
                     kw["session_id"],
                     kw["step"],
                     kw["idx"],
-                    kw["call_id"],
-                    kw["name"],
+                    _text(kw["call_id"]),
+                    _text(kw["name"]),
                     _dumps(kw["arguments"]),
                     digest,
                     kw["declarations"]["effect"],
@@ -348,7 +364,7 @@ class Store:
                     kw["outcome"],
                     kw["block_kind"],
                     int(kw["cancelled"]),
-                    kw["text"],
+                    _text(kw["text"]),
                     _dumps(kw["metadata"]),
                     time.time(),
                 ),
