@@ -119,3 +119,41 @@ def test_every_read_records_a_receipt(workspace: Path, run_zuno: Any) -> None:
     (sha, gen) = db.execute("SELECT sha256, generation FROM read_receipts WHERE session_id = 'ses_r'").fetchone()
     assert gen == 2 and sha == out["results"][0]["metadata"]["sha256"]
     assert json.dumps(out)
+
+
+def test_symlinks_are_resolved_before_the_workspace_check(workspace: Path, run_zuno: Any, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("top secret\n")
+    (workspace / "inside.txt").write_text("fine\n")
+    (workspace / "escape").symlink_to(outside)
+    (workspace / "alias.txt").symlink_to(workspace / "inside.txt")
+    (workspace / "sub").mkdir()
+    res = batch(
+        run_zuno,
+        [
+            call("read", path="escape/secret.txt"),
+            call("read", path="alias.txt"),
+            call("read", path="sub/../escape/secret.txt"),
+            call("write", path="escape/new.txt", content="x"),
+        ],
+    )["results"]
+    assert [(r["outcome"], r["block_kind"]) for r in res] == [
+        ("blocked", "denied"),
+        ("ok", None),
+        ("blocked", "denied"),
+        ("blocked", "denied"),
+    ]
+    assert "fine" in res[1]["text"] and not (outside / "new.txt").exists()
+
+
+def test_a_receipt_is_durable_with_the_result_that_showed_the_bytes(workspace: Path, run_zuno: Any) -> None:
+    import sqlite3
+
+    (workspace / "r.txt").write_text("abc\n")
+    batch(run_zuno, [call("read", path="r.txt")], "--session", "ses_d")
+    db = sqlite3.connect(workspace / ".zuno" / "zuno.db")
+    assert db.execute("SELECT COUNT(*) FROM read_receipts WHERE session_id = 'ses_d'").fetchone()[0] == 1
+    # Another process continues the session: the receipt carried over, so the write goes through.
+    (w,) = batch(run_zuno, [call("write", path="r.txt", content="new\n")], "--session", "ses_d")["results"]
+    assert w["outcome"] == "ok"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import stat
 from pathlib import Path
 from types import TracebackType
 
@@ -97,9 +98,9 @@ class Workspace:
         if "\x00" in raw:
             raise Refused(BlockKind.invalid_arguments, f"argument '{field}': a path cannot contain a NUL byte.")
         p = Path(os.path.expanduser(raw))
-        if not p.is_absolute():
-            p = self.root / p
-        resolved = Path(os.path.realpath(p))
+        resolved = self._below_root(p) if not p.is_absolute() else None
+        if resolved is None:
+            resolved = Path(os.path.realpath(p if p.is_absolute() else self.root / p))
         if not self.is_inside(resolved):
             raise Refused(
                 BlockKind.denied,
@@ -108,6 +109,29 @@ class Workspace:
                 + ". Use a path inside it, or grant the directory in the config (workspace.granted_dirs).",
             )
         return resolved
+
+    def _below_root(self, rel: Path) -> Path | None:
+        """The common case, fast: a relative path with no '..' whose components below the (already
+        real) root are not symlinks resolves to root/rel with one lstat per component. Anything else
+        (a '..', a symlink) returns None and takes os.path.realpath."""
+        parts = rel.parts
+        if ".." in parts:
+            return None
+        cur = str(self.root)
+        for i, part in enumerate(parts):
+            if part in ("", "."):
+                continue
+            cur = cur + "/" + part if cur != "/" else "/" + part
+            try:
+                mode = os.lstat(cur).st_mode
+            except FileNotFoundError:
+                rest = [q for q in parts[i + 1 :] if q not in ("", ".")]
+                return Path(cur, *rest)  # nothing below a missing component can be a link
+            except OSError:
+                return None
+            if stat.S_ISLNK(mode):
+                return None
+        return Path(cur)
 
     def display(self, p: Path) -> str:
         """How a path is shown to the model: relative to the root when inside it."""
