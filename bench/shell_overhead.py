@@ -133,6 +133,7 @@ def big_child(gib: float) -> None:
 
 
 def peer(n: int, target: str = "/dev/null") -> float:
+    os.sync()  # no earlier run's dirty pages being written back under this one
     t = time.perf_counter()
     subprocess.run(["bash", "-c", f"head -c {n} /dev/zero | cat > {target}"], check=True)
     return time.perf_counter() - t
@@ -167,13 +168,19 @@ def main() -> None:
     peer_s = min(peer(n), peer(n), peer(n))
     file_s = peer_file(n)
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ZUNO_")}
-    proc = subprocess.run(
-        [sys.executable, __file__, "--child", "--gib", str(a.gib)], capture_output=True, text=True, env=env
-    )
-    if proc.returncode != 0:
-        print(proc.stderr, file=sys.stderr)
-        raise SystemExit(1)
-    b = json.loads(proc.stdout.strip().splitlines()[-1])
+    runs = []
+    for _ in range(3):  # best of 3, like the peer: the page cache's writeback state swings from run to run
+        os.sync()
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", "--gib", str(a.gib)], capture_output=True, text=True, env=env
+        )
+        if proc.returncode != 0:
+            print(proc.stderr, file=sys.stderr)
+            raise SystemExit(1)
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    b = min(runs, key=lambda r: r["command_s"])
+    b["peak_rss_mib"] = max(r["peak_rss_mib"] for r in runs)
+    b["artifact_sha256_equal"] = all(r["artifact_sha256_equal"] for r in runs)
     tput = n / b["command_s"] / (1 << 20)
     peer_tput = n / peer_s / (1 << 20)
     ratio = tput / peer_tput

@@ -68,7 +68,7 @@ def test_background_job_lives_across_steps_and_ends_with_the_process(workspace: 
 
 def test_bg_windows_across_the_memory_boundary(workspace: Path) -> None:
     install_extension(workspace)
-    size = limits.PROCESS_MEMORY_TAIL + 300_000
+    size = limits.PROCESS_MEMORY_TAIL + limits.PROCESS_READ_CHUNK + 300_000
     total = size + 5
     with Steps(workspace) as z:
         task = z.one("bgstart", script=f"head -c {size} /dev/zero | tr '\\0' 'x'; echo; echo END")["metadata"][
@@ -80,9 +80,16 @@ def test_bg_windows_across_the_memory_boundary(workspace: Path) -> None:
         # exactly once: inline here, or (the job ended before this step began) as the step's notice
         assert waited["metadata"]["completion"]["deliveredHere"] is not bool(noticed)
         newest = z.one("bg", action="output", taskID=task)
+        # memory holds at least the most recent 2 MiB (and at most one read chunk more)
+        mem_from = newest["metadata"]["memoryFrom"]
+        assert (
+            total - limits.PROCESS_MEMORY_TAIL - limits.PROCESS_READ_CHUNK
+            <= mem_from
+            <= total - limits.PROCESS_MEMORY_TAIL
+        )
         oldest = z.one("bg", action="output", taskID=task, cursor=0, limit=100_000)
-        straddle = z.one("bg", action="output", taskID=task, cursor=total - limits.PROCESS_MEMORY_TAIL - 10, limit=20)
-        inmem = z.one("bg", action="output", taskID=task, cursor=total - limits.PROCESS_MEMORY_TAIL, limit=20)
+        straddle = z.one("bg", action="output", taskID=task, cursor=mem_from - 10, limit=20)
+        inmem = z.one("bg", action="output", taskID=task, cursor=mem_from, limit=20)
         back = z.one("bg", action="output", taskID=task, cursor=newest["metadata"]["windowFrom"] - 16384)
         z.close()
     m = newest["metadata"]

@@ -63,6 +63,7 @@ from pathlib import Path
 
 from zuno import limits
 from zuno.process import procfs
+from zuno.process.tail import ChunkTail
 from zuno.windows import Window, _skip_continuations, _utf8_cut, clamp_limit, read_window
 
 __all__ = [
@@ -216,7 +217,8 @@ class RunningCommand:
         self.guard_pid = 0
         self._loop = loop
         self._lock = threading.Lock()
-        self._tail = bytearray()
+        self._tail = ChunkTail(limits.PROCESS_MEMORY_TAIL, limits.PROCESS_READ_CHUNK)
+        self._read_buf = self._tail.buffer()
         self._total = 0
         self._last_output_at = self.started_at
         self._exit: ExitInfo | None = None
@@ -304,7 +306,7 @@ class RunningCommand:
             else:
                 start = min(max(0, cursor), total)
             end = min(start + lim, total)
-            data = bytes(self._tail[start - mem_start : end - mem_start]) if start >= mem_start else None
+            data = self._tail.slice(start - mem_start, end - mem_start) if start >= mem_start else None
         if data is None:
             return read_window(self.log_path, cursor, limit, from_end=from_end, total=total), True
         if aligned:
@@ -327,7 +329,7 @@ class RunningCommand:
             mem_start = self._total - len(self._tail)
             end = min(end, self._total)
             if start >= mem_start:
-                return bytes(self._tail[start - mem_start : end - mem_start])
+                return self._tail.slice(start - mem_start, end - mem_start)
         with open(self.log_path, "rb") as f:
             f.seek(start)
             return f.read(max(0, end - start))
@@ -444,7 +446,7 @@ class RunningCommand:
         """Drop the in-memory tail (windows are then served from the log file). For commands that
         have ended; a running command keeps its most recent bytes in memory."""
         with self._lock:
-            self._tail = bytearray()
+            self._tail.clear()
 
     async def close(self) -> None:
         """Release the reader (after the group is gone or stopped). Idempotent."""
@@ -473,34 +475,39 @@ class RunningCommand:
             if budget is not None and taken >= budget:
                 break
             try:
-                data = os.read(fd, limits.PROCESS_READ_CHUNK)
+                # Into a buffer allocated once: a fresh 1 MiB bytes object per read costs more than the
+                # read itself (allocation and page faults), and the capture is on every byte's path.
+                n = os.readv(fd, [self._read_buf])
             except BlockingIOError:
                 break
             except OSError as e:
                 self._capture_error = f"reading the capture failed: {e.strerror}"
                 return False
-            if not data:
+            if not n:
                 return False
-            taken += len(data)
+            buf = self._read_buf
+            data = memoryview(buf)[:n]
+            taken += n
             if self._capture_error is None:
                 try:
-                    view = memoryview(data)
+                    view = data
                     while view:
-                        n = os.write(self._log_fd, view)
-                        view = view[n:]
+                        written = os.write(self._log_fd, view)
+                        view = view[written:]
                 except OSError as e:
                     self._capture_error = f"writing the log {self.log_path} failed: {e.strerror}"
             with self._lock:
-                self._tail += data
-                over = len(self._tail) - limits.PROCESS_MEMORY_TAIL
-                if over > 0:
-                    del self._tail[:over]
-                self._total += len(data)
+                if n >= limits.PROCESS_READ_CHUNK // 4:  # large: the tail keeps this very buffer
+                    self._tail.add_owned(buf, n)
+                    self._read_buf = self._tail.buffer()
+                else:  # small: copy it, and read into the same buffer again
+                    self._tail.add_copy(data)
+                self._total += n
                 self._last_output_at = time.time()
                 notify = self._want_output
             if notify:
                 self._call(self._notify_output)
-            if len(data) < limits.PROCESS_READ_CHUNK:
+            if n < limits.PROCESS_READ_CHUNK:
                 break
         return True
 
@@ -625,7 +632,7 @@ class RunningCommand:
             data = (line + "\n").encode()
             os.write(self._log_fd, data)
             with self._lock:
-                self._tail += data
+                self._tail.add_copy(data)
                 self._total += len(data)
         with contextlib.suppress(OSError):
             os.close(self._log_fd)

@@ -161,7 +161,7 @@ class BgTool(Tool):
         if job is not None:
             w, from_disk = job.running.window(args.cursor, args.limit, from_end=True)
             ended = not job.active
-            facts = job.facts()
+            facts = {**job.facts(), "memoryFrom": job.running.memory_start}
             status = job.status
             info_text = exit_text(job.running.exit) if job.running.exit else "its process is running"
             purpose = job.purpose
@@ -172,7 +172,13 @@ class BgTool(Tool):
             except OSError as e:
                 return ToolOutput.failure(f"the log of {row['id']} ({path}) cannot be read ({e.strerror}).")
             from_disk, ended, status = True, row["ended_at"] is not None, row["status"]
-            facts = {"taskID": row["id"], "status": status, "label": row["label"], "logPath": row["log_path"]}
+            facts = {
+                "taskID": row["id"],
+                "status": status,
+                "label": row["label"],
+                "logPath": row["log_path"],
+                "memoryFrom": None,
+            }
             info_text = status
             purpose = row["purpose"]
         head = self._head(facts["taskID"], status, info_text, w, from_disk, purpose)
