@@ -108,6 +108,23 @@ async def test_timeout_stops_the_group_and_decides_nothing(workspace: Path) -> N
     assert not os.path.exists(f"/proc/{child}")
 
 
+@pytest.mark.parametrize("arguments", [{}, {"timeout_ms": 0}])
+async def test_the_hard_ceiling_kills_and_decides_nothing(workspace: Path, arguments: dict[str, Any]) -> None:
+    # No timeout_ms of its own (or 0 on a command that cannot be promoted: deliberate waiting): the
+    # runtime's cap is the deadline. Lowered here through the config so the test is quick.
+    cmd = "echo begun; sleep 60"
+    rec = await run_shell(workspace, {"command": cmd, **arguments}, {"shell": {"timeout_ms": 400}})
+    assert rec.outcome == "uncertain"
+    assert rec.text.splitlines()[0].startswith("[uncertain: killed at the hard ceiling]")
+    assert "begun" in rec.text
+    r = rec.metadata["receipt"]
+    assert (r["decision"], r["authority"], r["exitCode"], r["killedBy"]) == ("nothing", "unknown", None, "ceiling")
+    assert r["notProven"] == ["the command reached its hard ceiling and was killed there rather than deciding anything"]
+    # An explicit timeout_ms is the call's own deadline: reported as a timeout, not the ceiling.
+    rec = await run_shell(workspace, {"command": cmd, "timeout_ms": 400})
+    assert rec.text.splitlines()[0].startswith("[uncertain: timed out]")
+
+
 async def test_timeout_over_the_maximum_is_refused(workspace: Path) -> None:
     rec = await run_shell(workspace, {"command": "true", "timeout_ms": 600_001})
     assert rec.outcome == "blocked" and rec.block_kind == "invalid_arguments"

@@ -49,7 +49,13 @@ TABLE: list[tuple[str, str, str, int, str, str | None]] = [
     ("sleep 0 & wait", "pipefail", "bash", 0, "derived", "background"),
     ("exit 125", "pipefail", "bash", 125, "authoritative", None),  # the command's own 125: ordinary
     ("no-such-command-zz", "pipefail", "bash", 127, "authoritative", None),  # bash's own 127: ordinary
-    ("echo $(false || true)", "pipefail", "bash", 0, "authoritative", None),  # a substitution's status is moot
+    ("echo $(false || true)", "pipefail", "bash", 0, "derived", "substitution"),
+    ('echo "tests: $(false)"', "pipefail", "bash", 0, "derived", "substitution"),
+    ('echo "tests: $(false)"', "all", "bash", 0, "derived", "substitution"),
+    ("cat <(false)", "pipefail", "bash", 0, "derived", "substitution"),
+    ("f() { local out=$(false); }; f", "pipefail", "bash", 0, "derived", "substitution"),
+    ("out=$(false)", "pipefail", "bash", 1, "authoritative", None),  # a bare assignment keeps the status
+    ("echo '$(false)'", "pipefail", "bash", 0, "authoritative", None),  # quoted text never counts
     # dash and sh: no pipefail, always derived, naming the interpreter
     ("true", "pipefail", "dash", 0, "derived", "interpreter"),
     ("false | true", "pipefail", "dash", 0, "derived", "interpreter"),

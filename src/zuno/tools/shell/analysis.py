@@ -303,8 +303,9 @@ class _Walker:
             body = n.child_by_field_name("body")
             if body is not None:
                 self.statement(body, _State(st.base, st.background), final=True)
+        elif t == "declaration_command":
+            self.substitutions(n)  # `local x=$(check)`: the status is local's
         elif t in (
-            "declaration_command",
             "variable_assignment",
             "variable_assignments",
             "test_command",
@@ -443,7 +444,28 @@ class _Walker:
                 out.append(static_word(self.src, c))
         return out
 
+    def substitutions(self, n: tree_sitter.Node) -> None:
+        """A command or process substitution inside a command's words (or a declaration such as
+        `local x=$(…)`) runs a command whose status is discarded: `echo "$(cargo test)"` exits zero
+        whatever the tests did. A bare assignment `x=$(…)` keeps the status and is not walked here."""
+        stack = list(n.children)
+        while stack:
+            c = stack.pop()
+            if c.type in ("command_substitution", "process_substitution"):
+                what = "command substitution `$(…)`" if c.type == "command_substitution" else "process substitution"
+                self.limit(
+                    "substitution",
+                    c,
+                    f"a {what} inside a command's arguments runs a command whose exit status is discarded, so "
+                    "the command can exit zero whatever that command did",
+                    "run the check as its own statement (or assign it alone, `out=$(…)`, which keeps its status) "
+                    "and use its output afterwards",
+                )
+                continue
+            stack.extend(c.children)
+
     def command(self, n: tree_sitter.Node, st: _State) -> None:
+        self.substitutions(n)
         words = self.words(n)
         if not words:
             return

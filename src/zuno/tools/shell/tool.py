@@ -155,17 +155,18 @@ class ShellTool(Tool):
         log_dir = ctx.workspace.ensure_state_dir() / LOGS_DIR / ctx.session_id
         default_cap = cfg.timeout_ms or limits.SHELL_TIMEOUT_DEFAULT_MS
         promotable = reading.promotable
+        at_ceiling = False  # the deadline is the runtime's own cap, not one the call asked for
         if args.run_in_background:
             timeout_ms = args.timeout_ms or 0  # none when not given; 0 = none
         elif args.timeout_ms is None:
-            timeout_ms = default_cap
+            timeout_ms, at_ceiling = default_cap, True
         else:
             timeout_ms = args.timeout_ms
         yield_ms = args.yield_time_ms if args.yield_time_ms is not None else limits.YIELD_TIME_DEFAULT_MS
         if not args.run_in_background and timeout_ms == 0 and (not promotable or yield_ms == 0):
             # 0 means no deadline only for a command that will be promoted by time; a foreground call
             # that cannot be promoted keeps the default cap.
-            timeout_ms = default_cap
+            timeout_ms, at_ceiling = default_cap, True
 
         pre_report = None
         if reading.git:
@@ -203,6 +204,7 @@ class ShellTool(Tool):
                 # yield_time_ms 0 turns promotion by time off (a lingering group member still promotes)
                 yield_s=yield_ms / 1000.0 if promotable and yield_ms > 0 else None,
                 cancelled_early=cancelled_early,
+                deadline_reason="ceiling" if at_ceiling else "timeout",
             )
         ended = time.time()
         pre = pre_report.as_dict() if pre_report else None
@@ -290,6 +292,7 @@ class ShellTool(Tool):
         timeout_s: float | None,
         yield_s: float | None,
         cancelled_early: bool = False,
+        deadline_reason: str = "timeout",
     ) -> _Run:
         waits = [t for t in (timeout_s, yield_s) if t is not None]
         first = min(waits) if waits else None
@@ -307,7 +310,7 @@ class ShellTool(Tool):
         if info is None:
             if yield_s is not None and (timeout_s is None or yield_s < timeout_s):
                 return _Run(None, promote=PROMOTED_YIELD)
-            stop, cancelled = await self._stop(running, "timeout")
+            stop, cancelled = await self._stop(running, deadline_reason)
             info = await self._settled_exit(running)
             return _Run(info, timed_out=True, stop=stop, cancelled=cancelled)
         if running.group_alive():
@@ -440,7 +443,14 @@ class ShellTool(Tool):
         else:
             outcome = Outcome.ok if code == 0 else Outcome.error
 
-        if run.timed_out:
+        if run.timed_out and killed_by == "ceiling":
+            head = (
+                f"[uncertain: killed at the hard ceiling] The command ran to the runtime's ceiling ({timeout_ms} ms; "
+                "no timeout_ms of its own applied) and its whole process group was killed there. It decided nothing, "
+                "and what it had already changed cannot be read off this result: inspect the real state it would "
+                "have changed before running it again."
+            )
+        elif run.timed_out:
             outcome = Outcome.uncertain
             if decision != "nothing":
                 nothing("the command was stopped at its timeout; a status seen after the stop decides nothing")
