@@ -85,3 +85,31 @@ async def test_background_timeout_and_purpose(workspace: Path) -> None:
         assert res.results[0].outcome == "ok"
         res = await s.step([_shell(command="true", timeout_ms=3_600_000)])
         assert res.results[0].outcome == "blocked" and "run_in_background" in res.results[0].text
+
+
+async def test_a_background_jobs_completion_cites_the_receipt_of_its_own_exit(workspace: Path) -> None:
+    import asyncio
+
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        # Inline: a terminal bg wait sees the end and cites the receipt.
+        res = await s.step([_shell(command="echo out; exit 3", run_in_background=True)])
+        task = res.results[0].metadata["background"]["taskID"]
+        (waited,) = (await s.step([{"name": "bg", "arguments": {"action": "wait", "taskID": task}}])).results
+        rid = waited.metadata["receiptId"]
+        assert waited.text.splitlines()[-1] == f"[verification {rid}]"
+        r = rt.receipt(rid)
+        assert r is not None and (r["exitCode"], r["decision"], r["authority"]) == (3, "failed", "authoritative")
+        assert task in r["decidedBy"]
+
+        # As a notice: the job ends between steps; the next step's notice cites a receipt that,
+        # like a foreground one, is derived when the command masks its status.
+        res = await s.step([_shell(command="false || true", run_in_background=True)])
+        task2 = res.results[0].metadata["background"]["taskID"]
+        job = s.services.peek(zuno.jobs.JobManager).get(task2)  # type: ignore[union-attr]
+        await asyncio.wait_for(job.finished.wait(), 20)
+        nxt = await s.step([])
+        (notice,) = [n for n in nxt.notices if n.get("taskID") == task2]
+        assert notice["receiptId"] and f"[verification {notice['receiptId']}]" in notice["text"]
+        r2 = rt.receipt(notice["receiptId"])
+        assert r2 is not None and (r2["exitCode"], r2["decision"], r2["authority"]) == (0, "passed", "derived")
+        assert r2["limitations"][0]["construct"] == "or-fallback"

@@ -40,6 +40,7 @@ import contextlib
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -88,7 +89,9 @@ MIGRATIONS = [
         );
         CREATE INDEX jobs_session ON jobs (session_id, started_at)
         """,
-    )
+    ),
+    # The verification receipt of the job's own exit (a shell job): cited by its completion.
+    ("0501_jobs_receipt", "ALTER TABLE jobs ADD COLUMN receipt_id TEXT"),
 ]
 
 TERMINAL_BY_REASON = {
@@ -160,6 +163,10 @@ class Job:
     read_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     watcher: asyncio.Task[None] | None = None
     stop_result: StopResult | None = None
+    # Called once when the job has ended (the shell tool stores the verification receipt of the
+    # job's own exit there); returns the receipt id its completion cites.
+    on_end: Callable[[Job], str | None] | None = None
+    receipt_id: str | None = None
 
     @property
     def log_path(self) -> Path:
@@ -432,10 +439,15 @@ class JobManager:
         r = job.running
         info = r.exit
         job.status = status_of(info, True) if info is not None else "lost"
+        if job.on_end is not None:
+            try:
+                job.receipt_id = job.on_end(job)
+            except Exception as e:  # the end is recorded whatever the hook does
+                self.store.add_event(self.session_id, "job-receipt-failed", {"job": job.id, "error": repr(e)})
         now = time.time()
         self.store.execute(
             "UPDATE jobs SET status = ?, returncode = ?, signal = ?, killed_by = ?, guard_diagnostic = ?, "
-            "total_written = ?, exited_at = ?, ended_at = ? WHERE id = ?",
+            "total_written = ?, exited_at = ?, ended_at = ?, receipt_id = ? WHERE id = ?",
             (
                 job.status,
                 info.returncode if info else None,
@@ -445,6 +457,7 @@ class JobManager:
                 r.total_written,
                 r.exited_at,
                 now,
+                job.receipt_id,
                 job.id,
             ),
         )
@@ -476,6 +489,8 @@ class JobManager:
             + f"; {row['total_written'] or 0} bytes of output in {self.display(Path(row['log_path']))}. "
             f"{self.read_hint(row['id'])}."
         )
+        if row["receipt_id"]:
+            text += f" [verification {row['receipt_id']}]"
         if purpose == "remoteObserver":
             text += (
                 " backgroundPurpose remoteObserver: refresh the remote system's authoritative state before claiming "
@@ -500,6 +515,7 @@ class JobManager:
                 "backgroundPurpose": row["purpose"],
                 "logPath": row["log_path"],
                 "totalWritten": row["total_written"],
+                "receiptId": row["receipt_id"],
             }
             cur = db.execute(
                 "INSERT INTO notices (session_id, kind, text, data, created_at) VALUES (?, ?, ?, ?, ?)",
@@ -550,6 +566,14 @@ class JobManager:
             return True, via
 
     # -- reading ----------------------------------------------------------------------------------
+
+    def receipt_of(self, job_id: str) -> str | None:
+        """The verification receipt of an ended job's own exit, if one was stored."""
+        job = self.jobs.get(job_id)
+        if job is not None and job.receipt_id:
+            return job.receipt_id
+        row = self.row(job_id)
+        return row["receipt_id"] if row is not None else None
 
     def get(self, job_id: str) -> Job | None:
         return self.jobs.get(job_id)

@@ -193,6 +193,10 @@ class BgTool(Tool):
                     " [backgroundPurpose remoteObserver: refresh the remote system's authoritative state before "
                     "claiming the remote work completed]"
                 )
+            receipt_id = jobs.receipt_of(facts["taskID"])
+            if receipt_id:
+                meta["receiptId"] = receipt_id
+                tail += f"\n[verification {receipt_id}]"
         return ToolOutput(text=w.text(), raw=w.data, head=head, tail=tail, bounded=True, metadata=meta)
 
     @staticmethod

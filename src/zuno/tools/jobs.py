@@ -148,6 +148,9 @@ class JobOutputTool(Tool):
             if ended:
                 claimed, how = jobs.claim_completion(job.id, "job_output")
                 meta["completion"] = {"deliveredHere": claimed, "how": how}
+                if job.receipt_id:
+                    meta["receiptId"] = job.receipt_id
+                    tail += f"\n[verification {job.receipt_id}]"
             text = "\n".join(x for x in (notice, polling, body) if x)
             return ToolOutput(text=text, tail=tail, metadata=meta, cancelled=cancelled, bounded=True)
 

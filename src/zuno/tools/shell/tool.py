@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -221,6 +222,7 @@ class ShellTool(Tool):
                 call_seq=ctx.call_seq,
                 promoted_because=run.promote,
             )
+            job.on_end = _job_receipt_hook(ctx, args, the_plan, reading, workdir=ctx.workspace.display(workdir))
             return self._background_result(
                 ctx, args, the_plan, reading, run, job, workdir=workdir, started=started, ended=ended, preflight=pre
             )
@@ -604,3 +606,59 @@ class ShellTool(Tool):
 
 
 __all__ = ["INTERPRETERS", "ShellArgs", "ShellTool"]
+
+
+def _job_receipt_hook(
+    ctx: ToolContext, args: ShellArgs, the_plan: Plan, reading: Analysis, *, workdir: str
+) -> Callable[[Job], str | None]:
+    """The receipt of a background job's own exit, stored when the job ends and cited by its
+    completion: the same authority rules as a foreground command, applied to the job's status."""
+    store, session_id, call_id, call_seq = ctx.store, ctx.session_id, ctx.call_id, ctx.call_seq
+    lims = [*the_plan.limitations, *reading.limitations]
+    claimed = authority_of(the_plan.authority, lims)
+
+    def on_end(job: Job) -> str | None:
+        info = job.running.exit
+        code = info.returncode if info else None
+        sig = info.signal if info else None
+        not_proven: list[str] = []
+        if info is None:
+            not_proven.append("the job's exit could not be observed (its process group was lost)")
+        elif info.guard_diagnostic is not None and code == 125:
+            not_proven.append("exit 125 is the guard's own failure: it says nothing about what the command did")
+        elif info.guard_diagnostic is not None and code in (126, 127):
+            not_proven.append(f"exit {code} is the guard's: the program never started")
+        elif not info.settled:
+            not_proven.append("the status could not be settled (the output capture broke after the process exited)")
+        elif info.killed_by is not None:
+            not_proven.append(f"the job was stopped ({info.killed_by}) rather than deciding anything")
+        elif sig is not None:
+            not_proven.append(f"killed by signal {sig} ({_signame(sig)}): there is no exit code")
+        decision = "nothing" if not_proven else ("passed" if code == 0 else "failed")
+        receipt = Receipt(
+            id=new_receipt_id(),
+            command=args.command,
+            interpreter=the_plan.interpreter,
+            exitPolicy=args.exitPolicy,
+            prologue=the_plan.prologue,
+            workdir=workdir,
+            exitCode=code,
+            signal=sig,
+            decision=decision,
+            authority=str(Authority.unknown if not_proven else claimed),
+            decidedBy=("nothing: " + not_proven[0]) if not_proven else f"background job {job.id}'s own exit",
+            limitations=limitation_dicts(lims),
+            notProven=not_proven,
+            killedBy=info.killed_by if info else None,
+            guardDiagnostic=info.guard_diagnostic if info else None,
+            session=session_id,
+            callId=call_id,
+            callSeq=call_seq,
+            startedAt=job.started_at,
+            endedAt=time.time(),
+            durationMs=int((time.time() - job.started_at) * 1000),
+        )
+        save_receipt(store, receipt)
+        return receipt.id
+
+    return on_end
