@@ -22,10 +22,10 @@ from typing import Any, Literal
 from pydantic import Field
 
 from zuno.declarations import READ_ONLY_PARALLEL, BlockKind, Declarations
+from zuno.fsutil import atomic_write
 from zuno.output import ARTIFACTS_DIR
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
-from zuno.tools.patch.applier import atomic_write
 from zuno.windows import read_window
 from zuno.workspace import STATE_DIR
 

@@ -16,11 +16,12 @@ import stat
 from pydantic import Field
 
 from zuno.declarations import BlockKind, Declarations
+from zuno.fsutil import atomic_write
 from zuno.receipts import Conflict, check_fresh, read_call, record_read, sha256_hex
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.patch import textfile
-from zuno.tools.patch.applier import ABSENT, atomic_write, in_state_dir, remember, replay_conflict
+from zuno.tools.patch.applier import ABSENT, in_state_dir, remember, replay_conflict
 from zuno.tools.patch.grammar import digest
 from zuno.workspace import STATE_DIR
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import difflib
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from pydantic import Field
 
 from zuno import limits
 from zuno.declarations import READ_ONLY_PARALLEL, BlockKind, Declarations
+from zuno.fsutil import atomic_write
 from zuno.receipts import check_fresh, record_read, sha256_hex
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
@@ -165,22 +165,7 @@ class WriteTool(Tool):
                 if conflict is not None:
                     return conflict.to_output()
                 mode = stat.S_IMODE(path.stat().st_mode)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".zuno-tmp")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                if mode is not None:
-                    os.chmod(tmp, mode)
-                os.replace(tmp, path)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            atomic_write(path, data, mode)
             generation = record_read(ctx, path, data)
         verb = "Replaced" if existed else "Created"
         return ToolOutput(

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 from pydantic import Field
 
 from zuno.declarations import BlockKind, Declarations
+from zuno.fsutil import atomic_write
 from zuno.permissions import decide
 from zuno.receipts import Conflict, check_fresh, read_call, record_read, sha256_hex
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
@@ -91,25 +91,6 @@ def replay_conflict(ctx: ToolContext, resource: Path, op_digest: str, current: s
 
 
 # -- writing -----------------------------------------------------------------------------------
-
-
-def atomic_write(path: Path, data: bytes, mode: int | None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".zuno-tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def remove_file(path: Path) -> None:
