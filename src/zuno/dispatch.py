@@ -166,6 +166,10 @@ class Dispatcher:
                 BlockKind.invalid_arguments,
                 'the call has no tool "name"; name one of: ' + ", ".join(self.surface.names()),
             )
+
+        def refuse(kind: BlockKind, message: str, decl: Declarations = STRICT) -> _Blocked:
+            return _Blocked(idx, call_id, name, arguments, decl, kind, message)
+
         # 1. resolve
         tool = self.surface.tools.get(name)
         if tool is None:
@@ -176,39 +180,24 @@ class Dispatcher:
                 else f"tool {name!r} is not available in profile {self.surface.profile!r}."
             )
             msg += " Available: " + ", ".join(self.surface.names()) + "."
-            return _Blocked(idx, call_id, name, arguments, STRICT, BlockKind.unavailable, msg)
+            return refuse(BlockKind.unavailable, msg)
         # 2. validate
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError as e:
-                return _Blocked(
-                    idx,
-                    call_id,
-                    name,
-                    arguments,
-                    STRICT,
+                return refuse(
                     BlockKind.invalid_arguments,
                     f"arguments for {name} are not valid JSON ({e.msg} at column {e.colno}); send a JSON object.",
                 )
         if not isinstance(arguments, dict):
-            return _Blocked(
-                idx,
-                call_id,
-                name,
-                arguments,
-                STRICT,
+            return refuse(
                 BlockKind.invalid_arguments,
                 f"arguments for {name} must be a JSON object, not {type(arguments).__name__}.",
             )
         bad = _lone_surrogate(arguments)
         if bad is not None:
-            return _Blocked(
-                idx,
-                call_id,
-                name,
-                arguments,
-                STRICT,
+            return refuse(
                 BlockKind.invalid_arguments,
                 f"argument '{bad}' is not valid Unicode text (it holds a lone surrogate, such as a \\ud800 escape "
                 "with no pair); send valid UTF-8.",
@@ -217,37 +206,15 @@ class Dispatcher:
         intent = arguments.get("intent")
         accept_large = arguments.get("accept_large_output", False)
         if intent is not None and not isinstance(intent, str):
-            return _Blocked(
-                idx,
-                call_id,
-                name,
-                arguments,
-                STRICT,
-                BlockKind.invalid_arguments,
-                "argument 'intent' must be a string (a UI label); fix or drop it.",
+            return refuse(
+                BlockKind.invalid_arguments, "argument 'intent' must be a string (a UI label); fix or drop it."
             )
         if not isinstance(accept_large, bool):
-            return _Blocked(
-                idx,
-                call_id,
-                name,
-                arguments,
-                STRICT,
-                BlockKind.invalid_arguments,
-                "argument 'accept_large_output' must be true or false.",
-            )
+            return refuse(BlockKind.invalid_arguments, "argument 'accept_large_output' must be true or false.")
         try:
             args = tool.Args.model_validate(rest)
         except ValidationError as e:
-            return _Blocked(
-                idx,
-                call_id,
-                name,
-                arguments,
-                tool.declarations,
-                BlockKind.invalid_arguments,
-                _describe_validation(tool, e),
-            )
+            return refuse(BlockKind.invalid_arguments, _describe_validation(tool, e), decl=tool.declarations)
         # 3. classify
         decl = tool.classify(args)
         # 4. hooks
@@ -262,12 +229,12 @@ class Dispatcher:
             if applies(hook, name):
                 verdict = await run_hook(hook, payload, self.workspace.root)
                 if not verdict.allowed:
-                    return _Blocked(idx, call_id, name, arguments, decl, BlockKind.denied, verdict.reason)
+                    return refuse(BlockKind.denied, verdict.reason, decl=decl)
         # 5. permission
         subject = tool.subject(args)
         decision = decide(self.config.permission, name, subject, decl)
         if decision.action == "deny":
-            return _Blocked(idx, call_id, name, arguments, decl, BlockKind.denied, decision.reason + ".")
+            return refuse(BlockKind.denied, decision.reason + ".", decl=decl)
         if decision.action == "ask":
             answer = await self.approver.approve(
                 ApprovalRequest(self.session_id, call_id, name, subject, arguments, decl, decision.reason)
@@ -280,26 +247,14 @@ class Dispatcher:
                 call_id=call_id,
             )
             if answer is None:
-                return _Blocked(
-                    idx,
-                    call_id,
-                    name,
-                    arguments,
-                    decl,
+                return refuse(
                     BlockKind.denied,
                     f"approval was needed ({decision.reason}) and nobody could give it: no approver is "
                     "attached. Run on a terminal to be asked, or pass --approve.",
+                    decl=decl,
                 )
             if answer is False:
-                return _Blocked(
-                    idx,
-                    call_id,
-                    name,
-                    arguments,
-                    decl,
-                    BlockKind.denied,
-                    f"approval was needed ({decision.reason}) and was declined.",
-                )
+                return refuse(BlockKind.denied, f"approval was needed ({decision.reason}) and was declined.", decl=decl)
         return _Admitted(idx, call_id, name, arguments, tool, args, decl, accept_large)
 
     # -- the step -------------------------------------------------------------------------------
