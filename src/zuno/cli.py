@@ -80,8 +80,6 @@ def _read_calls(source: str | None) -> list[Any]:
 async def _with_session(args: argparse.Namespace, body: Callable[[Session], Awaitable[int]]) -> int:
     rt = _runtime(args)
     try:
-        if args.session and not rt.store.session_exists(args.session) and not args.new_session_ok:
-            pass  # an unknown id starts a new session of that name
         session = rt.session(args.session)
         await session.open()
         loop = asyncio.get_running_loop()
@@ -346,7 +344,6 @@ def main(argv: list[str] | None = None) -> int:
         pass
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.new_session_ok = True
     try:
         return int(args.func(args))
     except (UsageError, ConfigError, SessionBusy) as e:
