@@ -79,20 +79,21 @@ def test_the_demo_step_runs_against_a_checkout(tmp_path: Path, run_zuno: Any) ->
     repo = Path(__file__).resolve().parents[1]
     root = tmp_path / "checkout"
     subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(repo), str(root)], check=True)
-    if not (root / "examples" / "first-step.json").exists():  # an uncommitted working tree: copy what we need
-        (root / "examples").mkdir(exist_ok=True)
-        (root / "examples" / "first-step.json").write_text((repo / "examples" / "first-step.json").read_text())
-    out = batch(run_zuno, json.loads((root / "examples" / "first-step.json").read_text()), "--root", str(root))
+    # The step from this working tree, against a clean checkout (as ./scripts/demo runs it).
+    out = batch(run_zuno, json.loads((repo / "examples" / "first-step.json").read_text()), "--root", str(root))
     outcomes = [(r["name"], r["outcome"]) for r in out["results"]]
     assert outcomes == [
         ("read", "ok"),
-        ("read", "ok"),
-        ("read", "ok"),
+        ("glob", "ok"),
+        ("grep", "ok"),
+        ("shell", "ok"),
         ("write", "ok"),
         ("write", "error"),
         ("no_such_tool", "blocked"),
     ]
-    assert out["results"][4]["metadata"]["conflict"]["kind"] == "ReadRequired"
+    assert "src/zuno/tools/files.py" in out["results"][2]["text"]
+    assert "[verification rcp_" in out["results"][3]["text"]
+    assert out["results"][5]["metadata"]["conflict"]["kind"] == "ReadRequired"
     assert (root / ".zuno" / "zuno.db").is_file()
     status = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
     assert ".zuno" not in status
