@@ -8,6 +8,7 @@ the kernel releases when the holder dies (so a kill -9 never leaves a session st
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -182,10 +183,9 @@ class Store:
             if self._pending_steps or self._pending_receipts:
                 with self.transaction():
                     pass
-            try:
+            # If another process holds the database busy, its own close checkpoints.
+            with contextlib.suppress(sqlite3.Error):
                 self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            except sqlite3.Error:
-                pass  # another process holds the database busy: its own close checkpoints
             self._db.close()
 
     # -- sessions -------------------------------------------------------------------------------
