@@ -95,3 +95,4 @@ def test_cli_tools_lists_schemas_and_declarations(workspace: Path, run_zuno: Any
     assert by["bg"]["classifiedBy"] == "action"
     text = run_zuno("tools").stdout
     assert "read" in text and "ReadOnly" in text
+    assert "by action:" in text and "cancel SideEffecting" in text

@@ -241,6 +241,9 @@ def cmd_tools(args: argparse.Namespace) -> int:
                 d = r["declarations"]
                 first = r["description"].split(". ")[0].rstrip(".")
                 print(f"{r['name']:<14} {d['effect']:<13} {d['replay']:<5} {d['concurrency']:<18} {first}")
+                if "actionEffects" in r:  # a mixed tool: its effect is read from the validated action
+                    by = ", ".join(f"{a} {e}" for a, e in r["actionEffects"].items())
+                    print(f"{'':<14} by action: {by}")
             for name, why in rt.surface.disabled.items():
                 print(f"{name:<14} (unavailable: {why})")
         return EXIT_OK
