@@ -133,6 +133,16 @@ def _is_marker(line: str) -> bool:
     return s.startswith("*** ") and s.startswith(_MARKERS)
 
 
+def _trim_blank(lines: list[str], numbers: list[int]) -> None:
+    """Drop blank lines at both ends, keeping each line's 1-based number beside it."""
+    while lines and not lines[-1].strip():
+        lines.pop()
+        numbers.pop()
+    while lines and not lines[0].strip():
+        lines.pop(0)
+        numbers.pop(0)
+
+
 def parse(text: str) -> list[FileOp]:
     """Parse patch text into file operations; PatchSyntaxError on anything else."""
     if not isinstance(text, str):
@@ -140,13 +150,7 @@ def parse(text: str) -> list[FileOp]:
     raw = text.split("\n")
     lines = [ln[:-1] if ln.endswith("\r") else ln for ln in raw]
     numbers = list(range(1, len(lines) + 1))
-    # Drop blank lines around the patch.
-    while lines and not lines[-1].strip():
-        lines.pop()
-        numbers.pop()
-    while lines and not lines[0].strip():
-        lines.pop(0)
-        numbers.pop(0)
+    _trim_blank(lines, numbers)  # blank lines around the patch
     if not lines:
         raise PatchSyntaxError(1, f"the patch is empty: expected '{BEGIN}' on the first line")
     # A heredoc wrapper: <<'EOF' ... EOF.
@@ -154,12 +158,7 @@ def parse(text: str) -> list[FileOp]:
     if m and len(lines) >= 2 and lines[-1].strip() == m.group(2):
         open_no = numbers[0]
         lines, numbers = lines[1:-1], numbers[1:-1]
-        while lines and not lines[-1].strip():
-            lines.pop()
-            numbers.pop()
-        while lines and not lines[0].strip():
-            lines.pop(0)
-            numbers.pop(0)
+        _trim_blank(lines, numbers)
         if not lines:
             raise PatchSyntaxError(open_no + 1, f"the heredoc holds no patch: expected '{BEGIN}'")
     if lines[0].strip() != BEGIN:
