@@ -63,7 +63,7 @@ from pathlib import Path
 
 from zuno import limits
 from zuno.process import procfs
-from zuno.process.tail import ChunkTail
+from zuno.process.tail import RingTail
 from zuno.windows import Window, _skip_continuations, _utf8_cut, clamp_limit, read_window
 
 __all__ = [
@@ -217,8 +217,7 @@ class RunningCommand:
         self.guard_pid = 0
         self._loop = loop
         self._lock = threading.Lock()
-        self._tail = ChunkTail(limits.PROCESS_MEMORY_TAIL, limits.PROCESS_READ_CHUNK)
-        self._read_buf = self._tail.buffer()
+        self._tail = RingTail(limits.PROCESS_MEMORY_TAIL, limits.PROCESS_READ_CHUNK)
         self._total = 0
         self._last_output_at = self.started_at
         self._exit: ExitInfo | None = None
@@ -446,7 +445,9 @@ class RunningCommand:
         """Drop the in-memory tail (windows are then served from the log file). For commands that
         have ended; a running command keeps its most recent bytes in memory."""
         with self._lock:
-            self._tail.clear()
+            self._tail.drop()
+            if not self._capture_open:  # no read can be filling the ring: give its pages back now
+                self._tail.release_pages()
 
     async def close(self) -> None:
         """Release the reader (after the group is gone or stopped). Idempotent."""
@@ -469,47 +470,61 @@ class RunningCommand:
                 w.set_result(None)
 
     def _capture(self, fd: int, budget: int | None = None) -> bool:
-        """Read what the pipe holds now (at most ``budget`` bytes when given); False at end-of-file."""
+        """Read what the pipe holds now (at most ``budget`` bytes when given); False at end-of-file.
+
+        The pipe is read straight into the memory tail's ring, up to one read chunk per batch (a
+        batch ends when the pipe is empty), and the log file is written from those same bytes in
+        one system call: two copies per byte, whatever sizes the command writes in."""
+        chunk = limits.PROCESS_READ_CHUNK
+        tail = self._tail
         taken = 0
-        while True:
-            if budget is not None and taken >= budget:
-                break
-            try:
-                # Into a buffer allocated once: a fresh 1 MiB bytes object per read costs more than the
-                # read itself (allocation and page faults), and the capture is on every byte's path.
-                n = os.readv(fd, [self._read_buf])
-            except BlockingIOError:
-                break
-            except OSError as e:
-                self._capture_error = f"reading the capture failed: {e.strerror}"
-                return False
-            if not n:
-                return False
-            buf = self._read_buf
-            data = memoryview(buf)[:n]
-            taken += n
-            if self._capture_error is None:
+        while budget is None or taken < budget:
+            got = 0
+            open_ = True
+            while got < chunk:
                 try:
-                    view = data
-                    while view:
-                        written = os.write(self._log_fd, view)
-                        view = view[written:]
+                    n = os.readv(fd, tail.free_views(got, chunk - got))
+                except BlockingIOError:
+                    break
                 except OSError as e:
-                    self._capture_error = f"writing the log {self.log_path} failed: {e.strerror}"
-            with self._lock:
-                if n >= limits.PROCESS_READ_CHUNK // 4:  # large: the tail keeps this very buffer
-                    self._tail.add_owned(buf, n)
-                    self._read_buf = self._tail.buffer()
-                else:  # small: copy it, and read into the same buffer again
-                    self._tail.add_copy(data)
-                self._total += n
-                self._last_output_at = time.time()
-                notify = self._want_output
-            if notify:
-                self._call(self._notify_output)
-            if n < limits.PROCESS_READ_CHUNK:
+                    self._capture_error = f"reading the capture failed: {e.strerror}"
+                    open_ = False
+                    break
+                if not n:
+                    open_ = False
+                    break
+                got += n
+            if got:
+                self._log(tail.views(tail.end, tail.end + got))
+                with self._lock:
+                    tail.commit(got)
+                    self._total += got
+                    self._last_output_at = time.time()
+                    notify = self._want_output
+                if notify:
+                    self._call(self._notify_output)
+                taken += got
+            if tail.dropped:
+                tail.release_pages()
+            if not open_:
+                return False
+            if got < chunk:
                 break
         return True
+
+    def _log(self, views: list[memoryview]) -> None:
+        """Append the views to the log file (unless writing it already failed)."""
+        if self._capture_error is None:
+            try:
+                while views:
+                    written = os.writev(self._log_fd, views)
+                    while views and written >= len(views[0]):
+                        written -= len(views[0])
+                        views.pop(0)
+                    if views and written:
+                        views[0] = views[0][written:]
+            except OSError as e:
+                self._capture_error = f"writing the log {self.log_path} failed: {e.strerror}"
 
     def _on_status(self, line: str, drain: Callable[[int | None], None]) -> None:
         parts = line.split(" ", 3)
@@ -632,7 +647,7 @@ class RunningCommand:
             data = (line + "\n").encode()
             os.write(self._log_fd, data)
             with self._lock:
-                self._tail.add_copy(data)
+                self._tail.add(data)
                 self._total += len(data)
         with contextlib.suppress(OSError):
             os.close(self._log_fd)
