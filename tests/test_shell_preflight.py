@@ -207,3 +207,51 @@ async def test_more_reads_than_the_four_refuse(repo: Path) -> None:
     assert f"more than the {limits.PREFLIGHT_MAX_READS} repository reads" in rec.text
     assert len(rec.metadata["preflight"]["reads"]) == limits.PREFLIGHT_MAX_READS
     assert _git(repo, "diff", "--cached", "--name-only") == ""  # nothing ran
+
+
+# -- a git commit / git add the reading has to look for --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "found"),
+    [
+        ("GIT=git; $GIT commit -m x", [("commit", ("-m", "x"))]),
+        ('GIT=/usr/bin/git; "$GIT" add .', [("add", (".",))]),
+        ("$VCS add -A", [("add", ("-A",))]),  # unnameable, run as add: it may be git
+        ("bash -c 'git add -A && git commit -m x'", [("add", ("-A",)), ("commit", ("-m", "x"))]),
+        ("sh -lc 'git add .'", [("add", (".",))]),
+        ("eval 'git commit -qm msg'", [("commit", ("-qm", "msg"))]),
+        ("bash -c 'bash -c \"git add x\"'", [("add", ("x",))]),
+        ("pnpm add lodash", []),
+        ("echo 'git add .'", []),
+        ("bash script.sh commit", []),
+        ('eval "$CMD"', []),
+        ("GIT=$(which git); $GIT add -A", [("add", ("-A",))]),
+    ],
+)
+def test_the_reading_finds_git_behind_variables_and_nested_scripts(
+    command: str, found: list[tuple[str, tuple[str, ...]]]
+) -> None:
+    from zuno.tools.shell.analysis import analyze
+
+    got = analyze(command, policy="pipefail", interpreter="bash").git
+    assert [(g.sub, g.args) for g in got] == found
+
+
+def test_a_nested_script_after_cd_runs_in_that_directory() -> None:
+    from zuno.tools.shell.analysis import analyze
+
+    (call,) = analyze("cd sub && sh -c 'cd deeper && git add .'", policy="pipefail", interpreter="bash").git
+    assert call.directory == "sub/deeper"
+    (call,) = analyze("cd $D && bash -c 'git add .'", policy="pipefail", interpreter="bash").git
+    assert call.directory is None  # unknown: the pre-flight reads in the workdir and git decides
+
+
+@pytest.mark.parametrize(
+    "command", ["GIT=git; $GIT add -f .zuno", "bash -c 'git add -f .zuno'", "eval 'git add -f .zuno'"]
+)
+async def test_git_through_a_variable_or_nested_script_is_inspected_too(repo: Path, command: str) -> None:
+    rec = await run_shell(repo, {"command": command}, {"shell": {"env": GIT_ENV}})
+    assert rec.outcome == "blocked" and rec.block_kind == "denied", rec.text
+    assert "about to be staged" in rec.text
+    assert _git(repo, "diff", "--cached", "--name-only") == ""

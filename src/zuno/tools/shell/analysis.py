@@ -218,6 +218,11 @@ class _Walker:
         self.interpreter = interpreter
         self.out = Analysis()
         self._seen: set[tuple[str, int]] = set()
+        # Variables the command assigns a literal value (`GIT=/usr/bin/git`), so `$GIT commit` reads
+        # as the git it is. Over-approximated (an assignment in a branch counts everywhere after it):
+        # the only use is finding a git commit / git add to inspect.
+        self.vars: dict[str, str] = {}
+        self.depth = 0
 
     def limit(self, construct: str, node: tree_sitter.Node, text: str, remedy: str) -> None:
         key = (construct, node.start_byte)
@@ -305,9 +310,10 @@ class _Walker:
                 self.statement(body, _State(st.base, st.background), final=True)
         elif t == "declaration_command":
             self.substitutions(n)  # `local x=$(check)`: the status is local's
+            self.assignments(n)
+        elif t in ("variable_assignment", "variable_assignments"):
+            self.assignments(n)
         elif t in (
-            "variable_assignment",
-            "variable_assignments",
             "test_command",
             "unset_command",
         ):
@@ -432,12 +438,40 @@ class _Walker:
 
     # -- commands ------------------------------------------------------------------------------
 
+    def assignments(self, n: tree_sitter.Node) -> None:
+        kids = [c for c in n.named_children if c.type == "variable_assignment"]
+        nodes = [n] if n.type == "variable_assignment" else kids
+        for a in nodes:
+            name = a.child_by_field_name("name")
+            value = a.child_by_field_name("value")
+            if name is None:
+                continue
+            key = _text(self.src, name)
+            v = static_word(self.src, value) if value is not None else ""
+            if v is None:
+                self.vars.pop(key, None)
+            else:
+                self.vars[key] = v
+
+    def _program_word(self, node: tree_sitter.Node) -> str | None:
+        """A command name: its literal value, or the literal a variable was assigned (`$GIT`)."""
+        v = static_word(self.src, node)
+        if v is not None:
+            return v
+        if node.type in ("simple_expansion", "expansion"):
+            names = [c for c in node.named_children if c.type == "variable_name"]
+            if len(names) == 1 and len(node.named_children) == 1:
+                return self.vars.get(_text(self.src, names[0]))
+        if node.type == "string" and len(node.named_children) == 1:  # "$GIT"
+            return self._program_word(node.named_children[0])
+        return None
+
     def words(self, n: tree_sitter.Node) -> list[str | None]:
         out: list[str | None] = []
         for c in n.children:
             if c.type == "command_name":
                 inner = c.named_children[0] if c.named_children else c
-                out.append(static_word(self.src, inner))
+                out.append(self._program_word(inner))
             elif c.is_named and c.type not in ("variable_assignment", "comment") and not c.type.endswith("redirect"):
                 if c.type in ("herestring_redirect",):
                     continue
@@ -560,6 +594,11 @@ class _Walker:
             return
         if base == "git":
             self.git(n, prog_words, st)
+        elif name is None and len(prog_words) > 1 and prog_words[1] in ("commit", "add"):
+            # `$VCS commit …`: a program this reading cannot name, run as `commit` / `add`. It may be
+            # git, so it gets git's pre-flight (read-only; outside a repository it reads nothing more).
+            self.git(n, prog_words, st)
+        self.nested_git(n, base, prog_words, st)
         if not st.background and st.base is not None:
             for c in n.children:
                 if c.type in ("command_name", "variable_assignment", "comment") or not c.is_named:
@@ -594,6 +633,36 @@ class _Walker:
                 "remove it; if one command may fail, handle that command explicitly",
             )
 
+    def nested_git(self, n: tree_sitter.Node, base: str | None, words: list[str | None], st: _State) -> None:
+        """A git commit / git add inside a literal script that another shell (`bash -c '…'`,
+        `sh -lc '…'`) or `eval` runs: read that script the same way, for its git statements only."""
+        script: str | None = None
+        if base == "eval":
+            args = words[1:]
+            script = None if not args or any(a is None for a in args) else " ".join(a for a in args if a is not None)
+        elif base in SHELL_NAMES:
+            rest = words[1:]
+            for j, w in enumerate(rest):
+                if w is None:
+                    return
+                if w.startswith("-") and not w.startswith("--") and "c" in w[1:]:
+                    script = rest[j + 1] if j + 1 < len(rest) else None
+                    break
+                if not w.startswith("-") and not w.startswith("+"):
+                    return  # a script file, not -c
+        if not script or self.depth >= _NESTED_MAX_DEPTH:
+            return
+        inner = _Walker(script.encode("utf-8", "surrogateescape"), self.policy, self.interpreter)
+        inner.depth = self.depth + 1
+        inner.vars = dict(self.vars) if base == "eval" else {}
+        inner.sequence(inner.children_as_sequence(_parser().parse(inner.src).root_node, set()), _State(""))
+        for call in inner.out.git:
+            if st.base is None or call.directory is None:
+                directory = None
+            else:
+                directory = os.path.normpath(os.path.join(st.base, call.directory))
+            self.out.git.append(GitCall(call.sub, call.args, directory, call.text))
+
     def git(self, n: tree_sitter.Node, words: list[str | None], st: _State) -> None:
         i = 1
         directory: str | None = st.base
@@ -623,6 +692,7 @@ class _Walker:
         self.out.git.append(GitCall(sub, args, directory, _snippet(self.src, n, 200)))
 
 
+_NESTED_MAX_DEPTH = 4
 _CASE_SKIP = frozenset({"word", "concatenation", "string", "raw_string", "extglob_pattern", "simple_expansion"})
 
 
