@@ -19,6 +19,7 @@ import asyncio
 import hashlib
 import json
 import os
+import random
 import resource
 import statistics
 import subprocess
@@ -150,6 +151,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=50)
     ap.add_argument("--gib", type=float, default=1.0)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=4)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -167,13 +169,15 @@ def main() -> None:
     )
     n = int(a.gib * (1 << 30))
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ZUNO_")}
-    # Rounds interleave the peer and the capture, so a swing in the shared machine's state (other
-    # builds, which memory the hypervisor still has mapped in) lands on both sides of a ratio.
+    # Rounds interleave the peer and the capture, so a swing in the shared machine's state lands on
+    # both sides of a ratio; the order inside a round is shuffled (seeded), because on this VM what
+    # ran just before decides how much fresh memory costs (see docs/benchmarks.md).
+    rng = random.Random(a.seed)
     runs: list[dict[str, float]] = []
     peers: list[float] = []
     files: list[float] = []
-    for _ in range(a.rounds):
-        peers.append(peer(n))
+
+    def capture() -> None:
         os.sync()
         proc = subprocess.run(
             [sys.executable, __file__, "--child", "--gib", str(a.gib)], capture_output=True, text=True, env=env
@@ -182,7 +186,12 @@ def main() -> None:
             print(proc.stderr, file=sys.stderr)
             raise SystemExit(1)
         runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-        files.append(peer_file(n))
+
+    for _ in range(a.rounds):
+        steps = [lambda: peers.append(peer(n)), capture, lambda: files.append(peer_file(n))]
+        rng.shuffle(steps)
+        for fn in steps:
+            fn()
     ratios = [p / r["command_s"] for p, r in zip(peers, runs, strict=True)]
     file_ratios = [f / r["command_s"] for f, r in zip(files, runs, strict=True)]
     b = min(runs, key=lambda r: r["command_s"])

@@ -178,6 +178,38 @@ async def test_windows_memory_and_disk_across_the_tail(tmp_path: Path) -> None:
     assert bytes(got) == expected and sources == {True, False}
 
 
+async def test_output_written_in_small_pieces_is_captured_exactly(tmp_path: Path) -> None:
+    """Reads of every size land in the ring tail and the log without a byte lost or reordered."""
+    size = limits.PROCESS_MEMORY_TAIL * 2 + 12_345
+    script = (
+        "import os, random\n"
+        f"r = random.Random(3); data = bytes(r.randrange(256) for _ in range({size})); i = 0\n"
+        "while i < len(data):\n"
+        "    n = r.choice([1, 7, 4096, 65536, 300000]); os.write(1, data[i:i+n]); i += n\n"
+    )
+    r = await run(tmp_path, sys.executable, "-c", script)
+    import random
+
+    rng = random.Random(3)
+    expected = bytes(rng.randrange(256) for _ in range(size))
+    assert r.total_written == size and r.read_all() == expected
+    assert r.memory_start == size - limits.PROCESS_MEMORY_TAIL
+    assert r.read_range(r.memory_start, size) == expected[-limits.PROCESS_MEMORY_TAIL :]
+
+
+async def test_released_memory_serves_every_window_from_disk(tmp_path: Path) -> None:
+    r = await run(tmp_path, "bash", "-c", "seq 1 20000")
+    expected = b"".join(b"%d\n" % i for i in range(1, 20001))
+    await r.wait_capture(10)
+    w, disk = r.window(None, None, from_end=True)
+    assert not disk
+    r.release_memory()
+    assert r.memory_start == r.total_written == len(expected)
+    w, disk = r.window(None, None, from_end=True)
+    assert disk and expected.endswith(w.data)
+    assert r.read_range(0, 10) == expected[:10]
+
+
 async def _sleep(s: float) -> None:
     import asyncio
 

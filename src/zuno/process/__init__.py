@@ -526,6 +526,12 @@ class RunningCommand:
             except OSError as e:
                 self._capture_error = f"writing the log {self.log_path} failed: {e.strerror}"
 
+    def _capture_ended(self) -> None:
+        with self._lock:  # release_memory decides under this lock who gives the ring's pages back
+            self._capture_open = False
+            if self._tail.dropped:
+                self._tail.release_pages()
+
     def _on_status(self, line: str, drain: Callable[[int | None], None]) -> None:
         parts = line.split(" ", 3)
         kind = parts[0]
@@ -578,7 +584,7 @@ class RunningCommand:
 
         def drain(budget: int | None = None) -> None:
             if self._capture_open and not self._capture(cap_fd, budget):
-                self._capture_open = False
+                self._capture_ended()
                 sel.unregister(cap_fd)
                 self._call(self._capture_done.set)
                 self._call(self._notify_output)
@@ -607,7 +613,7 @@ class RunningCommand:
         finally:
             sel.close()
             if self._capture_open:
-                self._capture_open = False
+                self._capture_ended()
                 self._call(self._capture_done.set)
             for fd in (cap_fd, status_fd, self._log_fd):
                 with contextlib.suppress(OSError):
