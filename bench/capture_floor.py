@@ -51,10 +51,10 @@ def peer(n: int) -> float:
     return time.perf_counter() - t
 
 
-def floor(n: int, d: Path) -> float:
+def floor(n: int, d: Path, batch: int = limits.PROCESS_READ_CHUNK, *, aligned: bool = False) -> float:
     """The best plain loop found for pipe -> file here: fill one 1 MiB buffer with non-blocking reads
-    until the pipe is empty, then write it with one call (larger batches, aligned batches, splice,
-    O_DIRECT and a second writer thread were all slower on this machine)."""
+    until the pipe is empty, then write it with one call. ``--variants`` runs it with other batch
+    sizes and with batches ending on ``batch``-aligned file offsets, next to ``spliced``."""
     out = os.open(d / "floor.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     t = time.perf_counter()
     p = subprocess.Popen(["head", "-c", str(n), "/dev/zero"], stdout=subprocess.PIPE)
@@ -62,20 +62,20 @@ def floor(n: int, d: Path) -> float:
     fd = p.stdout.fileno()
     fcntl.fcntl(fd, _F_SETPIPE_SZ, limits.PROCESS_PIPE_SIZE)
     os.set_blocking(fd, False)
-    chunk = limits.PROCESS_READ_CHUNK
-    buf = bytearray(chunk)
+    buf = bytearray(batch)
     view = memoryview(buf)
+    total = 0
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
         done = False
         while not done:
             sel.select()
-            got = chunk
-            while got == chunk and not done:
+            while not done:
+                want = batch - total % batch if aligned else batch
                 got = 0
-                while got < chunk:
+                while got < want:
                     try:
-                        k = os.readv(fd, [view[got:]])
+                        k = os.readv(fd, [view[got:want]])
                     except BlockingIOError:
                         break
                     if not k:
@@ -85,10 +85,30 @@ def floor(n: int, d: Path) -> float:
                 left = view[:got]
                 while left:
                     left = left[os.write(out, left) :]
+                total += got
+                if got < want:
+                    break
     p.wait()
     took = time.perf_counter() - t
     os.close(out)
     os.unlink(d / "floor.bin")
+    return took
+
+
+def spliced(n: int, d: Path) -> float:
+    """splice(2) from the pipe into the file: no copy through user memory."""
+    out = os.open(d / "splice.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    t = time.perf_counter()
+    p = subprocess.Popen(["head", "-c", str(n), "/dev/zero"], stdout=subprocess.PIPE)
+    assert p.stdout is not None
+    fd = p.stdout.fileno()
+    fcntl.fcntl(fd, _F_SETPIPE_SZ, limits.PROCESS_PIPE_SIZE)
+    while os.splice(fd, out, limits.PROCESS_READ_CHUNK):
+        pass
+    p.wait()
+    took = time.perf_counter() - t
+    os.close(out)
+    os.unlink(d / "splice.bin")
     return took
 
 
@@ -120,6 +140,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--gib", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=4)
+    ap.add_argument(
+        "--variants", action="store_true", help="also run the floor loop's alternatives (batch sizes, aligned, splice)"
+    )
     a = ap.parse_args()
     n = int(a.gib * (1 << 30))
     rng = random.Random(a.seed)
@@ -132,6 +155,13 @@ def main() -> None:
             "layer": lambda: asyncio.run(layer(n, d)),
             "shell": lambda: asyncio.run(shell(n, d)),
         }
+        if a.variants:
+            kib = 1 << 10
+            for size in (64 * kib, 256 * kib, 512 * kib):
+                runners[f"{size // kib}K"] = lambda size=size: floor(n, d, size)
+            runners["aligned"] = lambda: floor(n, d, aligned=True)
+            runners["splice"] = lambda: spliced(n, d)
+            got.update({k: [] for k in runners if k not in got})
         for _ in range(a.rounds):
             order = list(runners)
             rng.shuffle(order)
@@ -141,7 +171,7 @@ def main() -> None:
     print(f"{a.gib:g} GiB, {a.rounds} rounds (seconds: best / median; throughput from the best)")
     for name, times in got.items():
         print(
-            f"  {name:6s} {min(times):.2f} / {statistics.median(times):.2f} s  {n / min(times) / mib:6.0f} MiB/s   "
+            f"  {name:7s} {min(times):.2f} / {statistics.median(times):.2f} s  {n / min(times) / mib:6.0f} MiB/s   "
             f"all: {' '.join(f'{x:.2f}' for x in times)}"
         )
     for name in ("layer", "shell"):
