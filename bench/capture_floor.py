@@ -51,65 +51,62 @@ def peer(n: int) -> float:
     return time.perf_counter() - t
 
 
-def floor(n: int, d: Path, batch: int = limits.PROCESS_READ_CHUNK, *, aligned: bool = False) -> float:
-    """The best plain loop found for pipe -> file here: fill one 1 MiB buffer with non-blocking reads
-    until the pipe is empty, then write it with one call. ``--variants`` runs it with other batch
-    sizes and with batches ending on ``batch``-aligned file offsets, next to ``spliced``."""
+def timed_copy(n: int, d: Path, copy: Callable[[int, int], None]) -> float:
+    """Time ``copy(pipe_fd, file_fd)`` moving the producer's n bytes into a fresh file."""
     out = os.open(d / "floor.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     t = time.perf_counter()
     p = subprocess.Popen(["head", "-c", str(n), "/dev/zero"], stdout=subprocess.PIPE)
     assert p.stdout is not None
-    fd = p.stdout.fileno()
-    fcntl.fcntl(fd, _F_SETPIPE_SZ, limits.PROCESS_PIPE_SIZE)
-    os.set_blocking(fd, False)
-    buf = bytearray(batch)
-    view = memoryview(buf)
-    total = 0
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        done = False
-        while not done:
-            sel.select()
-            while not done:
-                want = batch - total % batch if aligned else batch
-                got = 0
-                while got < want:
-                    try:
-                        k = os.readv(fd, [view[got:want]])
-                    except BlockingIOError:
-                        break
-                    if not k:
-                        done = True
-                        break
-                    got += k
-                left = view[:got]
-                while left:
-                    left = left[os.write(out, left) :]
-                total += got
-                if got < want:
-                    break
+    fcntl.fcntl(p.stdout.fileno(), _F_SETPIPE_SZ, limits.PROCESS_PIPE_SIZE)
+    copy(p.stdout.fileno(), out)
     p.wait()
     took = time.perf_counter() - t
+    assert os.fstat(out).st_size == n
     os.close(out)
     os.unlink(d / "floor.bin")
     return took
 
 
-def spliced(n: int, d: Path) -> float:
+def batched(batch: int = limits.PROCESS_READ_CHUNK, *, aligned: bool = False) -> Callable[[int, int], None]:
+    """The best plain loop found for pipe -> file here: fill one 1 MiB buffer with non-blocking reads
+    until the pipe is empty, then write it with one call. ``--variants`` runs it with other batch
+    sizes and with batches ending on ``batch``-aligned file offsets, next to ``spliced``."""
+
+    def copy(fd: int, out: int) -> None:
+        os.set_blocking(fd, False)
+        view = memoryview(bytearray(batch))
+        total = 0
+        done = False
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while not done:
+                sel.select()
+                while not done:
+                    want = batch - total % batch if aligned else batch
+                    got = 0
+                    while got < want:
+                        try:
+                            k = os.readv(fd, [view[got:want]])
+                        except BlockingIOError:
+                            break
+                        if not k:
+                            done = True
+                            break
+                        got += k
+                    left = view[:got]
+                    while left:
+                        left = left[os.write(out, left) :]
+                    total += got
+                    if got < want:
+                        break
+
+    return copy
+
+
+def spliced(fd: int, out: int) -> None:
     """splice(2) from the pipe into the file: no copy through user memory."""
-    out = os.open(d / "splice.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    t = time.perf_counter()
-    p = subprocess.Popen(["head", "-c", str(n), "/dev/zero"], stdout=subprocess.PIPE)
-    assert p.stdout is not None
-    fd = p.stdout.fileno()
-    fcntl.fcntl(fd, _F_SETPIPE_SZ, limits.PROCESS_PIPE_SIZE)
     while os.splice(fd, out, limits.PROCESS_READ_CHUNK):
         pass
-    p.wait()
-    took = time.perf_counter() - t
-    os.close(out)
-    os.unlink(d / "splice.bin")
-    return took
 
 
 async def layer(n: int, d: Path) -> float:
@@ -151,16 +148,16 @@ def main() -> None:
         d = Path(tmp)
         runners: dict[str, Callable[[], float]] = {
             "peer": lambda: peer(n),
-            "floor": lambda: floor(n, d),
+            "floor": lambda: timed_copy(n, d, batched()),
             "layer": lambda: asyncio.run(layer(n, d)),
             "shell": lambda: asyncio.run(shell(n, d)),
         }
         if a.variants:
             kib = 1 << 10
             for size in (64 * kib, 256 * kib, 512 * kib):
-                runners[f"{size // kib}K"] = lambda size=size: floor(n, d, size)
-            runners["aligned"] = lambda: floor(n, d, aligned=True)
-            runners["splice"] = lambda: spliced(n, d)
+                runners[f"{size // kib}K"] = lambda size=size: timed_copy(n, d, batched(size))
+            runners["aligned"] = lambda: timed_copy(n, d, batched(aligned=True))
+            runners["splice"] = lambda: timed_copy(n, d, spliced)
             got.update({k: [] for k in runners if k not in got})
         for _ in range(a.rounds):
             order = list(runners)
