@@ -12,7 +12,7 @@ import pytest
 
 import zuno
 from zuno import limits
-from zuno.output import count_lines
+from zuno.output import count_lines, scan_file
 from zuno.windows import _utf8_cut, read_window
 
 EXT = str(Path(__file__).with_name("ext_tools.py"))
@@ -146,3 +146,14 @@ def test_window_helpers(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         read_window(tmp_path / "nope", 0, 1)
     assert json.dumps(w.facts())
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"x", b"a\n", b"a\nb", b"\n\n", bytes(range(256)) * 9000, (b"line\n" * 300_000) + b"tail"],
+)
+def test_scan_file_measures_and_hashes_in_one_pass(tmp_path: Path, data: bytes) -> None:
+    p = tmp_path / "out.log"
+    p.write_bytes(data)
+    scan = scan_file(p)
+    assert (scan.size, scan.lines, scan.sha256) == (len(data), count_lines(data), hashlib.sha256(data).hexdigest())

@@ -60,29 +60,36 @@ class Artifacts:
         os.replace(tmp, target)
         return self.register(session_id, call_seq, target, kind)
 
-    def register(self, session_id: str, call_seq: int | None, target: Path, kind: str) -> SavedArtifact:
-        """Record a file that already holds an output's exact bytes (a shell log, say)."""
-        h = hashlib.sha256()
-        size = 0
-        with open(target, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-                size += len(chunk)
+    def register(
+        self, session_id: str, call_seq: int | None, target: Path, kind: str, scanned: FileScan | None = None
+    ) -> SavedArtifact:
+        """Record a file that already holds an output's exact bytes (a shell log, say). ``scanned``
+        is a scan of that file already made, so a large log is read once, not twice."""
+        scan = scanned or scan_file(target)
         rel = self.workspace.display(target)
-        self.store.record_artifact(session_id, call_seq, rel, kind, size, h.hexdigest())
-        return SavedArtifact(rel, size, h.hexdigest())
+        self.store.record_artifact(session_id, call_seq, rel, kind, scan.size, scan.sha256)
+        return SavedArtifact(rel, scan.size, scan.sha256)
 
 
-def measure_file(path: Path) -> tuple[int, int]:
-    """(bytes, lines) of a file, streamed."""
+@dataclass(frozen=True, slots=True)
+class FileScan:
+    size: int
+    lines: int
+    sha256: str
+
+
+def scan_file(path: Path) -> FileScan:
+    """Bytes, lines and SHA-256 of a file, in one streamed pass."""
+    h = hashlib.sha256()
     size = newlines = 0
     last = b""
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
             size += len(chunk)
             newlines += chunk.count(b"\n")
             last = chunk[-1:]
-    return size, newlines + (1 if size and last != b"\n" else 0)
+    return FileScan(size, newlines + (1 if size and last != b"\n" else 0), h.hexdigest())
 
 
 def render(out: ToolOutput, body: str) -> str:
@@ -109,8 +116,10 @@ def apply_limits(
             return render(out, out.body_bytes().decode("utf-8", "replace")), metadata
         return render(out, out.text), metadata
     data = b""
+    scan: FileScan | None = None
     if out.raw_path is not None and out.raw is None:
-        size, lines = measure_file(out.raw_path)
+        scan = scan_file(out.raw_path)
+        size, lines = scan.size, scan.lines
     else:
         data = out.body_bytes()
         size, lines = len(data), count_lines(data)
@@ -124,7 +133,7 @@ def apply_limits(
             return render(out, out.body_bytes().decode("utf-8", "replace")), metadata
         return render(out, out.text), metadata
     if out.raw_path is not None and out.raw is None:
-        saved = artifacts.register(session_id, call_seq, out.raw_path, kind="withheld-output")
+        saved = artifacts.register(session_id, call_seq, out.raw_path, kind="withheld-output", scanned=scan)
     else:
         saved = artifacts.save(session_id, call_seq, call_id, data, kind="withheld-output")
     if artifact_reader == "bg":
