@@ -220,6 +220,8 @@ async def test_more_reads_than_the_four_refuse(repo: Path) -> None:
         ("$VCS add -A", [("add", ("-A",))]),  # unnameable, run as add: it may be git
         ("bash -c 'git add -A && git commit -m x'", [("add", ("-A",)), ("commit", ("-m", "x"))]),
         ("sh -lc 'git add .'", [("add", (".",))]),
+        ("bash -o pipefail -O extglob -c 'git add .'", [("add", (".",))]),
+        ("SH=bash; $SH -c 'git commit -m x'", [("commit", ("-m", "x"))]),
         ("eval 'git commit -qm msg'", [("commit", ("-qm", "msg"))]),
         ("bash -c 'bash -c \"git add x\"'", [("add", ("x",))]),
         ("pnpm add lodash", []),
@@ -255,3 +257,12 @@ async def test_git_through_a_variable_or_nested_script_is_inspected_too(repo: Pa
     assert rec.outcome == "blocked" and rec.block_kind == "denied", rec.text
     assert "about to be staged" in rec.text
     assert _git(repo, "diff", "--cached", "--name-only") == ""
+
+
+def test_a_program_named_through_a_variable_is_read_as_that_program() -> None:
+    from zuno.tools.shell.analysis import analyze
+
+    got = analyze("SH=bash; $SH -c 'make'", policy="pipefail", interpreter="bash")
+    assert "nested-shell" in [lim.construct for lim in got.limitations]
+    got = analyze("SH=$(pick); $SH -c 'make'", policy="pipefail", interpreter="bash")
+    assert "nested-shell" not in [lim.construct for lim in got.limitations]  # unknown: nothing claimed of it

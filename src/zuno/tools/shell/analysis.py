@@ -642,14 +642,20 @@ class _Walker:
             script = None if not args or any(a is None for a in args) else " ".join(a for a in args if a is not None)
         elif base in SHELL_NAMES:
             rest = words[1:]
-            for j, w in enumerate(rest):
+            j = 0
+            while j < len(rest):
+                w = rest[j]
                 if w is None:
                     return
                 if w.startswith("-") and not w.startswith("--") and "c" in w[1:]:
                     script = rest[j + 1] if j + 1 < len(rest) else None
                     break
+                if w in ("-o", "+o", "-O", "+O"):  # an option that takes the next word: -o pipefail
+                    j += 2
+                    continue
                 if not w.startswith("-") and not w.startswith("+"):
                     return  # a script file, not -c
+                j += 1
         if not script or self.depth >= _NESTED_MAX_DEPTH:
             return
         inner = _Walker(script.encode("utf-8", "surrogateescape"), self.policy, self.interpreter)
