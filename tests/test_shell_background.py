@@ -32,6 +32,19 @@ async def test_run_in_background_returns_a_job_and_its_completion_is_readable(wo
         assert "done" in out.text
 
 
+async def test_run_in_background_always_returns_a_job_even_when_the_command_already_ended(workspace: Path) -> None:
+    """A command that exits before the call returns is still the job the caller asked for: its
+    completion is delivered like any other (only a command the guard could not run is not a job)."""
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        res = await s.step([_shell(command="exit 0", run_in_background=True) for _ in range(20)])
+        tasks = [r.metadata["background"]["taskID"] for r in res.results]
+        assert len(set(tasks)) == 20
+        for task in tasks:
+            (waited,) = (await s.step([{"name": "bg", "arguments": {"action": "wait", "taskID": task}}])).results
+            rid = waited.metadata["receiptId"]
+            assert rt.receipt(rid)["exitCode"] == 0  # type: ignore[index]
+
+
 async def test_yield_time_promotes_a_long_foreground_command(workspace: Path) -> None:
     async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
         t = time.monotonic()

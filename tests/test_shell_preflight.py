@@ -250,7 +250,17 @@ def test_a_nested_script_after_cd_runs_in_that_directory() -> None:
 
 
 @pytest.mark.parametrize(
-    "command", ["GIT=git; $GIT add -f .zuno", "bash -c 'git add -f .zuno'", "eval 'git add -f .zuno'"]
+    "command",
+    [
+        "GIT=git; $GIT add -f .zuno",
+        "bash -c 'git add -f .zuno'",
+        "eval 'git add -f .zuno'",
+        "cd nonexistent; git add -f .zuno",  # the cd fails; git runs where it was
+        "cat > note.txt <<'EOF' && git add -f .zuno\nhello\nEOF",
+        "x=$(git add -f .zuno 2>&1)",
+        "git stage -f .zuno",
+        "command -p git add -f .zuno",
+    ],
 )
 async def test_git_through_a_variable_or_nested_script_is_inspected_too(repo: Path, command: str) -> None:
     rec = await run_shell(repo, {"command": command}, {"shell": {"env": GIT_ENV}})

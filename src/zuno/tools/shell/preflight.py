@@ -221,7 +221,8 @@ async def preflight(
     for call in calls:
         cwd = workdir if call.directory is None else (_realpath(workdir / call.directory))
         if not cwd.is_dir():
-            continue  # the command will fail on its own
+            # The `cd` into it will fail, and unless the script stops there, git runs where it was.
+            cwd = workdir
         key = str(cwd)
         if key not in toplevels:
             code, out = await r.read([git, "rev-parse", "--show-toplevel"], cwd, "git rev-parse --show-toplevel")

@@ -196,7 +196,10 @@ class ShellTool(Tool):
             self._uncancel()
             running = await starting
             cancelled_early = True
-        if args.run_in_background and not cancelled_early and running.exit is None:
+        # run_in_background always yields a job (a command that already finished is a job that has
+        # ended: its completion is delivered like any other), unless the guard could not run it.
+        could_not_run = running.exit is not None and running.exit.guard_diagnostic is not None
+        if args.run_in_background and not cancelled_early and not could_not_run:
             run = _Run(None, promote=PROMOTED_REQUESTED)
         else:
             run = await self._supervise(
