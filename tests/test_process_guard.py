@@ -210,6 +210,77 @@ async def test_released_memory_serves_every_window_from_disk(tmp_path: Path) -> 
     assert r.read_range(0, 10) == expected[:10]
 
 
+async def test_a_flooding_group_member_does_not_hold_back_the_leaders_exit(tmp_path: Path) -> None:
+    """A member that keeps the capture pipe full must not keep the guard's status pipe unread."""
+    flood = "for i in 1 2 3; do (dd if=/dev/zero bs=1M status=none) & done; sleep 0.1; exit 0"
+    r = await start(spec(tmp_path, "bash", "-c", flood))
+    try:
+        info = await r.wait(20)
+        assert info is not None and info.returncode == 0
+        assert r.group_alive() and not r.capture_done  # the member still floods
+    finally:
+        await r.stop("test")
+        await r.wait_capture(20)
+        await r.close()
+        r.log_path.unlink()
+
+
+async def test_a_drain_stops_at_its_budget_when_the_source_never_runs_dry(tmp_path: Path) -> None:
+    """The pump drains the capture with a budget: a source that never runs dry (here a 20 MiB file,
+    which never says EAGAIN) is read a budget at a time, so the status pipe gets its turn."""
+    r = await run(tmp_path, "true")
+    src = tmp_path / "src.bin"
+    src.write_bytes(bytes(range(256)) * (20 * 4096))
+    fd = os.open(src, os.O_RDONLY)
+    r._log_fd = os.open(os.devnull, os.O_WRONLY)  # the ended command's log is closed; write nowhere
+    before = r.total_written
+    try:
+        assert r._capture(fd, limits.PROCESS_DRAIN_BUDGET) is True  # more to read: not at end-of-file
+        taken = r.total_written - before
+        assert limits.PROCESS_DRAIN_BUDGET <= taken < limits.PROCESS_DRAIN_BUDGET + limits.PROCESS_READ_CHUNK
+    finally:
+        os.close(fd)
+        os.close(r._log_fd)
+        await r.close()
+
+
+def test_a_failed_log_write_ends_paging_instead_of_looping(tmp_path: Path) -> None:
+    """When the log cannot be written (here: a file-size limit), windows served from disk end where
+    the log ends: a client paging by cursor stops instead of getting empty windows forever."""
+    script = textwrap.dedent(
+        f"""
+        import asyncio, os, resource, sys
+        sys.path.insert(0, {str(SRC)!r})
+        from pathlib import Path
+        from zuno.process import CommandSpec, start
+
+        async def main():
+            d = Path({str(tmp_path)!r})
+            resource.setrlimit(resource.RLIMIT_FSIZE, (5 << 20, resource.RLIM_INFINITY))
+            r = await start(CommandSpec(["head", "-c", str(10 << 20), "/dev/zero"], d, dict(os.environ), d / "logs"))
+            info = await r.wait(30)
+            await r.wait_capture(30)
+            cursor, pages = 0, 0
+            while True:
+                w, _ = r.window(cursor, 999_999, from_end=False)
+                pages += 1
+                assert pages < 1000, "paging never ends"  # 5 MiB in windows of at most 50 KiB: ~103
+                cursor = w.cursor
+                if not w.has_more:
+                    break
+            print(info.settled, r.total_written, cursor, os.path.getsize(r.log_path))
+            await r.close()
+
+        asyncio.run(main())
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    settled, total, cursor, size = out.stdout.split()
+    assert settled == "False"  # the capture broke: the status is not a verdict
+    assert int(total) == 10 << 20 and int(cursor) == int(size) == 5 << 20
+
+
 async def _sleep(s: float) -> None:
     import asyncio
 

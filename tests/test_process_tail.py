@@ -66,3 +66,14 @@ def test_dropped_tail_holds_nothing_and_gives_its_pages_back() -> None:
     tail.release_pages()
     _fill(tail, b"more")  # a lingering writer: counted, not held
     assert tail.end == 5004 and len(tail) == 0
+
+
+def test_released_pages_are_really_given_back() -> None:
+    """A private mapping: after MADV_DONTNEED its pages are freed and read back as zeros (a shared
+    one, Python's default, would keep the bytes, and the memory, until the object is gone)."""
+    tail = RingTail(1 << 20, 1 << 16)
+    _fill(tail, b"x" * 5000)
+    tail.drop()
+    tail.release_pages()
+    (view,) = tail.views(0, 5000)
+    assert bytes(view) == bytes(5000)

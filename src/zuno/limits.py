@@ -39,6 +39,8 @@ PROCESS_MEMORY_TAIL = 2 * 1024 * 1024
 # How much the capture reads per system call, and the capture pipe's size (Linux's maximum default).
 PROCESS_READ_CHUNK = 1024 * 1024
 PROCESS_PIPE_SIZE = 1024 * 1024
+# At most this much is read from the capture pipe before the guard's status pipe is looked at again.
+PROCESS_DRAIN_BUDGET = 4 * PROCESS_READ_CHUNK
 # A stop: SIGTERM, this long for the group to exit, then SIGKILL and this long to see it gone.
 PROCESS_STOP_GRACE_S = 2.0
 PROCESS_KILL_WAIT_S = 5.0

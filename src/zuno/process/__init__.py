@@ -219,6 +219,7 @@ class RunningCommand:
         self._lock = threading.Lock()
         self._tail = RingTail(limits.PROCESS_MEMORY_TAIL, limits.PROCESS_READ_CHUNK)
         self._total = 0
+        self._logged = 0  # bytes in the log file: short of _total only when writing it failed
         self._last_output_at = self.started_at
         self._exit: ExitInfo | None = None
         self._group_gone = False
@@ -307,7 +308,8 @@ class RunningCommand:
             end = min(start + lim, total)
             data = self._tail.slice(start - mem_start, end - mem_start) if start >= mem_start else None
         if data is None:
-            return read_window(self.log_path, cursor, limit, from_end=from_end, total=total), True
+            # The log holds _logged bytes; past a failed write there is nothing more on disk to page to.
+            return read_window(self.log_path, cursor, limit, from_end=from_end, total=min(total, self._logged)), True
         if aligned:
             skip = _skip_continuations(data)
             start += skip
@@ -518,6 +520,7 @@ class RunningCommand:
             try:
                 while views:
                     written = os.writev(self._log_fd, views)
+                    self._logged += written
                     while views and written >= len(views[0]):
                         written -= len(views[0])
                         views.pop(0)
@@ -593,7 +596,9 @@ class RunningCommand:
             while self._capture_open or status_open:
                 for key, _ in sel.select(timeout=0.5):
                     if key.data == "cap":
-                        drain()
+                        # A budget, so a group member that keeps the pipe full cannot keep the status
+                        # pipe (the leader's exit, the group's end) from being read.
+                        drain(limits.PROCESS_DRAIN_BUDGET)
                     else:
                         try:
                             data = os.read(status_fd, 4096)
@@ -651,7 +656,7 @@ class RunningCommand:
         line = f"{GUARD_DIAG_PREFIX} 125: {text}"
         with contextlib.suppress(OSError):
             data = (line + "\n").encode()
-            os.write(self._log_fd, data)
+            self._logged += os.write(self._log_fd, data)
             with self._lock:
                 self._tail.add(data)
                 self._total += len(data)

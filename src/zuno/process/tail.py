@@ -20,7 +20,9 @@ class RingTail:
         self.keep = keep
         self.read_max = read_max
         self.capacity = keep + read_max
-        self._ring = mmap.mmap(-1, self.capacity)
+        # Private: a shared anonymous mapping (Python's default) is shmem, whose pages MADV_DONTNEED
+        # only unmaps from this process without freeing them.
+        self._ring = mmap.mmap(-1, self.capacity, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         self.end = 0  # bytes ever committed
         self._dropped_at: int | None = None  # `end` when the held bytes were dropped
 
@@ -87,6 +89,7 @@ class RingTail:
         return self._dropped_at is not None
 
     def release_pages(self) -> None:
+        """Give the ring's pages back to the system (they read as zeros if touched again)."""
         if self._dropped_at is not None and not self._ring.closed:
             self._ring.madvise(mmap.MADV_DONTNEED)
 
