@@ -71,6 +71,7 @@ def test_construct_is_found(command: str, policy: str, construct: str) -> None:
         ("false && true", "all", "and-chain"),  # the last statement decides
         ("set -o pipefail", "pipefail", "set+e"),
         ("bash build.sh", "pipefail", "nested-shell"),  # a script file, not -c or stdin
+        ("bash --version", "pipefail", "nested-shell"),
     ],
 )
 def test_construct_is_not_claimed(command: str, policy: str, construct: str) -> None:

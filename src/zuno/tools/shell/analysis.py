@@ -791,7 +791,12 @@ class _Walker:
                 or (base in PWSH_NAMES and f.lower() in ("-command", "-c", "-encodedcommand"))
                 for f in flags
             )
-            from_stdin = not runs_c and base in SHELL_NAMES and self._script_operand(prog_words) is None
+            from_stdin = (
+                not runs_c
+                and base in SHELL_NAMES
+                and self._script_operand(prog_words) is None
+                and not {"--version", "--help"} & set(prog_words)
+            )
             if runs_c or from_stdin:
                 self.limit(
                     "nested-shell",
