@@ -662,26 +662,23 @@ class _Walker:
 
     def _program_word(self, node: tree_sitter.Node) -> list[str | None]:
         """A command name as the words it becomes: its literal value, or what a variable was
-        assigned (`$GIT`; unquoted, a value with spaces splits into several words)."""
+        assigned (`$GIT`; unquoted, a value with spaces splits into several words; `"$GIT"` is one)."""
         v = static_word(self.src, node)
         if v is not None:
             return [v]
         if node.type in ("simple_expansion", "expansion"):
-            names = [c for c in node.named_children if c.type == "variable_name"]
-            if len(names) == 1 and len(node.named_children) == 1:
-                value = self.vars.get(_text(self.src, names[0]))
-                if value is None:
-                    return [None]
-                return list(value.split()) or [None]
-        if node.type == "string" and len(node.named_children) == 1:  # "$GIT": one word, whatever it holds
-            inner = self._program_word(node.named_children[0])
-            if node.named_children[0].type in ("simple_expansion", "expansion"):
-                if inner == [None]:
-                    return [None]
-                names = [c for c in node.named_children[0].named_children if c.type == "variable_name"]
-                return [self.vars.get(_text(self.src, names[0]))] if names else [None]
-            return inner
+            value = self._assigned(node)
+            return (value.split() or [None]) if value is not None else [None]
+        if node.type == "string" and len(node.named_children) == 1:
+            return [self._assigned(node.named_children[0])]
         return [None]
+
+    def _assigned(self, node: tree_sitter.Node) -> str | None:
+        """The literal a plain `$NAME` / `${NAME}` holds, if the command assigned one."""
+        if node.type not in ("simple_expansion", "expansion") or len(node.named_children) != 1:
+            return None
+        name = node.named_children[0]
+        return self.vars.get(_text(self.src, name)) if name.type == "variable_name" else None
 
     def words(self, n: tree_sitter.Node) -> list[str | None]:
         out: list[str | None] = []
@@ -839,7 +836,7 @@ class _Walker:
             # `$VCS commit …`: a program this reading cannot name, run as `commit` / `add`. It may be
             # git, so it gets git's pre-flight (read-only; outside a repository it reads nothing more).
             self.git(n, prog_words, gst, fed=fed)
-        self.nested_git(n, base, prog_words, gst, stdin=self._herestring(n) or self._stdin)
+        self.nested_script(n, base, prog_words, gst, stdin=self._herestring(n) or self._stdin)
         if base == "find":
             self._find_exec(n, prog_words, gst)
         if not st.background and not st.expanded and st.base is not None:
@@ -927,7 +924,7 @@ class _Walker:
                 "remove it; if one command may fail, handle that command explicitly",
             )
 
-    def nested_git(
+    def nested_script(
         self, n: tree_sitter.Node, base: str | None, words: list[str | None], st: _State, *, stdin: str | None
     ) -> None:
         """A literal script another program runs: `eval '…'` (read whole: it runs in this very shell,
