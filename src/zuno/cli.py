@@ -18,44 +18,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from zuno.cli_support import EXIT_OK, EXIT_USAGE, UsageError, add_common_arguments, print_json, runtime_from_args
+from zuno.commands import command_modules
 from zuno.config import ConfigError
-from zuno.permissions import Approver, AutoApprover, NoApprover, TerminalApprover
-from zuno.runtime import Runtime, Session
+from zuno.runtime import Session
 from zuno.store import SessionBusy
 
-EXIT_OK = 0
-EXIT_USAGE = 2
-
-
-class UsageError(Exception):
-    pass
-
-
-def _print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
-    sys.stdout.flush()
-
-
-def _approver(args: argparse.Namespace) -> Approver:
-    if getattr(args, "approve", False):
-        return AutoApprover()
-    if sys.stderr.isatty() and os.path.exists("/dev/tty"):
-        try:
-            with open("/dev/tty"):
-                return TerminalApprover()
-        except OSError:
-            pass
-    return NoApprover()
-
-
-def _runtime(args: argparse.Namespace) -> Runtime:
-    return Runtime(
-        root=args.root,
-        config_file=args.config,
-        profile=args.profile,
-        db=args.db,
-        approver=_approver(args),
-    )
+_print_json = print_json
+_runtime = runtime_from_args
+_common = add_common_arguments
 
 
 def _read_calls(source: str | None) -> list[Any]:
@@ -290,16 +261,6 @@ def cmd_receipt(args: argparse.Namespace) -> int:
         asyncio.run(rt.aclose())
 
 
-def _common(p: argparse.ArgumentParser, session: bool = True) -> None:
-    p.add_argument("--root", default=".", help="workspace root (default: the current directory)")
-    p.add_argument("--config", default=None, help="a config file, read after the root's zuno.json")
-    p.add_argument("--profile", default=None, help="tool profile: zuno (default) or chord")
-    p.add_argument("--db", default=None, help="the store (default: <root>/.zuno/zuno.db, or $ZUNO_DB)")
-    p.add_argument("--approve", action="store_true", help="approve every call that asks for approval")
-    if session:
-        p.add_argument("--session", default=None, help="continue (or name) a session")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zuno", description="A tool runtime for coding agents.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -337,6 +298,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     _common(p, session=False)
     p.set_defaults(func=cmd_receipt)
+
+    # Commands that live in their own modules (zuno.commands.*): each adds its parser.
+    for module in command_modules():
+        module.add_parser(sub)
     return parser
 
 

@@ -18,6 +18,7 @@ from zuno.declarations import Outcome
 from zuno.dispatch import Dispatcher
 from zuno.permissions import Approver, NoApprover
 from zuno.records import StepResult
+from zuno.session_ids import SessionNotFound, validate_session_id
 from zuno.store import Store
 from zuno.surface import Registry, Surface, build_surface, default_registry
 from zuno.tool import Services
@@ -62,7 +63,30 @@ class Runtime:
         self.approver: Approver = approver or NoApprover()
 
     def session(self, session_id: str | None = None) -> Session:
+        if session_id is not None:
+            validate_session_id(session_id)
         return Session(self, session_id)
+
+    def resolve_session(self, session_id: str | None = None, *, continue_latest: bool = False) -> str | None:
+        """The id an entry point (CLI, MCP, agent) continues: ``session_id`` when given (validated,
+        and it must exist), else the workspace's most recent session with ``continue_latest``, else
+        None (a new session). Raises InvalidSessionId or SessionNotFound; writes nothing."""
+        if session_id is not None:
+            validate_session_id(session_id)
+            if not self.store.session_exists(session_id):
+                raise SessionNotFound(
+                    f"no session {session_id!r} in {self.store.path}. Run 'zuno sessions' to list them, "
+                    "or leave out --session to start a new one."
+                )
+            return session_id
+        if continue_latest:
+            latest = self.store.latest_session(str(self.root))
+            if latest is None:
+                raise SessionNotFound(
+                    f"there is no session to continue in {self.store.path}: leave out --continue to start one."
+                )
+            return latest
+        return None
 
     def receipt(self, receipt_id: str) -> dict[str, Any] | None:
         """A stored verification receipt of a shell call (``rcp_…``), or None."""

@@ -232,6 +232,16 @@ class Store:
     def session_exists(self, session_id: str) -> bool:
         return bool(self.query("SELECT 1 FROM sessions WHERE id = ?", (session_id,)))
 
+    def latest_session(self, root: str | None = None) -> str | None:
+        """The most recently active session (of this workspace root, when given), or None."""
+        where, params = ("WHERE s.root = ?", (root,)) if root is not None else ("", ())
+        rows = self.query(
+            "SELECT s.id FROM sessions s LEFT JOIN steps t ON t.session_id = s.id "
+            f"{where} GROUP BY s.id ORDER BY MAX(COALESCE(t.started_at, s.created_at)) DESC, s.rowid DESC LIMIT 1",
+            params,
+        )
+        return str(rows[0][0]) if rows else None
+
     def begin_step(self, session_id: str, event: dict[str, Any] | None = None) -> int:
         """Number the next step of the session. The step row and its step-started event are written
         with the step's first durable fact, in that fact's transaction (one commit less per step); a

@@ -1,0 +1,1 @@
+"""The agent session: providers, the loop, modes, reconciliation, compaction, the dynamic context."""

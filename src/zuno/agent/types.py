@@ -1,0 +1,184 @@
+"""The provider-neutral shapes the agent loop and the provider adapters share.
+
+A provider adapter (``zuno.agent.providers.<api>``) turns a ``ModelRequest`` into one wire
+request of its API through the official SDK, streams the answer back as ``StreamEvent``s, and
+ends with exactly one ``Finished``. The loop never sees an SDK object; an adapter never sees the
+dispatcher. Keys never appear in an event, an error or a log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+# -- the transcript ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str  # the provider's call id (echoed back with the result)
+    name: str
+    arguments: str  # the raw JSON text the model sent (may be malformed: the dispatcher judges it)
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    media_type: str  # image/png, image/jpeg
+    data_b64: str
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    text: str
+    images: tuple[ImagePart, ...] = ()
+    role: Literal["user"] = "user"
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessage:
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    # Provider-specific opaque items that must be echoed back verbatim on the next request
+    # (Responses reasoning items, Anthropic thinking blocks with signatures). Never shown, never
+    # summarised, never returned by history.
+    opaque: tuple[dict[str, Any], ...] = ()
+    role: Literal["assistant"] = "assistant"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultMessage:
+    call_id: str
+    name: str
+    text: str  # exactly the record's text
+    is_error: bool = False  # outcome other than ok
+    images: tuple[ImagePart, ...] = ()
+    role: Literal["tool"] = "tool"
+
+
+Message = UserMessage | AssistantMessage | ToolResultMessage
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One model-visible tool, exported per provider from the same declarations."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class HostedTool:
+    """A provider-hosted tool (Chord's web_search through compat.hosted_tools)."""
+
+    kind: Literal["web_search"]
+    allowed_domains: tuple[str, ...] = ()
+    blocked_domains: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    model: str  # the provider's model name (without the "<provider id>/" prefix)
+    system: str  # instructions + the dynamic context, rebuilt for this request
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    hosted_tools: tuple[HostedTool, ...] = ()
+    max_output_tokens: int | None = None
+    parallel_tool_calls: bool = True
+
+
+# -- the stream ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    """A tool call began streaming (for a compact live line); its arguments come in Finished."""
+
+    id: str
+    name: str
+    kind: Literal["tool_call_started"] = "tool_call_started"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+
+
+StopReason = Literal["end_turn", "tool_calls", "max_tokens", "content_filter", "other"]
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The request ended: the whole assistant message, usage and why it stopped."""
+
+    message: AssistantMessage
+    usage: Usage
+    stop_reason: StopReason
+    provider_stop_reason: str | None = None  # the wire value, for the record
+    kind: Literal["finished"] = "finished"
+
+
+StreamEvent = TextDelta | ToolCallStarted | Finished
+
+
+# -- attempts and errors -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One wire attempt of a request, timed on its own (provider request/retry time is a
+    different measurement from the task's elapsed time)."""
+
+    number: int
+    started_at: float
+    ended_at: float
+    status: int | None  # HTTP status, None for a connection failure
+    error_category: str | None  # None for success; "rate_limited", "overloaded", "server", "connection", ...
+    retry_after_s: float | None = None
+
+
+class ProviderError(Exception):
+    """A request that failed for good (after its retries, or at once when not transient).
+    The message names the provider, the API and the category; never a key, never a header."""
+
+    def __init__(
+        self, message: str, *, category: str, status: int | None = None, attempts: tuple[Attempt, ...] = ()
+    ) -> None:
+        super().__init__(message)
+        self.category = category
+        self.status = status
+        self.attempts = attempts
+
+
+@dataclass(slots=True)
+class RequestOutcome:
+    """What the loop keeps of one request besides the streamed events: its attempts."""
+
+    attempts: list[Attempt] = field(default_factory=list)
+
+
+class Provider(Protocol):
+    """One configured model. ``stream`` yields events and ends with one Finished; it raises
+    ProviderError for a request that failed for good, and asyncio.CancelledError when cancelled
+    (the partial text the caller has seen is the caller's to keep). ``outcome`` collects the
+    attempts of this request."""
+
+    id: str  # "<provider id>/<model name>"
+    api: Literal["openai-chat", "openai-responses", "anthropic"]
+    context_tokens: int
+    output_tokens: int
+    accepts_images: bool
+    hosted_tools_supported: frozenset[str]
+
+    def stream(self, request: ModelRequest, outcome: RequestOutcome) -> AsyncIterator[StreamEvent]: ...
+
+    async def aclose(self) -> None: ...
