@@ -65,10 +65,43 @@ class HooksConfig(_Strict):
     pre_dispatch: list[HookConfig] = Field(default_factory=list)
 
 
+class AgentLimitsConfig(_Strict):
+    # Each limit ends the turn with its typed stop reason (step_limit, token_limit, time_limit,
+    # continuation_limit).
+    steps_per_turn: int = Field(limits.AGENT_STEPS_PER_TURN, ge=1, le=100_000)
+    tokens_per_turn: int = Field(limits.AGENT_TOKENS_PER_TURN, ge=1, le=10**12)
+    seconds_per_turn: int = Field(limits.AGENT_SECONDS_PER_TURN, ge=1, le=7 * 24 * 3600)
+    continuations: int = Field(limits.AGENT_GOAL_CONTINUATIONS, ge=0, le=10_000)
+
+
+class CompactionConfig(_Strict):
+    # Compact when the next request would pass this fraction of the model's context.
+    at_fraction: float = Field(limits.COMPACT_AT_FRACTION, ge=0.05, le=1.0)
+    keep_fraction: float = Field(limits.COMPACT_KEEP_FRACTION, ge=0.0, le=0.9)
+    # "<provider id>/<model name>" of a (cheaper) model that writes the summaries; default the turn's own.
+    model: str | None = None
+
+
 class AgentConfig(_Strict):
     name: str | None = None
     # An exact allowlist: it replaces the profile's default surface (registered slots may be named).
     tools: list[str] | None = None
+    limits: AgentLimitsConfig = Field(default_factory=AgentLimitsConfig)
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
+    # Extra instructions put before the dynamic context of every request.
+    instructions: str | None = None
+
+
+class HostedWebSearchConfig(_Strict):
+    allowed_domains: list[str] = Field(default_factory=list)
+    blocked_domains: list[str] = Field(default_factory=list)
+
+
+class CompatConfig(_Strict):
+    # Provider-hosted tools to offer when the active model's provider supports them (Chord's
+    # web_search as the provider's hosted search).
+    hosted_tools: list[Literal["web_search"]] = Field(default_factory=list)
+    web_search: HostedWebSearchConfig = Field(default_factory=HostedWebSearchConfig)
 
 
 class WorkspaceConfig(_Strict):
@@ -118,6 +151,7 @@ class Config(_Strict):
     search: SearchConfig = Field(default_factory=SearchConfig)
     shell: ShellConfig = Field(default_factory=ShellConfig)
     editing: EditingConfig = Field(default_factory=EditingConfig)
+    compat: CompatConfig = Field(default_factory=CompatConfig)
 
 
 def _merge(base: dict[str, Any], top: Mapping[str, Any], origin: dict[str, str], src: str, prefix: str) -> None:

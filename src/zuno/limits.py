@@ -123,3 +123,27 @@ CHORD_CONTEXT_LINE_MAX_BYTES = 256
 # chord grep: bytes/lines of the output budget kept back for the status lines around the body.
 CHORD_BUDGET_RESERVE_BYTES = 1_024
 CHORD_BUDGET_RESERVE_LINES = 8
+
+# -- the agent loop (issue 13) -------------------------------------------------------------------
+# Named, configurable limits of one turn (config agent.limits); each has a typed stop reason.
+AGENT_STEPS_PER_TURN = 50  # tool steps in one turn -> step_limit
+AGENT_TOKENS_PER_TURN = 2_000_000  # provider tokens (in + out) in one turn -> token_limit
+AGENT_SECONDS_PER_TURN = 3_600  # wall time of one turn -> time_limit
+AGENT_GOAL_CONTINUATIONS = 25  # automatic Goal continuations in one turn -> continuation_limit
+# "three consecutive identical observations pause with typed no_progress".
+GOAL_NO_PROGRESS_OBSERVATIONS = 3
+# "Three unchanged, consecutive, single-read steps stop with stagnant_tool_loop".
+STAGNANT_READ_STEPS = 3
+# Compaction: when the next request would pass this fraction of the model's context.
+COMPACT_AT_FRACTION = 0.8
+# After a compaction the kept recent history is at most this fraction of the context.
+COMPACT_KEEP_FRACTION = 0.3
+# Compactions tried before one request (a window that cannot shrink further is sent as it is).
+COMPACT_MAX_PASSES = 3
+# The user's own messages rebuilt into every request: each text and all of them together.
+USER_SOURCE_TEXT_MAX_CHARS = 4_000
+USER_SOURCES_MAX_CHARS = 16_000
+# A tool result shown to the summariser is cut to this many characters.
+COMPACT_RESULT_MAX_CHARS = 2_000
+# How long a run waits for background jobs it started before it stops waiting (wake on completion).
+BACKGROUND_WAKE_MAX_S = 6 * 3600

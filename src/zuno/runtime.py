@@ -21,7 +21,7 @@ from zuno.records import StepResult
 from zuno.session_ids import SessionNotFound, validate_session_id
 from zuno.store import Store
 from zuno.surface import Registry, Surface, build_surface, default_registry
-from zuno.tool import Services
+from zuno.tool import Services, Tool
 from zuno.workspace import Workspace
 
 UNCERTAIN_RECOVERY_TEXT = (
@@ -55,6 +55,7 @@ class Runtime:
         granted = [Path(g) if Path(g).is_absolute() else self.root / g for g in self.config.workspace.granted_dirs]
         self.workspace = Workspace(self.root, granted)
         registry = registry or default_registry()
+        self.registry = registry
         self.surface: Surface = build_surface(self.config, self.root, registry)
         db_path = Path(db) if db else Path(os.environ["ZUNO_DB"]) if os.environ.get("ZUNO_DB") else None
         if db_path is None:
@@ -87,6 +88,26 @@ class Runtime:
                 )
             return latest
         return None
+
+    def agent(
+        self,
+        model: str | None = None,
+        *,
+        mode: str | None = None,
+        session_id: str | None = None,
+        continue_latest: bool = False,
+        provider: Any = None,
+    ) -> Any:
+        """An agent session driven by a model (``zuno.agent.api.Agent``)::
+
+        async with rt.agent(model="local/qwen3-coder") as agent:
+            result = await agent.run("fix the failing test")
+        """
+        from zuno.agent.api import Agent
+
+        return Agent(
+            self, model=model, mode=mode, session_id=session_id, continue_latest=continue_latest, provider=provider
+        )
 
     def receipt(self, receipt_id: str) -> dict[str, Any] | None:
         """A stored verification receipt of a shell call (``rcp_…``), or None."""
@@ -179,6 +200,10 @@ class Session:
             await self.open()
         assert self._dispatcher is not None
         return await self._dispatcher.step(calls)
+
+    def visible_tools(self) -> list[Tool]:
+        """The tools the model is shown for its next step, in surface order."""
+        return list(self.runtime.surface.tools.values())
 
     def cancel(self) -> None:
         """Cancel the step in progress; it returns settled results for every call."""

@@ -94,4 +94,77 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX notices_pending ON notices (session_id, delivered_step);
         """,
     ),
+    (
+        "0002_agent",
+        """
+        CREATE TABLE agent_state (
+            session_id TEXT PRIMARY KEY REFERENCES sessions(id),
+            mode TEXT NOT NULL DEFAULT 'work' CHECK (mode IN ('plan', 'work', 'goal')),
+            model TEXT,
+            turns INTEGER NOT NULL DEFAULT 0,
+            data TEXT NOT NULL DEFAULT '{}',
+            updated_at REAL NOT NULL
+        );
+        CREATE TABLE agent_turns (
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            n INTEGER NOT NULL,
+            mode TEXT NOT NULL,
+            started_at REAL NOT NULL,
+            ended_at REAL,
+            stop_reason TEXT,
+            stop_detail TEXT,
+            steps INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (session_id, n)
+        );
+        CREATE TABLE agent_items (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            turn INTEGER NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('user', 'assistant', 'tool_result', 'notice', 'compaction')),
+            msg_id TEXT,
+            call_id TEXT,
+            request_id INTEGER,
+            step INTEGER,
+            call_seq INTEGER,
+            digest TEXT,
+            data TEXT NOT NULL,
+            at REAL NOT NULL
+        );
+        CREATE INDEX agent_items_by_session ON agent_items (session_id, seq);
+        CREATE INDEX agent_items_by_kind ON agent_items (session_id, kind, seq);
+        CREATE TABLE agent_requests (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            turn INTEGER NOT NULL,
+            purpose TEXT NOT NULL CHECK (purpose IN ('turn', 'compaction')),
+            model TEXT NOT NULL,
+            system_digest TEXT NOT NULL,
+            context_digest TEXT NOT NULL,
+            message_count INTEGER NOT NULL,
+            tool_count INTEGER NOT NULL,
+            estimated_tokens INTEGER NOT NULL,
+            started_at REAL NOT NULL,
+            ended_at REAL,
+            status TEXT NOT NULL CHECK (status IN ('sent', 'finished', 'failed', 'interrupted')),
+            stop_reason TEXT,
+            provider_stop_reason TEXT,
+            input_tokens INTEGER,
+            output_tokens INTEGER,
+            cached_tokens INTEGER,
+            error_category TEXT,
+            error TEXT
+        );
+        CREATE INDEX agent_requests_by_session ON agent_requests (session_id, id);
+        CREATE TABLE agent_attempts (
+            request_id INTEGER NOT NULL REFERENCES agent_requests(id),
+            number INTEGER NOT NULL,
+            started_at REAL NOT NULL,
+            ended_at REAL NOT NULL,
+            status INTEGER,
+            error_category TEXT,
+            retry_after_s REAL,
+            PRIMARY KEY (request_id, number)
+        )
+        """,
+    ),
 ]

@@ -1,0 +1,214 @@
+"""The Python API of the agent session::
+
+    async with zuno.Runtime(root=".") as rt:
+        async with rt.agent(model="local/qwen3-coder") as agent:
+            result = await agent.run("fix the failing test")          # a RunResult
+            async for event in agent.events("now run the linter"):    # text, tool calls, results, stop
+                ...
+
+``run`` drives turns until the session stops. A run that stops ``waiting_background`` on a job
+this process started waits for the job and resumes the session when it ends (callback-first:
+its completion notice reaches the next request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from zuno import limits
+from zuno.agent.events import AgentEvent, StopReason, TurnResult
+from zuno.agent.loop import AgentLoop
+from zuno.agent.transcript import MODES, Mode, Transcript
+
+if TYPE_CHECKING:
+    from zuno.agent.types import Provider
+    from zuno.runtime import Runtime, Session
+
+
+class NoProvider(Exception):
+    """No model is configured, or its provider cannot be built: the message names what to set."""
+
+
+def build_provider_for(runtime: Runtime, model: str | None) -> Provider:
+    """The configured provider of ``model`` (or the config's ``model``), through
+    ``zuno.agent.providers.build_provider``; NoProvider names what to set."""
+    try:
+        from zuno.agent.providers import build_provider
+    except ImportError as e:  # the adapters are not installed in this build
+        raise NoProvider(f"no provider adapters are available ({e}).") from None
+    from zuno.config import ConfigError
+
+    try:
+        return build_provider(runtime.config, model)
+    except ConfigError as e:
+        raise NoProvider(str(e)) from None
+
+
+@dataclass(slots=True)
+class RunResult:
+    session: str
+    stop_reason: StopReason
+    detail: str
+    final_text: str
+    steps: int
+    turns: list[TurnResult] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0})
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session": self.session,
+            "stop_reason": self.stop_reason,
+            "detail": self.detail,
+            "final_text": self.final_text,
+            "steps": self.steps,
+            "usage": dict(self.usage),
+            "turns": len(self.turns),
+        }
+
+
+class Agent:
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        model: str | None = None,
+        mode: str | None = None,
+        session_id: str | None = None,
+        continue_latest: bool = False,
+        provider: Provider | None = None,
+        summary_provider: Provider | None = None,
+        wait_background: bool = True,
+    ) -> None:
+        if mode is not None and mode not in MODES:
+            raise ValueError(f"mode {mode!r}: choose one of {', '.join(MODES)}.")
+        self.runtime = runtime
+        self._model = model
+        self._mode: Mode | None = mode  # type: ignore[assignment]
+        self._session_id = runtime.resolve_session(session_id, continue_latest=continue_latest)
+        self._provider = provider
+        self._summary_provider = summary_provider
+        self.wait_background = wait_background
+        self.session: Session | None = None
+        self.loop: AgentLoop | None = None
+        self._listeners: list[Callable[[AgentEvent], None]] = []
+        self._owned: list[Provider] = []
+
+    @property
+    def id(self) -> str:
+        return self.session.id if self.session else ""
+
+    async def open(self) -> Agent:
+        if self.loop is not None:
+            return self
+        if self._provider is None:
+            self._provider = build_provider_for(self.runtime, self._model)
+            self._owned.append(self._provider)
+        summary = self._summary_provider
+        compaction_model = self.runtime.config.agent.compaction.model
+        if summary is None and compaction_model:
+            summary = build_provider_for(self.runtime, compaction_model)
+            self._summary_provider = summary
+            self._owned.append(summary)
+        self.session = self.runtime.session(self._session_id)
+        await self.session.open()
+        self.loop = AgentLoop(self.session, self._provider, mode=self._mode, summary_provider=summary, emit=self._emit)
+        return self
+
+    def _emit(self, event: AgentEvent) -> None:
+        for fn in list(self._listeners):
+            fn(event)
+
+    def interrupt(self) -> None:
+        if self.loop is not None:
+            self.loop.interrupt()
+
+    def set_mode(self, mode: Mode) -> None:
+        assert self.loop is not None, "open the agent first"
+        self.loop.set_mode(mode)
+
+    @property
+    def transcript(self) -> Transcript:
+        assert self.loop is not None, "open the agent first"
+        return self.loop.transcript
+
+    async def run(
+        self, prompt: str | None = None, *, on_event: Callable[[AgentEvent], None] | None = None, resume: bool = False
+    ) -> RunResult:
+        """Run the session until it stops. ``prompt`` None with ``resume`` continues it."""
+        await self.open()
+        assert self.loop is not None and self.session is not None
+        if on_event is not None:
+            self._listeners.append(on_event)
+        try:
+            turns: list[TurnResult] = []
+            t = await self.loop.run_turn(prompt, source="user" if prompt is not None else "resume")
+            turns.append(t)
+            started = time.monotonic()
+            while t.stop_reason == "waiting_background" and self.wait_background and self.loop.local_jobs():
+                left = limits.BACKGROUND_WAKE_MAX_S - (time.monotonic() - started)
+                if left <= 0 or not await self._wait_jobs(left):
+                    break
+                t = await self.loop.run_turn(None, source="wake")
+                turns.append(t)
+            usage = {k: sum(x.usage[k] for x in turns) for k in ("input_tokens", "output_tokens", "cached_tokens")}
+            last = turns[-1]
+            return RunResult(
+                self.session.id,
+                last.stop_reason,
+                last.detail,
+                last.final_text,
+                sum(x.steps for x in turns),
+                turns,
+                usage,
+            )
+        finally:
+            if on_event is not None:
+                self._listeners.remove(on_event)
+
+    async def _wait_jobs(self, within_s: float) -> bool:
+        """Wait for the first local job to end (its completion is queued as a notice: callback-first)."""
+        assert self.loop is not None
+        jobs = self.loop.local_jobs()
+        waits = [asyncio.create_task(j.finished.wait()) for j in jobs]
+        try:
+            done, _ = await asyncio.wait(waits, timeout=within_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        return bool(done)
+
+    async def events(self, prompt: str | None = None, *, resume: bool = False) -> AsyncIterator[AgentEvent]:
+        """The run as an async stream of events, ending with its StopEvent(s)."""
+        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+        task = asyncio.create_task(self.run(prompt, on_event=queue.put_nowait, resume=resume))
+        task.add_done_callback(lambda _t: queue.put_nowait(None))
+        try:
+            while (ev := await queue.get()) is not None:
+                yield ev
+            await task
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def close(self) -> None:
+        try:
+            if self.session is not None:
+                await self.session.close()
+        finally:
+            for p in self._owned:
+                with contextlib.suppress(Exception):
+                    await p.aclose()
+            self._owned.clear()
+
+    async def __aenter__(self) -> Agent:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

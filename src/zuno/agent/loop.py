@@ -1,0 +1,499 @@
+"""The agent loop: one turn of a session, request by request, step by step.
+
+A turn sends the history window and the visible surface, receives text and tool calls, runs the
+calls as ONE step through ``Session.step``, records the results in call order, and goes on until
+the model gives a final answer, the user interrupts, a wait is needed or a limit is reached. Every
+fact is committed before the next request goes out; before each request the dynamic context is
+rebuilt from the committed database (a failed refresher pauses the turn), pending notices are
+taken through an empty step, and any tool call still without a result gets its recovery result.
+
+After a provider final the reconciliation driver decides: an ordinary final ends the cycle (it
+never marks work complete); an active owned Goal with runnable work continues, and pauses with
+``no_progress`` after three identical observations; a running background job (a remote observer,
+or a local job this process started) makes the stop ``waiting_background``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from zuno import limits
+from zuno.agent.compaction import Compactor, estimate_tokens
+from zuno.agent.context import build_system, observation_fingerprint
+from zuno.agent.events import (
+    AgentEvent,
+    NoticeEvent,
+    RequestEvent,
+    StopReason,
+    TextEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnResult,
+)
+from zuno.agent.transcript import (
+    NOT_STARTED_RECOVERY_TEXT,
+    Mode,
+    ToolResultRow,
+    Transcript,
+)
+from zuno.agent.types import (
+    Finished,
+    HostedTool,
+    ImagePart,
+    ModelRequest,
+    Provider,
+    ProviderError,
+    RequestOutcome,
+    TextDelta,
+    ToolCall,
+    ToolCallStarted,
+    ToolSpec,
+)
+from zuno.declarations import Effect
+from zuno.jobs import JobManager
+from zuno.projection import ContextSection, RefreshFailed, build_sections
+
+if TYPE_CHECKING:
+    from zuno.runtime import Session
+    from zuno.tool import Tool
+
+# Plan mode shows read-only tools and the durable-state tools that shape a plan.
+PLAN_MODE_TOOLS = frozenset(
+    {"plan_get", "plan_update", "plan_exit", "todo_get", "todo_update", "todo_write", "goal_get", "question"}
+)
+# The single-read tools whose unchanged results end a stagnant loop.
+PROGRESS_READS = frozenset({"plan_get", "todo_get"})
+CONTINUE_GOAL_TEXT = (
+    "Goal continuation: the active Goal still has runnable work (see the dynamic context). Continue with "
+    "the next concrete action; answer without a tool call only when you are blocked or it is done."
+)
+RESUME_TEXT = "The session was resumed: continue the work where it stopped, from the state shown."
+INTERRUPTED_BEFORE_STEP_TEXT = "[cancelled] The user interrupted the turn before this step started. Nothing ran."
+WAKE_TEXT = "A background job this session started has ended (see the notices above)."
+
+
+@dataclass(slots=True)
+class _Turn:
+    n: int
+    started: float
+    deadline: float
+    steps: int = 0
+    continuations: int = 0
+    usage: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0})
+    final_text: str = ""
+
+
+class _Stop(Exception):
+    def __init__(self, reason: StopReason, detail: str = "") -> None:
+        super().__init__(detail)
+        self.reason: StopReason = reason
+        self.detail = detail
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        session: Session,
+        provider: Provider,
+        *,
+        mode: Mode | None = None,
+        summary_provider: Provider | None = None,
+        emit: Callable[[AgentEvent], None] | None = None,
+    ) -> None:
+        self.session = session
+        self.provider = provider
+        self.config = session.runtime.config
+        self.store = session.runtime.store
+        self.transcript = Transcript(self.store, session.id)
+        if mode is not None:
+            self.set_mode(mode)
+        self.transcript.set_model(provider.id)
+        self.refreshers = list(session.runtime.registry.refreshers)
+        self.compactor = Compactor(self, summary_provider or provider)
+        self.emit: Callable[[AgentEvent], None] = emit or (lambda _e: None)
+        self._stream_task: asyncio.Task[Finished] | None = None
+        self._in_step = False
+        self._interrupt: StopReason | None = None
+        self.last_request_id = 0
+
+    # -- control --------------------------------------------------------------------------------
+
+    @property
+    def mode(self) -> Mode:
+        return self.transcript.state().mode
+
+    def set_mode(self, mode: Mode) -> None:
+        self.transcript.set_mode(mode)
+
+    def interrupt(self, reason: StopReason = "interrupted") -> None:
+        """Stop the turn: a stream in flight is cancelled (its partial text kept, marked), a step in
+        flight is cancelled with the dispatcher's settlement, otherwise the turn stops before its
+        next request."""
+        self._interrupt = reason
+        if self._stream_task is not None and not self._stream_task.done():
+            self._stream_task.cancel()
+        elif self._in_step:
+            self.session.cancel()
+
+    # -- the surface ----------------------------------------------------------------------------
+
+    def visible(self, mode: Mode) -> tuple[tuple[ToolSpec, ...], tuple[HostedTool, ...]]:
+        tools: list[Tool] = self.session.visible_tools()
+        hosted: list[HostedTool] = []
+        compat = self.config.compat
+        if "web_search" in compat.hosted_tools and "web_search" in self.provider.hosted_tools_supported:
+            hosted.append(
+                HostedTool(
+                    "web_search",
+                    tuple(compat.web_search.allowed_domains),
+                    tuple(compat.web_search.blocked_domains),
+                )
+            )
+            tools = [t for t in tools if t.name != "web_search"]
+        if not self.provider.accepts_images:
+            tools = [t for t in tools if t.name != "view_image"]
+        if mode == "plan":
+            tools = [t for t in tools if t.name in PLAN_MODE_TOOLS or _read_only(t)]
+        specs = tuple(ToolSpec(t.name, t.description, t.input_schema()) for t in tools)
+        return specs, tuple(hosted)
+
+    # -- the turn -------------------------------------------------------------------------------
+
+    async def run_turn(
+        self, prompt: str | None = None, *, source: str = "user", images: Sequence[ImagePart] = ()
+    ) -> TurnResult:
+        """One turn. ``prompt`` None continues the session (a resume, or a background wake)."""
+        self._interrupt = None
+        state = self.transcript.state()
+        mode = state.mode
+        n = self.transcript.begin_turn(mode)
+        lim = self.config.agent.limits
+        turn = _Turn(n, time.monotonic(), time.monotonic() + lim.seconds_per_turn)
+        if prompt is not None:
+            self.transcript.add_user(n, prompt, images)
+            self._reset_cycle()
+        elif source in ("resume", "wake"):
+            self._settle_unmatched()
+            if not self._has_pending_input():
+                self.transcript.add_notice(n, RESUME_TEXT if source == "resume" else WAKE_TEXT, source)
+        try:
+            reason, detail = await self._drive(turn)
+        except _Stop as s:
+            reason, detail = s.reason, s.detail
+        self.transcript.end_turn(n, reason, detail, turn.steps)
+        self.store.add_event(
+            self.session.id, "agent-turn-stopped", {"turn": n, "stop_reason": reason, "detail": detail}
+        )
+        from zuno.agent.events import StopEvent
+
+        self.emit(StopEvent(reason, detail, turn.final_text, n))
+        return TurnResult(self.session.id, n, reason, detail, turn.final_text, turn.steps, turn.usage)
+
+    async def _drive(self, turn: _Turn) -> tuple[StopReason, str]:
+        lim = self.config.agent.limits
+        while True:
+            if self._interrupt is not None:
+                return self._interrupt, "before the next request"
+            self._settle_unmatched()
+            await self._take_notices(turn.n)
+            if turn.steps >= lim.steps_per_turn:
+                return "step_limit", f"{turn.steps} steps (agent.limits.steps_per_turn = {lim.steps_per_turn})"
+            used = turn.usage["input_tokens"] + turn.usage["output_tokens"]
+            if used >= lim.tokens_per_turn:
+                return "token_limit", f"{used} tokens (agent.limits.tokens_per_turn = {lim.tokens_per_turn})"
+            if time.monotonic() >= turn.deadline:
+                return "time_limit", f"agent.limits.seconds_per_turn = {lim.seconds_per_turn}"
+            mode = self.transcript.state().mode
+            sections = self._sections()
+            request, context_digest = await self._request(turn, mode, sections)
+            fin = await self._send(turn, request, context_digest, "turn")
+            if fin.message.tool_calls:
+                turn.final_text = ""
+                await self._step(turn, fin.message.tool_calls)
+                continue
+            turn.final_text = fin.message.text
+            if fin.stop_reason == "max_tokens":
+                return "max_output_tokens", "the answer reached the model's output limit"
+            decision = self._reconcile(turn, mode)
+            if decision is not None:
+                return decision
+            turn.continuations += 1
+            self.transcript.add_notice(turn.n, CONTINUE_GOAL_TEXT, "continuation")
+
+    # -- before a request -----------------------------------------------------------------------
+
+    def _sections(self) -> list[ContextSection]:
+        try:
+            return build_sections(self.refreshers, self.store, self.session.id)
+        except RefreshFailed as e:
+            raise _Stop("context_refresh_failed", str(e)) from e
+
+    async def _request(self, turn: _Turn, mode: Mode, sections: list[ContextSection]) -> tuple[ModelRequest, str]:
+        tools, hosted = self.visible(mode)
+        for _ in range(limits.COMPACT_MAX_PASSES + 1):
+            system, context_digest = build_system(
+                root=str(self.session.runtime.root),
+                mode=mode,
+                sections=sections,
+                sources=self.transcript.user_sources(),
+                extra=self.config.agent.instructions,
+            )
+            request = ModelRequest(
+                model=self.provider.id.split("/", 1)[-1],
+                system=system,
+                messages=self.transcript.messages(),
+                tools=tools,
+                hosted_tools=hosted,
+                max_output_tokens=self.provider.output_tokens or None,
+            )
+            budget = self.config.agent.compaction.at_fraction * self.provider.context_tokens
+            if estimate_tokens(request) <= budget:
+                break
+            if not await self.compactor.compact(turn, request):
+                break
+        return request, context_digest
+
+    async def _take_notices(self, turn: int) -> None:
+        """Pending notices (recovery of an interrupted call, a job's completion) reach the next
+        request: an empty step takes them and marks them delivered."""
+        rows = self.store.query(
+            "SELECT COUNT(*) FROM notices WHERE session_id = ? AND delivered_step IS NULL", (self.session.id,)
+        )
+        if not rows or rows[0][0] == 0:
+            return
+        result = await self.session.step([])
+        self._record_notices(turn, result.notices, "notices")
+
+    def _record_notices(self, turn: int, notices: list[dict[str, Any]], source: str) -> None:
+        if not notices:
+            return
+        text = "\n".join(f"- [{n.get('kind', 'notice')}] {n.get('text', '')}" for n in notices)
+        self.transcript.add_notice(turn, text, source, [str(n.get("kind", "")) for n in notices])
+        self.emit(NoticeEvent(text, source))
+
+    def _has_pending_input(self) -> bool:
+        """Does the window end with something the model has not answered yet?"""
+        _, items = self.transcript.window()
+        return bool(items) and items[-1].kind in ("tool_result", "notice", "user")
+
+    def _settle_unmatched(self) -> None:
+        """Every recorded tool call with no result gets one before the next request: the
+        dispatcher's settled row when it has one (its recovery result after a crash: uncertain,
+        nothing re-run), else a not-started result (no intent row: the call never ran)."""
+        unmatched = self.transcript.unmatched_calls()
+        if not unmatched:
+            return
+        rows: list[ToolResultRow] = []
+        step: int | None = None
+        for u in unmatched:
+            found = self.store.query(
+                "SELECT * FROM calls WHERE session_id = ? AND call_id = ? AND seq > ? ORDER BY seq LIMIT 1",
+                (self.session.id, u.call.id, u.calls_seq_floor),
+            )
+            if found and found[0]["state"] == "settled":
+                r = found[0]
+                meta = json.loads(r["metadata"]) if r["metadata"] else {}
+                step = r["step"]
+                rows.append(
+                    ToolResultRow(
+                        u.call.id,
+                        u.call.name,
+                        r["text"] or "",
+                        r["outcome"] or "uncertain",
+                        r["seq"],
+                        recovered=bool(meta.get("recovered")),
+                        cancelled=bool(r["cancelled"]),
+                    )
+                )
+            else:
+                rows.append(
+                    ToolResultRow(u.call.id, u.call.name, NOT_STARTED_RECOVERY_TEXT, "error", None, recovered=True)
+                )
+        self.transcript.add_tool_results(unmatched[0].turn, step, rows)
+        self.store.add_event(self.session.id, "agent-calls-recovered", {"calls": [r.call_id for r in rows]})
+
+    # -- the request ----------------------------------------------------------------------------
+
+    async def _send(self, turn: _Turn, request: ModelRequest, context_digest: str, purpose: str) -> Finished:
+        floor = self.transcript.calls_seq_floor()
+        req_id = self.transcript.request_sent(
+            turn.n, purpose, self.provider.id, request, context_digest, estimate_tokens(request)
+        )
+        self.emit(RequestEvent(req_id, purpose, "sent"))
+        outcome = RequestOutcome()
+        partial: list[str] = []
+
+        async def consume() -> Finished:
+            async for ev in self.provider.stream(request, outcome):
+                if isinstance(ev, TextDelta):
+                    partial.append(ev.text)
+                    if purpose == "turn":
+                        self.emit(TextEvent(ev.text))
+                elif isinstance(ev, ToolCallStarted):
+                    pass
+                elif isinstance(ev, Finished):
+                    return ev
+            raise ProviderError(
+                f"provider {self.provider.id} ({self.provider.api}) ended the stream without finishing it",
+                category="protocol",
+            )
+
+        task = asyncio.create_task(consume())
+        self._stream_task = task
+        remaining = turn.deadline - time.monotonic()
+        timer = asyncio.get_running_loop().call_later(max(0.0, remaining), self.interrupt, "time_limit")
+        try:
+            fin = await task
+        except asyncio.CancelledError:
+            self.transcript.request_interrupted(
+                req_id, turn.n, "".join(partial), outcome.attempts, keep=purpose == "turn"
+            )
+            self.emit(RequestEvent(req_id, purpose, "ended", len(outcome.attempts)))
+            if task.cancelled() and self._interrupt is not None and not _outer_cancelled():
+                raise _Stop(self._interrupt, "during the model's answer (partial text kept)") from None
+            raise
+        except ProviderError as e:
+            self.transcript.request_failed(req_id, e.category, str(e), e.attempts or tuple(outcome.attempts))
+            self.emit(RequestEvent(req_id, purpose, "ended", len(outcome.attempts)))
+            raise _Stop("provider_error", str(e)) from None
+        finally:
+            timer.cancel()
+            self._stream_task = None
+        self.last_request_id = req_id
+        self.transcript.request_finished(req_id, turn.n, fin, outcome.attempts, floor, item=purpose == "turn")
+        self.emit(RequestEvent(req_id, purpose, "ended", len(outcome.attempts)))
+        for k, v in (
+            ("input_tokens", fin.usage.input_tokens),
+            ("output_tokens", fin.usage.output_tokens),
+            ("cached_tokens", fin.usage.cached_tokens),
+        ):
+            turn.usage[k] += v
+        return fin
+
+    # -- the step -------------------------------------------------------------------------------
+
+    async def _step(self, turn: _Turn, calls: Sequence[ToolCall]) -> None:
+        for c in calls:
+            self.emit(ToolCallEvent(c.id, c.name, c.arguments))
+        if self._interrupt is not None:
+            self.transcript.add_tool_results(
+                turn.n,
+                None,
+                [
+                    ToolResultRow(c.id, c.name, INTERRUPTED_BEFORE_STEP_TEXT, "error", None, cancelled=True)
+                    for c in calls
+                ],
+            )
+            raise _Stop(self._interrupt, "before the tool step started (nothing ran)")
+        raw = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
+        self._in_step = True
+        remaining = turn.deadline - time.monotonic()
+        timer = asyncio.get_running_loop().call_later(max(0.0, remaining), self.interrupt, "time_limit")
+        try:
+            result = await self.session.step(raw)
+        finally:
+            timer.cancel()
+            self._in_step = False
+        turn.steps += 1
+        seqs = {r.idx: r.seq for r in self.store.calls(self.session.id, result.step)}
+        rows = []
+        for idx, (c, rec) in enumerate(zip(calls, result.results, strict=True)):
+            images: tuple[ImagePart, ...] = ()
+            image = rec.metadata.get("image")
+            if isinstance(image, dict) and image.get("base64") and self.provider.accepts_images:
+                images = (ImagePart(str(image.get("mime", "image/png")), str(image["base64"])),)
+            rows.append(
+                ToolResultRow(c.id, c.name, rec.text, str(rec.outcome), seqs.get(idx), images, cancelled=rec.cancelled)
+            )
+        self.transcript.add_tool_results(turn.n, result.step, rows)
+        for c, rec in zip(calls, result.results, strict=True):
+            self.emit(ToolResultEvent(c.id, c.name, str(rec.outcome), rec.text, rec.cancelled))
+        self._record_notices(turn.n, result.notices, "step")
+        if self._interrupt is not None:
+            raise _Stop(self._interrupt, "during a tool step (the step was cancelled and settled)")
+        self._check_stagnant(result.results)
+
+    def _check_stagnant(self, results: Sequence[Any]) -> None:
+        state = self.transcript.state()
+        data = state.data
+        key = None
+        if len(results) == 1:
+            rec = results[0]
+            fp = rec.metadata.get("progressFingerprint")
+            if rec.name in PROGRESS_READS and str(rec.outcome) == "ok" and fp:
+                key = f"{rec.name}:{fp}"
+        count = (
+            (int(data.get("stagnant_count", 0)) + 1)
+            if key is not None and key == data.get("stagnant_key")
+            else (1 if key is not None else 0)
+        )
+        data["stagnant_key"], data["stagnant_count"] = key, count
+        self.transcript.save_data(data)
+        if count >= limits.STAGNANT_READ_STEPS:
+            data["stagnant_count"] = 0
+            self.transcript.save_data(data)
+            raise _Stop(
+                "stagnant_tool_loop",
+                f"{count} consecutive single-read steps of {results[0].name} returned an unchanged "
+                "progress fingerprint",
+            )
+
+    # -- reconciliation -------------------------------------------------------------------------
+
+    def _reset_cycle(self) -> None:
+        data = self.transcript.state().data
+        data.update({"goal_fingerprint": None, "goal_repeats": 0, "stagnant_key": None, "stagnant_count": 0})
+        self.transcript.save_data(data)
+
+    def _reconcile(self, turn: _Turn, mode: Mode) -> tuple[StopReason, str] | None:
+        """After a provider final: None to continue the turn, else why it stops."""
+        sections = self._sections()  # the committed state after the final
+        waiting = self._waiting_background(sections)
+        goal = next((s for s in sections if s.goal_active), None)
+        if mode == "goal" and goal is not None:
+            data = self.transcript.state().data
+            fp = observation_fingerprint(sections)
+            repeats = int(data.get("goal_repeats", 0)) + 1 if fp == data.get("goal_fingerprint") else 1
+            data["goal_fingerprint"], data["goal_repeats"] = fp, repeats
+            self.transcript.save_data(data)
+            if repeats >= limits.GOAL_NO_PROGRESS_OBSERVATIONS:
+                self.store.add_event(self.session.id, "goal-paused", {"reason": "no_progress", "observations": repeats})
+                return "no_progress", f"{repeats} consecutive identical observations of the active Goal"
+            if any(s.runnable for s in sections):
+                if turn.continuations >= self.config.agent.limits.continuations:
+                    return "continuation_limit", (
+                        f"{turn.continuations} continuations (agent.limits.continuations = "
+                        f"{self.config.agent.limits.continuations})"
+                    )
+                return None
+        if waiting is not None:
+            self.store.add_event(self.session.id, "waiting_background", {"detail": waiting})
+            return "waiting_background", waiting
+        return "final", "an ordinary final ends the cycle; unfinished work stays as it is"
+
+    def _waiting_background(self, sections: Sequence[ContextSection]) -> str | None:
+        if any(s.waiting_remote for s in sections):
+            return "a remote observer is still running; its terminal report wakes the session"
+        if self.local_jobs():
+            return "a background job this process started is still running; its completion wakes the session"
+        return None
+
+    def local_jobs(self) -> list[Any]:
+        jm = self.session.services.peek(JobManager)
+        return [j for j in jm.jobs.values() if j.active] if jm is not None else []
+
+
+def _read_only(tool: Tool) -> bool:
+    if tool.action_effects is not None:
+        return all(e is Effect.ReadOnly for e in tool.action_effects.values())
+    return tool.declarations.effect is Effect.ReadOnly
+
+
+def _outer_cancelled() -> bool:
+    task = asyncio.current_task()
+    return bool(task is not None and task.cancelling())

@@ -1,0 +1,467 @@
+"""The durable transcript of an agent session (tables of migration ``0002_agent``).
+
+Every fact is committed before the next provider request goes out: the request (digests of its
+system text and dynamic context, its message count), the response (text, tool calls, usage, stop
+reason, each wire attempt with its own times), every tool result (linked to the dispatcher's
+``calls`` row by step and seq), every user message (with an id and a digest, for later
+authorization checks), notices, and compaction markers. No key, header or base URL is recorded.
+
+History windows are delimited by compaction markers: the messages of the next request are the
+marker's summary followed by the items recorded after the point it summarised.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from zuno.agent.types import (
+    AssistantMessage,
+    Attempt,
+    Finished,
+    ImagePart,
+    Message,
+    ModelRequest,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from zuno.store import Store
+
+Mode = Literal["plan", "work", "goal"]
+MODES: tuple[Mode, ...] = ("plan", "work", "goal")
+
+INTERRUPTED_MARK = "[interrupted: the response was cut off here; what follows it was never received]"
+NOT_STARTED_RECOVERY_TEXT = (
+    "[cancelled] The process driving the session stopped before this call started. Nothing ran; "
+    "call it again if it is still needed."
+)
+SUMMARY_HEAD = "[Summary of the earlier conversation (compaction {n}); the transcript before it was replaced]"
+NOTICE_HEAD = "[zuno notice: runtime information, not a message from the user]"
+
+
+def digest_text(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode("utf-8", "surrogatepass"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def _dumps(v: Any) -> str:
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(slots=True)
+class AgentState:
+    mode: Mode
+    model: str | None
+    turns: int
+    data: dict[str, Any]
+
+
+@dataclass(slots=True)
+class Item:
+    seq: int
+    turn: int
+    kind: str
+    data: dict[str, Any]
+    msg_id: str | None = None
+    call_id: str | None = None
+    request_id: int | None = None
+    step: int | None = None
+    call_seq: int | None = None
+    digest: str | None = None
+    at: float = 0.0
+
+
+@dataclass(slots=True)
+class ToolResultRow:
+    call_id: str
+    name: str
+    text: str
+    outcome: str
+    call_seq: int | None
+    images: Sequence[ImagePart] = ()
+    recovered: bool = False
+    cancelled: bool = False
+
+
+@dataclass(slots=True)
+class UserSource:
+    msg_id: str
+    digest: str
+    text: str
+    turn: int
+
+
+@dataclass(slots=True)
+class Unmatched:
+    assistant_seq: int
+    turn: int
+    call: ToolCall
+    calls_seq_floor: int
+
+
+@dataclass(slots=True)
+class RequestRow:
+    id: int
+    turn: int
+    purpose: str
+    status: str
+    stop_reason: str | None
+    usage: dict[str, int] = field(default_factory=dict)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    started_at: float = 0.0
+    ended_at: float | None = None
+    error: str | None = None
+
+
+def _images(data: Sequence[dict[str, Any]]) -> tuple[ImagePart, ...]:
+    return tuple(ImagePart(d["media_type"], d["data_b64"]) for d in data)
+
+
+def _image_rows(images: Sequence[ImagePart]) -> list[dict[str, str]]:
+    return [{"media_type": i.media_type, "data_b64": i.data_b64} for i in images]
+
+
+class Transcript:
+    def __init__(self, store: Store, session_id: str) -> None:
+        self.store = store
+        self.session_id = session_id
+        with store.transaction() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO agent_state (session_id, updated_at) VALUES (?, ?)", (session_id, time.time())
+            )
+
+    # -- durable session state ------------------------------------------------------------------
+
+    def state(self) -> AgentState:
+        (r,) = self.store.query("SELECT * FROM agent_state WHERE session_id = ?", (self.session_id,))
+        return AgentState(r["mode"], r["model"], r["turns"], json.loads(r["data"]))
+
+    def set_mode(self, mode: Mode) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r}: choose one of {', '.join(MODES)}.")
+        with self.store.transaction() as db:
+            db.execute(
+                "UPDATE agent_state SET mode = ?, updated_at = ? WHERE session_id = ?",
+                (mode, time.time(), self.session_id),
+            )
+            db.execute(
+                "INSERT INTO events (session_id, kind, data, at) VALUES (?, 'agent-mode', ?, ?)",
+                (self.session_id, _dumps({"mode": mode}), time.time()),
+            )
+
+    def set_model(self, model: str) -> None:
+        self.store.execute(
+            "UPDATE agent_state SET model = ?, updated_at = ? WHERE session_id = ?",
+            (model, time.time(), self.session_id),
+        )
+
+    def save_data(self, data: dict[str, Any]) -> None:
+        self.store.execute(
+            "UPDATE agent_state SET data = ?, updated_at = ? WHERE session_id = ?",
+            (_dumps(data), time.time(), self.session_id),
+        )
+
+    # -- turns ----------------------------------------------------------------------------------
+
+    def begin_turn(self, mode: Mode) -> int:
+        with self.store.transaction() as db:
+            (n,) = db.execute("SELECT turns + 1 FROM agent_state WHERE session_id = ?", (self.session_id,)).fetchone()
+            db.execute("UPDATE agent_state SET turns = ? WHERE session_id = ?", (n, self.session_id))
+            db.execute(
+                "INSERT INTO agent_turns (session_id, n, mode, started_at) VALUES (?, ?, ?, ?)",
+                (self.session_id, n, mode, time.time()),
+            )
+        return int(n)
+
+    def end_turn(self, n: int, stop_reason: str, detail: str, steps: int) -> None:
+        self.store.execute(
+            "UPDATE agent_turns SET ended_at = ?, stop_reason = ?, stop_detail = ?, steps = ? "
+            "WHERE session_id = ? AND n = ?",
+            (time.time(), stop_reason, detail, steps, self.session_id, n),
+        )
+
+    def turns(self) -> list[dict[str, Any]]:
+        rows = self.store.query("SELECT * FROM agent_turns WHERE session_id = ? ORDER BY n", (self.session_id,))
+        return [dict(r) for r in rows]
+
+    # -- items ----------------------------------------------------------------------------------
+
+    def _insert(self, db: Any, turn: int, kind: str, data: dict[str, Any], **cols: Any) -> int:
+        names = ["session_id", "turn", "kind", "data", "at", *cols]
+        values = [self.session_id, turn, kind, _dumps(data), time.time(), *cols.values()]
+        cur = db.execute(
+            f"INSERT INTO agent_items ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})", values
+        )
+        return int(cur.lastrowid or 0)
+
+    def add_user(self, turn: int, text: str, images: Sequence[ImagePart] = ()) -> tuple[str, str]:
+        """A message from the user: its id and digest cover the text and every attached part."""
+        msg_id = f"msg_{uuid.uuid4().hex[:16]}"
+        digest = digest_text(text, *(f"{i.media_type}:{digest_text(i.data_b64)}" for i in images))
+        with self.store.transaction() as db:
+            self._insert(db, turn, "user", {"text": text, "images": _image_rows(images)}, msg_id=msg_id, digest=digest)
+        return msg_id, digest
+
+    def add_notice(self, turn: int, text: str, source: str, kinds: Sequence[str] = ()) -> int:
+        with self.store.transaction() as db:
+            return self._insert(db, turn, "notice", {"text": text, "source": source, "kinds": list(kinds)})
+
+    def request_sent(
+        self, turn: int, purpose: str, model: str, request: ModelRequest, context_digest: str, estimated_tokens: int
+    ) -> int:
+        with self.store.transaction() as db:
+            cur = db.execute(
+                "INSERT INTO agent_requests (session_id, turn, purpose, model, system_digest, context_digest,"
+                " message_count, tool_count, estimated_tokens, started_at, status)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'sent')",
+                (
+                    self.session_id,
+                    turn,
+                    purpose,
+                    model,
+                    digest_text(request.system),
+                    context_digest,
+                    len(request.messages),
+                    len(request.tools) + len(request.hosted_tools),
+                    estimated_tokens,
+                    time.time(),
+                ),
+            )
+            return int(cur.lastrowid or 0)
+
+    def _attempts(self, db: Any, request_id: int, attempts: Sequence[Attempt]) -> None:
+        for a in attempts:
+            db.execute(
+                "INSERT OR REPLACE INTO agent_attempts VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (request_id, a.number, a.started_at, a.ended_at, a.status, a.error_category, a.retry_after_s),
+            )
+
+    def request_finished(
+        self,
+        request_id: int,
+        turn: int,
+        fin: Finished,
+        attempts: Sequence[Attempt],
+        calls_seq_floor: int,
+        *,
+        item: bool = True,
+    ) -> int:
+        """The response and its attempts, and (for a turn request) the assistant item: one commit."""
+        with self.store.transaction() as db:
+            db.execute(
+                "UPDATE agent_requests SET status = 'finished', ended_at = ?, stop_reason = ?,"
+                " provider_stop_reason = ?,"
+                " input_tokens = ?, output_tokens = ?, cached_tokens = ? WHERE id = ?",
+                (
+                    time.time(),
+                    fin.stop_reason,
+                    fin.provider_stop_reason,
+                    fin.usage.input_tokens,
+                    fin.usage.output_tokens,
+                    fin.usage.cached_tokens,
+                    request_id,
+                ),
+            )
+            self._attempts(db, request_id, attempts)
+            if not item:
+                return 0
+            m = fin.message
+            data = {
+                "text": m.text,
+                "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls],
+                "opaque": list(m.opaque),
+                "interrupted": False,
+                "calls_seq_floor": calls_seq_floor,
+            }
+            return self._insert(db, turn, "assistant", data, request_id=request_id)
+
+    def request_failed(self, request_id: int, category: str, message: str, attempts: Sequence[Attempt]) -> None:
+        with self.store.transaction() as db:
+            db.execute(
+                "UPDATE agent_requests SET status = 'failed', ended_at = ?, error_category = ?, error = ? WHERE id = ?",
+                (time.time(), category, message, request_id),
+            )
+            self._attempts(db, request_id, attempts)
+
+    def request_interrupted(
+        self, request_id: int, turn: int, partial: str, attempts: Sequence[Attempt], *, keep: bool = True
+    ) -> None:
+        """The user interrupted the stream: the partial text is kept, marked, with no tool call."""
+        with self.store.transaction() as db:
+            db.execute(
+                "UPDATE agent_requests SET status = 'interrupted', ended_at = ? WHERE id = ?", (time.time(), request_id)
+            )
+            self._attempts(db, request_id, attempts)
+            if keep and partial:
+                data = {"text": partial, "tool_calls": [], "opaque": [], "interrupted": True, "calls_seq_floor": 0}
+                self._insert(db, turn, "assistant", data, request_id=request_id)
+
+    def add_tool_results(self, turn: int, step: int | None, results: Sequence[ToolResultRow]) -> None:
+        with self.store.transaction() as db:
+            for r in results:
+                data = {
+                    "name": r.name,
+                    "text": r.text,
+                    "outcome": r.outcome,
+                    "images": _image_rows(r.images),
+                    "recovered": r.recovered,
+                    "cancelled": r.cancelled,
+                }
+                self._insert(db, turn, "tool_result", data, call_id=r.call_id, step=step, call_seq=r.call_seq)
+
+    def add_compaction(self, turn: int, summary: str, upto_seq: int, request_id: int | None, model: str) -> int:
+        with self.store.transaction() as db:
+            (n,) = db.execute(
+                "SELECT COUNT(*) + 1 FROM agent_items WHERE session_id = ? AND kind = 'compaction'", (self.session_id,)
+            ).fetchone()
+            return self._insert(
+                db,
+                turn,
+                "compaction",
+                {"summary": summary, "upto_seq": upto_seq, "model": model, "n": int(n)},
+                request_id=request_id,
+            )
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def _item(self, r: Any) -> Item:
+        return Item(
+            seq=r["seq"],
+            turn=r["turn"],
+            kind=r["kind"],
+            data=json.loads(r["data"]),
+            msg_id=r["msg_id"],
+            call_id=r["call_id"],
+            request_id=r["request_id"],
+            step=r["step"],
+            call_seq=r["call_seq"],
+            digest=r["digest"],
+            at=r["at"],
+        )
+
+    def items(self, after_seq: int = 0) -> list[Item]:
+        rows = self.store.query(
+            "SELECT * FROM agent_items WHERE session_id = ? AND seq > ? ORDER BY seq", (self.session_id, after_seq)
+        )
+        return [self._item(r) for r in rows]
+
+    def last_compaction(self) -> Item | None:
+        rows = self.store.query(
+            "SELECT * FROM agent_items WHERE session_id = ? AND kind = 'compaction' ORDER BY seq DESC LIMIT 1",
+            (self.session_id,),
+        )
+        return self._item(rows[0]) if rows else None
+
+    def window(self) -> tuple[Item | None, list[Item]]:
+        """The current history window: the last compaction marker and the items after the point it summarised."""
+        marker = self.last_compaction()
+        after = int(marker.data["upto_seq"]) if marker else 0
+        return marker, [i for i in self.items(after) if i.kind != "compaction"]
+
+    def messages(self) -> tuple[Message, ...]:
+        marker, items = self.window()
+        out: list[Message] = []
+        if marker is not None:
+            out.append(UserMessage(SUMMARY_HEAD.format(n=marker.data["n"]) + "\n" + marker.data["summary"]))
+        out.extend(to_messages(items))
+        return tuple(out)
+
+    def user_sources(self) -> list[UserSource]:
+        rows = self.store.query(
+            "SELECT * FROM agent_items WHERE session_id = ? AND kind = 'user' ORDER BY seq", (self.session_id,)
+        )
+        return [UserSource(r["msg_id"], r["digest"], json.loads(r["data"])["text"], r["turn"]) for r in rows]
+
+    def unmatched_calls(self) -> list[Unmatched]:
+        """Tool calls of recorded responses that have no result item yet."""
+        answered = {
+            r[0]
+            for r in self.store.query(
+                "SELECT call_id FROM agent_items WHERE session_id = ? AND kind = 'tool_result'", (self.session_id,)
+            )
+        }
+        out: list[Unmatched] = []
+        rows = self.store.query(
+            "SELECT * FROM agent_items WHERE session_id = ? AND kind = 'assistant' AND data LIKE '%\"tool_calls\":[{%' "
+            "ORDER BY seq",
+            (self.session_id,),
+        )
+        for r in rows:
+            data = json.loads(r["data"])
+            for c in data["tool_calls"]:
+                if c["id"] not in answered:
+                    out.append(
+                        Unmatched(
+                            r["seq"], r["turn"], ToolCall(c["id"], c["name"], c["arguments"]), data["calls_seq_floor"]
+                        )
+                    )
+        return out
+
+    def requests(self) -> list[RequestRow]:
+        rows = self.store.query("SELECT * FROM agent_requests WHERE session_id = ? ORDER BY id", (self.session_id,))
+        attempts: dict[int, list[dict[str, Any]]] = {}
+        for a in self.store.query(
+            "SELECT a.* FROM agent_attempts a JOIN agent_requests r ON r.id = a.request_id "
+            "WHERE r.session_id = ? ORDER BY a.request_id, a.number",
+            (self.session_id,),
+        ):
+            attempts.setdefault(a["request_id"], []).append(dict(a))
+        return [
+            RequestRow(
+                id=r["id"],
+                turn=r["turn"],
+                purpose=r["purpose"],
+                status=r["status"],
+                stop_reason=r["stop_reason"],
+                usage={
+                    "input_tokens": r["input_tokens"] or 0,
+                    "output_tokens": r["output_tokens"] or 0,
+                    "cached_tokens": r["cached_tokens"] or 0,
+                },
+                attempts=attempts.get(r["id"], []),
+                started_at=r["started_at"],
+                ended_at=r["ended_at"],
+                error=r["error"],
+            )
+            for r in rows
+        ]
+
+    def calls_seq_floor(self) -> int:
+        (r,) = self.store.query("SELECT COALESCE(MAX(seq), 0) FROM calls WHERE session_id = ?", (self.session_id,))
+        return int(r[0])
+
+
+def to_messages(items: Sequence[Item]) -> list[Message]:
+    out: list[Message] = []
+    for it in items:
+        d = it.data
+        if it.kind == "user":
+            out.append(UserMessage(d["text"], _images(d.get("images", []))))
+        elif it.kind == "notice":
+            out.append(UserMessage(NOTICE_HEAD + "\n" + d["text"]))
+        elif it.kind == "assistant":
+            if d.get("interrupted"):
+                out.append(AssistantMessage(text=d["text"] + "\n" + INTERRUPTED_MARK))
+            else:
+                calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in d["tool_calls"])
+                out.append(AssistantMessage(text=d["text"], tool_calls=calls, opaque=tuple(d.get("opaque", ()))))
+        elif it.kind == "tool_result":
+            out.append(
+                ToolResultMessage(
+                    call_id=it.call_id or "",
+                    name=d["name"],
+                    text=d["text"],
+                    is_error=d["outcome"] != "ok",
+                    images=_images(d.get("images", [])),
+                )
+            )
+    return out
