@@ -89,25 +89,16 @@ class Runtime:
             return latest
         return None
 
-    def agent(
-        self,
-        model: str | None = None,
-        *,
-        mode: str | None = None,
-        session_id: str | None = None,
-        continue_latest: bool = False,
-        provider: Any = None,
-    ) -> Any:
-        """An agent session driven by a model (``zuno.agent.api.Agent``)::
+    def agent(self, model: str | None = None, **options: Any) -> Any:
+        """An agent session driven by a model (``zuno.agent.api.Agent``; options: mode, session_id,
+        continue_latest, provider, summary_provider, wait_background)::
 
         async with rt.agent(model="local/qwen3-coder") as agent:
             result = await agent.run("fix the failing test")
         """
         from zuno.agent.api import Agent
 
-        return Agent(
-            self, model=model, mode=mode, session_id=session_id, continue_latest=continue_latest, provider=provider
-        )
+        return Agent(self, model=model, **options)
 
     def receipt(self, receipt_id: str) -> dict[str, Any] | None:
         """A stored verification receipt of a shell call (``rcp_…``), or None."""

@@ -1,0 +1,336 @@
+"""The agent loop with an in-process Provider of Zuno's own protocol: steps, barriers, malformed
+calls, limits, the surface, modes and reconciliation, stagnant reads, refresh failures."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import zuno
+from agent_double import Reply, ScriptedProvider, call, calls, say
+from zuno.agent.types import ModelRequest, ToolResultMessage
+from zuno.declarations import READ_ONLY_PARALLEL
+from zuno.projection import ContextSection
+from zuno.surface import Registry, default_registry
+from zuno.tool import Tool, ToolArgs, ToolContext, ToolOutput
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+async def drive(root: Path, provider: ScriptedProvider, prompt: str, **kw: Any) -> Any:
+    rt_kw = {k: kw.pop(k) for k in ("registry", "config_overrides") if k in kw}
+    async with zuno.Runtime(root=root, **rt_kw) as rt:
+        async with rt.agent(provider=provider, **kw) as agent:
+            events: list[Any] = []
+            result = await agent.run(prompt, on_event=events.append)
+            return result, events, agent.transcript.items(), agent.transcript.requests(), rt.store.calls(result.session)
+
+
+def test_parallel_reads_and_a_barrier_in_one_step(workspace: Path) -> None:
+    for n in "abc":
+        (workspace / f"{n}.txt").write_text(f"file {n}\n")
+    step1 = calls(
+        call("read", {"path": "a.txt"}),
+        call("read", {"path": "b.txt"}),
+        call("write", {"path": "new.txt", "content": "made\n"}),
+        call("read", {"path": "new.txt"}),
+        call("grep", {"pattern": "file"}),
+    )
+    p = ScriptedProvider([step1, calls(call("glob", {"pattern": "*.txt"})), say("all done")])
+    result, events, items, requests, rows = run(drive(workspace, p, "look around"))
+    assert result.stop_reason == "final" and result.final_text == "all done" and result.steps == 2
+    # The results come back in call order, each linked to the dispatcher's row.
+    second = p.requests[1].messages
+    results = [m for m in second if isinstance(m, ToolResultMessage)]
+    assert [r.call_id for r in results] == [c.id for c in step1.calls]
+    assert "file a" in results[0].text and "file b" in results[1].text and "made" in results[3].text
+    by_id = {r.call_id: r for r in rows}
+    tr = [i for i in items if i.kind == "tool_result"]
+    assert all(i.call_seq == by_id[i.call_id].seq and i.step == by_id[i.call_id].step for i in tr)
+    # The write is a barrier: both reads before it ended before it started; the read after it
+    # started after it ended.
+    a, b, w, after = (by_id[c.id] for c in step1.calls[:4])
+    assert a.ended_at <= w.started_at and b.ended_at <= w.started_at and w.ended_at <= after.started_at
+    assert len({by_id[c.id].step for c in step1.calls}) == 1  # one step
+    # Requests are recorded with digests and counts, and every response before the next request.
+    assert [r.status for r in requests] == ["finished"] * 3
+    assert [i.kind for i in items][:2] == ["user", "assistant"]
+    kinds = [e.kind for e in events]
+    assert kinds.count("tool_call") == 6 and kinds.count("tool_result") == 6 and kinds[-1] == "stop"
+
+
+def test_malformed_calls_become_blocked_results_the_model_corrects(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+
+    def script(req: ModelRequest, i: int) -> Reply:
+        if i == 0:
+            return calls(call("read", '{"path": "a.txt"'), call("no_such_tool", {"x": 1}), call("read", {"pth": "a"}))
+        if i == 1:
+            results = [m for m in req.messages if isinstance(m, ToolResultMessage)]
+            assert all(r.is_error for r in results)
+            assert "not valid JSON" in results[0].text
+            assert "no_such_tool" in results[1].text and "not available" in results[1].text
+            assert "pth" in results[2].text
+            return calls(call("read", {"path": "a.txt"}))
+        assert "alpha" in req.messages[-1].text  # type: ignore[union-attr]
+        return say("corrected")
+
+    p = ScriptedProvider(script)
+    result, _, items, _, rows = run(drive(workspace, p, "read a"))
+    assert result.stop_reason == "final" and result.final_text == "corrected"
+    assert [r.outcome for r in rows[:3]] == ["blocked"] * 3
+    assert [i.data["outcome"] for i in items if i.kind == "tool_result"][:3] == ["blocked"] * 3
+
+
+def test_step_and_token_limits_have_typed_stop_reasons(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("x\n")
+    forever = ScriptedProvider(lambda req, i: calls(call("read", {"path": "a.txt"})))
+    result, _, items, requests, _ = run(
+        drive(workspace, forever, "loop", config_overrides={"agent": {"limits": {"steps_per_turn": 3}}})
+    )
+    assert result.stop_reason == "step_limit" and result.steps == 3 and "steps_per_turn" in result.detail
+    assert len(requests) == 3  # no request whose calls could not run
+    tool_calls = [c for i in items if i.kind == "assistant" for c in i.data["tool_calls"]]
+    assert len([i for i in items if i.kind == "tool_result"]) == len(tool_calls)
+
+    forever2 = ScriptedProvider(lambda req, i: calls(call("read", {"path": "a.txt"})))
+    result, _, _, requests, _ = run(
+        drive(workspace, forever2, "loop", config_overrides={"agent": {"limits": {"tokens_per_turn": 250}}})
+    )
+    assert result.stop_reason == "token_limit" and len(requests) == 3  # 120 tokens a request
+
+
+def test_time_limit_cuts_a_slow_stream(workspace: Path) -> None:
+    slow = ScriptedProvider([say("x" * 50, chunks=50, chunk_delay=0.1)])
+    result, _, items, requests, _ = run(
+        drive(workspace, slow, "hi", config_overrides={"agent": {"limits": {"seconds_per_turn": 1}}})
+    )
+    assert result.stop_reason == "time_limit"
+    assert requests[0].status == "interrupted"
+    partial = next(i for i in items if i.kind == "assistant")
+    assert partial.data["interrupted"] and 0 < len(partial.data["text"]) < 50
+
+
+def test_view_image_and_hosted_web_search_follow_the_model(workspace: Path) -> None:
+    def names(p: ScriptedProvider) -> list[str]:
+        return [t.name for t in p.requests[0].tools]
+
+    chord = {"profile": "chord"}
+    blind = ScriptedProvider([say("ok")])
+    run(drive(workspace, blind, "hi", config_overrides=chord))
+    assert "view_image" not in names(blind) and "read" in names(blind)
+    seeing = ScriptedProvider([say("ok")], accepts_images=True)
+    run(drive(workspace, seeing, "hi", config_overrides=chord))
+    assert "view_image" in names(seeing)
+    assert seeing.requests[0].hosted_tools == ()
+    hosted_cfg = {
+        "profile": "chord",
+        "compat": {"hosted_tools": ["web_search"], "web_search": {"allowed_domains": ["docs.python.org"]}},
+    }
+    unsupported = ScriptedProvider([say("ok")])
+    run(drive(workspace, unsupported, "hi", config_overrides=hosted_cfg))
+    assert unsupported.requests[0].hosted_tools == ()
+    supported = ScriptedProvider([say("ok")], hosted=frozenset({"web_search"}))
+    run(drive(workspace, supported, "hi", config_overrides=hosted_cfg))
+    (h,) = supported.requests[0].hosted_tools
+    assert h.kind == "web_search" and h.allowed_domains == ("docs.python.org",)
+    assert "web_search" not in names(supported)
+
+
+# -- modes and reconciliation -------------------------------------------------------------------
+
+
+class _State:
+    """What a fake Goal/Plan refresher reports, changed by the test between requests."""
+
+    def __init__(self) -> None:
+        self.runnable = True
+        self.goal_active = True
+        self.fingerprint = "same"
+        self.fail = False
+
+    def refresher(self, store: Any, session_id: str) -> ContextSection | None:
+        if self.fail:
+            raise RuntimeError("the plan table is locked")
+        return ContextSection(
+            "goal",
+            f"Goal: ship it (fingerprint {self.fingerprint})",
+            runnable=self.runnable,
+            fingerprint=self.fingerprint,
+            goal_active=self.goal_active,
+        )
+
+
+def _registry_with(*refreshers: Any, tools: tuple[type[Tool], ...] = ()) -> Registry:
+    base = default_registry()
+    reg = Registry(dict(base.factories), list(base.migrations), list(base.refreshers))
+    for r in refreshers:
+        reg.refreshers.append(("goal", r))
+    for t in tools:
+        reg.factories[("zuno", t.name)] = t
+    return reg
+
+
+def test_work_mode_final_ends_the_cycle_even_with_runnable_work(workspace: Path) -> None:
+    state = _State()
+    p = ScriptedProvider([say("stopping here")])
+    result, *_ = run(drive(workspace, p, "go", mode="work", registry=_registry_with(state.refresher)))
+    assert result.stop_reason == "final" and len(p.requests) == 1
+    assert "fingerprint same" in p.requests[0].system  # the dynamic context reached the request
+
+
+def test_plan_mode_shows_read_only_tools_and_never_continues(workspace: Path) -> None:
+    state = _State()
+    p = ScriptedProvider([say("here is the plan")])
+    result, *_ = run(drive(workspace, p, "plan it", mode="plan", registry=_registry_with(state.refresher)))
+    names = {t.name for t in p.requests[0].tools}
+    assert result.stop_reason == "final" and len(p.requests) == 1
+    assert {"read", "grep", "glob"} <= names and not names & {"write", "apply_patch", "shell"}
+    assert "Mode: Plan" in p.requests[0].system
+
+
+def test_goal_mode_continues_with_progress_and_pauses_on_no_progress(workspace: Path) -> None:
+    state = _State()
+    fingerprints = iter(["f1", "f2", "f3", "f3", "f3", "f3"])
+
+    def script(req: ModelRequest, i: int) -> Reply:
+        state.fingerprint = next(fingerprints)
+        return say(f"answer {i}")
+
+    p = ScriptedProvider(script)
+    result, _, items, _, _ = run(
+        drive(workspace, p, "reach the goal", mode="goal", registry=_registry_with(state.refresher))
+    )
+    # f1, f2, f3 continue; f3 twice more makes three identical observations: no_progress.
+    assert result.stop_reason == "no_progress" and len(p.requests) == 5
+    assert sum(1 for i in items if i.kind == "notice" and i.data["source"] == "continuation") == 4
+
+
+def test_goal_mode_stops_without_runnable_work_and_at_the_continuation_limit(workspace: Path) -> None:
+    state = _State()
+    state.runnable = False
+    p = ScriptedProvider([say("nothing to run")])
+    result, *_ = run(drive(workspace, p, "go", mode="goal", registry=_registry_with(state.refresher)))
+    assert result.stop_reason == "final" and len(p.requests) == 1
+
+    state2 = _State()
+    counter = iter(range(100))
+
+    def script(req: ModelRequest, i: int) -> Reply:
+        state2.fingerprint = f"f{next(counter)}"
+        return say("more")
+
+    p2 = ScriptedProvider(script)
+    result, *_ = run(
+        drive(
+            workspace,
+            p2,
+            "go",
+            mode="goal",
+            registry=_registry_with(state2.refresher),
+            config_overrides={"agent": {"limits": {"continuations": 2}}},
+        )
+    )
+    assert result.stop_reason == "continuation_limit" and len(p2.requests) == 3
+
+
+def test_mode_is_durable_and_switches_mid_session(workspace: Path) -> None:
+    async def go() -> tuple[str, str, str]:
+        async with zuno.Runtime(root=workspace) as rt:
+            async with rt.agent(provider=ScriptedProvider([say("a")]), mode="plan") as agent:
+                await agent.run("first")
+                sid = agent.id
+            async with rt.agent(provider=ScriptedProvider([say("b")]), session_id=sid) as agent:
+                kept = agent.transcript.state().mode
+                agent.set_mode("goal")
+                p = ScriptedProvider([say("c")])
+                agent.loop.provider = p  # type: ignore[union-attr]
+                await agent.run("second")
+                return kept, agent.transcript.state().mode, p.requests[0].system
+
+    kept, now, system = run(go())
+    assert kept == "plan" and now == "goal" and "Mode: Goal" in system
+
+
+def test_a_failed_refresher_pauses_the_turn(workspace: Path) -> None:
+    state = _State()
+    state.fail = True
+    p = ScriptedProvider([say("never")])
+    result, *_ = run(drive(workspace, p, "go", registry=_registry_with(state.refresher)))
+    assert result.stop_reason == "context_refresh_failed" and "plan table is locked" in result.detail
+    assert p.requests == []  # no stale snapshot was sent
+
+
+class _PlanGet(Tool):
+    name = "plan_get"
+    description = "Read the plan."
+    Args = ToolArgs
+    declarations = READ_ONLY_PARALLEL
+    fingerprint = "p1"
+
+    async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
+        return ToolOutput(text="plan: step 1", metadata={"progressFingerprint": _PlanGet.fingerprint})
+
+
+def test_three_unchanged_single_reads_stop_with_stagnant_tool_loop(workspace: Path) -> None:
+    reg = _registry_with(tools=(_PlanGet,))
+    p = ScriptedProvider(lambda req, i: calls(call("plan_get", {"intent": f"look {i}"})))
+    result, *_ = run(drive(workspace, p, "go", registry=reg, config_overrides={"tools": {}}))
+    assert result.stop_reason == "stagnant_tool_loop" and result.steps == 3 and len(p.requests) == 3
+
+    # A changed fingerprint (a mutation) resets the count.
+    def script(req: ModelRequest, i: int) -> Reply:
+        _PlanGet.fingerprint = "p1" if i < 2 else "p2"
+        return calls(call("plan_get", {}))
+
+    p2 = ScriptedProvider(script)
+    result, *_ = run(drive(workspace, p2, "go", registry=reg))
+    assert result.stop_reason == "stagnant_tool_loop" and result.steps == 5
+
+
+def test_the_jobs_section_is_rebuilt_from_the_jobs_table(workspace: Path) -> None:
+    rows: list[Any] = []
+
+    def script(req: ModelRequest, i: int) -> Reply:
+        if i == 0:
+            return calls(call("shell", {"command": "sleep 5", "run_in_background": True}))
+        rows.append(req.system)
+        return say("started it")
+
+    p = ScriptedProvider(script)
+
+    async def go() -> Any:
+        async with zuno.Runtime(
+            root=workspace, config_overrides={"permission": {"rules": [{"tool": "shell", "action": "allow"}]}}
+        ) as rt:
+            async with rt.agent(provider=p, wait_background=False) as agent:
+                return await agent.run("start a job")
+
+    result = run(go())
+    assert result.stop_reason == "waiting_background"
+    assert "Background jobs still running (1)" in rows[0] and "sleep 5" in rows[0]
+
+
+def test_results_text_is_exactly_the_record(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("one\ntwo\n")
+    p = ScriptedProvider([calls(call("read", {"path": "a.txt"})), say("ok")])
+    _, _, items, _, rows = run(drive(workspace, p, "r"))
+    (tr,) = [i for i in items if i.kind == "tool_result"]
+    assert tr.data["text"] == rows[0].text
+    assert json.loads(json.dumps(tr.data))["outcome"] == "ok"
+
+
+@pytest.mark.parametrize("mode", ["bogus"])
+def test_an_unknown_mode_is_refused(workspace: Path, mode: str) -> None:
+    async def go() -> None:
+        async with zuno.Runtime(root=workspace) as rt:
+            rt.agent(provider=ScriptedProvider([]), mode=mode)
+
+    with pytest.raises(ValueError, match="plan, work, goal"):
+        run(go())
