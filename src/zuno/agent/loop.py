@@ -174,11 +174,13 @@ class AgentLoop:
         n = self.transcript.begin_turn(mode)
         lim = self.config.agent.limits
         turn = _Turn(n, time.monotonic(), time.monotonic() + lim.seconds_per_turn)
+        # A call left without a result (a crash, an abandoned step) gets its result first, so it
+        # stays next to its call, before anything this turn adds.
+        self._settle_unmatched()
         if prompt is not None:
             self.transcript.add_user(n, prompt, images)
             self._reset_cycle()
         elif source in ("resume", "wake"):
-            self._settle_unmatched()
             if not self._has_pending_input():
                 self.transcript.add_notice(n, RESUME_TEXT if source == "resume" else WAKE_TEXT, source)
         try:

@@ -1,0 +1,143 @@
+"""``zuno show ID [--json]``: an agent session's transcript, readable.
+
+Turns with their mode and stop reason; user messages with their ids; the model's text and tool
+calls; each result with its outcome; notices; compaction markers; and per request its attempts,
+provider time (the wire attempts) apart from the turn's elapsed time, and usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from zuno.agent.transcript import Transcript
+from zuno.cli_support import EXIT_OK, UsageError, add_common_arguments, print_json, runtime_from_args
+from zuno.session_ids import InvalidSessionId, SessionNotFound
+
+RESULT_PREVIEW_CHARS = 400
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("show", help="show an agent session's transcript")
+    p.add_argument("session_id", metavar="ID")
+    p.add_argument("--json", action="store_true", help="the transcript as JSON")
+    add_common_arguments(p, session=False)
+    p.set_defaults(func=cmd_show)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    rt = runtime_from_args(args)
+    try:
+        try:
+            sid = rt.resolve_session(args.session_id)
+        except (InvalidSessionId, SessionNotFound) as e:
+            raise UsageError(str(e)) from None
+        assert sid is not None
+        t = Transcript(rt.store, sid)
+        if args.json:
+            print_json(transcript_json(t))
+        else:
+            print(render(t), end="")
+        return EXIT_OK
+    finally:
+        rt.store.close()
+
+
+def transcript_json(t: Transcript) -> dict[str, Any]:
+    state = t.state()
+    return {
+        "session": t.session_id,
+        "mode": state.mode,
+        "model": state.model,
+        "turns": t.turns(),
+        "items": [
+            {
+                "seq": i.seq,
+                "turn": i.turn,
+                "kind": i.kind,
+                "msg_id": i.msg_id,
+                "digest": i.digest,
+                "call_id": i.call_id,
+                "step": i.step,
+                "call_seq": i.call_seq,
+                "request_id": i.request_id,
+                "data": {k: v for k, v in i.data.items() if k not in ("opaque", "images")},
+                "at": i.at,
+            }
+            for i in t.items()
+        ],
+        "requests": [
+            {
+                "id": r.id,
+                "turn": r.turn,
+                "purpose": r.purpose,
+                "status": r.status,
+                "stop_reason": r.stop_reason,
+                "usage": r.usage,
+                "attempts": r.attempts,
+                "provider_time_s": provider_time(r.attempts),
+                "started_at": r.started_at,
+                "ended_at": r.ended_at,
+                "error": r.error,
+            }
+            for r in t.requests()
+        ],
+    }
+
+
+def provider_time(attempts: list[dict[str, Any]]) -> float:
+    return round(sum(a["ended_at"] - a["started_at"] for a in attempts), 6)
+
+
+def _preview(text: str) -> str:
+    text = text.rstrip("\n")
+    if len(text) > RESULT_PREVIEW_CHARS:
+        text = text[:RESULT_PREVIEW_CHARS] + f"… ({len(text)} chars)"
+    return text.replace("\n", "\n      ")
+
+
+def render(t: Transcript) -> str:
+    state = t.state()
+    out = [f"session {t.session_id} · mode {state.mode} · model {state.model or '-'}"]
+    turns = {x["n"]: x for x in t.turns()}
+    requests = {r.id: r for r in t.requests()}
+    current = 0
+    for it in t.items():
+        if it.turn != current:
+            current = it.turn
+            tr = turns.get(current, {})
+            elapsed = (tr["ended_at"] - tr["started_at"]) if tr.get("ended_at") else None
+            out.append("")
+            out.append(
+                f"── turn {current} ({tr.get('mode', '?')}) · stop {tr.get('stop_reason') or 'open'}"
+                + (f" · {tr.get('steps', 0)} steps · elapsed {elapsed:.2f}s" if elapsed is not None else "")
+            )
+        d = it.data
+        if it.kind == "user":
+            out.append(f"user [{it.msg_id}]: {d['text']}")
+        elif it.kind == "notice":
+            out.append(f"notice ({d['source']}): {_preview(d['text'])}")
+        elif it.kind == "assistant":
+            r = requests.get(it.request_id or 0)
+            if r is not None:
+                retries = f", {len(r.attempts)} attempts" if len(r.attempts) > 1 else ""
+                out.append(
+                    f"model (request {r.id}: provider {provider_time(r.attempts):.3f}s{retries}, "
+                    f"{r.usage['input_tokens']} in / {r.usage['output_tokens']} out / "
+                    f"{r.usage['cached_tokens']} cached)"
+                )
+            if d["text"]:
+                out.append("  " + d["text"].replace("\n", "\n  ") + (" [interrupted]" if d.get("interrupted") else ""))
+            for c in d["tool_calls"]:
+                out.append(f"  → {c['name']} {c['arguments']} [{c['id']}]")
+        elif it.kind == "tool_result":
+            flag = " (recovered)" if d.get("recovered") else " (cancelled)" if d.get("cancelled") else ""
+            out.append(f"  ← {d['name']} [{it.call_id}] {d['outcome']}{flag}: {_preview(d['text'])}")
+        elif it.kind == "compaction":
+            out.append(
+                f"── compaction {d['n']}: the history before item {d['upto_seq']} was summarised by {d['model']}"
+            )
+    failed = [r for r in requests.values() if r.status == "failed"]
+    for r in failed:
+        out.append(f"request {r.id} failed after {len(r.attempts)} attempts: {r.error}")
+    return "\n".join(out) + "\n"
