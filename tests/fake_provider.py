@@ -39,7 +39,9 @@ Script API (everything a test needs)::
 
 ``Reply`` fields: ``text`` (str | list[str]), ``calls`` (list[Call]; several = parallel calls; a
 ``Call``'s ``arguments`` is a str or a list of chunks and is sent verbatim, malformed JSON
-included; ``id`` defaults to call_1, call_2 …), ``usage`` (Usage(input, output, cached)),
+included; ``id`` defaults to call_1, call_2 … (toolu_1 … on Anthropic)), ``usage``
+(Usage(input, output, cached): input counts all input tokens, cached ones included, as OpenAI's
+APIs do; Anthropic's wire input_tokens is sent as input - cached beside cache_read_input_tokens),
 ``stop_reason`` (the wire value; default per API: stop/tool_calls, end_turn/tool_use,
 completed), ``reasoning`` (Responses: a reasoning item with encrypted_content; Anthropic: a
 thinking block with a signature), ``web_search`` (WebSearch(query, urls): Anthropic
@@ -228,6 +230,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         return
+
+    def setup(self) -> None:
+        super().setup()
+        # Each SSE event goes out at once, as a real streaming server sends it.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -528,7 +535,9 @@ def _anthropic_blocks(turn: Reply) -> list[dict[str, Any]]:
 
 def _anthropic_usage(turn: Reply) -> dict[str, Any]:
     u = turn.usage
-    out: dict[str, Any] = {"input_tokens": u.input, "output_tokens": u.output, "cache_read_input_tokens": u.cached,
+    # Anthropic's input_tokens excludes cache reads; Usage.input counts all input (as OpenAI's do).
+    out: dict[str, Any] = {"input_tokens": max(0, u.input - u.cached), "output_tokens": u.output,
+                           "cache_read_input_tokens": u.cached,
                            "cache_creation_input_tokens": 0}
     if turn.web_search is not None:
         out["server_tool_use"] = {"web_search_requests": 1}
