@@ -16,6 +16,7 @@ or a local job this process started) makes the stop ``waiting_background``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -331,15 +332,20 @@ class AgentLoop:
         partial: list[str] = []
 
         async def consume() -> Finished:
-            async for ev in self.provider.stream(request, outcome):
-                if isinstance(ev, TextDelta):
-                    partial.append(ev.text)
-                    if purpose == "turn":
-                        self.emit(TextEvent(ev.text))
-                elif isinstance(ev, ToolCallStarted):
-                    pass
-                elif isinstance(ev, Finished):
-                    return ev
+            # The stream is read to its end (after its Finished the adapter records the attempt).
+            fin: Finished | None = None
+            async with contextlib.aclosing(self.provider.stream(request, outcome)) as events:
+                async for ev in events:
+                    if isinstance(ev, TextDelta):
+                        partial.append(ev.text)
+                        if purpose == "turn":
+                            self.emit(TextEvent(ev.text))
+                    elif isinstance(ev, ToolCallStarted):
+                        pass
+                    elif isinstance(ev, Finished):
+                        fin = ev
+            if fin is not None:
+                return fin
             raise ProviderError(
                 f"provider {self.provider.id} ({self.provider.api}) ended the stream without finishing it",
                 category="protocol",

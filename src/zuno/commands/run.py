@@ -112,25 +112,27 @@ def _main(
         return asyncio.run(_one_shot(agent, view, prompt, resume=resume, json_mode=args.json))
     finally:
         asyncio.run(rt.aclose())
+        # The command is over: a Ctrl-C that comes while the interpreter shuts down (after it put
+        # the default handler back) would otherwise replace the exit status with a signal death.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 async def _one_shot(agent: Agent, view: _View, prompt: str | None, *, resume: bool, json_mode: bool) -> int:
     await _open(agent)
-    status: dict[str, int] = {}
+    sig = _Interrupts()
+    sig.install()
     try:
-        with _signals(agent, status):
+        with sig.turn(agent):
             try:
                 result = await agent.run(prompt, on_event=view.on_event, resume=resume)
             except asyncio.CancelledError:
-                return status.get("exit", EXIT_INTERRUPTED)
+                return sig.exit or EXIT_INTERRUPTED
     finally:
         await agent.close()
     view.end()
     if json_mode:
         print_json(result.to_json())
-    if "exit" in status:
-        return status["exit"]
-    return _exit_status(result)
+    return sig.exit or _exit_status(result)
 
 
 async def _open(agent: Agent) -> None:
@@ -149,42 +151,46 @@ def _exit_status(result: RunResult) -> int:
     return EXIT_NOT_OK
 
 
-@contextlib.contextmanager
-def _signals(agent: Agent, status: dict[str, int]) -> Any:
-    """Ctrl-C: the first interrupts the turn (the stream or the step), a second exits (the main
-    task is cancelled, the session closes and stops its jobs). SIGTERM exits at once."""
-    loop = asyncio.get_running_loop()
-    main = asyncio.current_task()
-    count = {"n": 0}
+class _Interrupts:
+    """Ctrl-C for the whole command (a process-level handler, so no event loop's own handling
+    can put Python's default back): the first interrupts the turn (the stream or the step), a
+    second exits (the main task is cancelled, the session closes and stops its jobs); one that
+    comes while the command is ending changes nothing but the exit status. SIGTERM exits."""
 
-    def on_sigint() -> None:
-        count["n"] += 1
-        if count["n"] == 1:
-            print("\nzuno: interrupting (Ctrl-C again to exit)", file=sys.stderr, flush=True)
-            agent.interrupt()
-        else:
-            status["exit"] = EXIT_INTERRUPTED
-            if main is not None:
-                main.cancel()
+    def __init__(self) -> None:
+        self.agent: Agent | None = None
+        self.main: asyncio.Task[Any] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.count = 0
+        self.exit: int | None = None
+        self.at_prompt = False
 
-    def on_sigterm() -> None:
-        status["exit"] = EXIT_TERMINATED
-        if main is not None:
-            main.cancel()
+    def install(self) -> None:
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
 
-    installed = []
-    for sig, fn in ((signal.SIGINT, on_sigint), (signal.SIGTERM, on_sigterm)):
+    @contextlib.contextmanager
+    def turn(self, agent: Agent) -> Any:
+        self.agent, self.main, self.loop, self.count = agent, asyncio.current_task(), asyncio.get_running_loop(), 0
         try:
-            loop.add_signal_handler(sig, fn)
-            installed.append(sig)
-        except (NotImplementedError, RuntimeError):
-            pass
-    try:
-        yield count
-    finally:
-        for sig in installed:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(sig)
+            yield self
+        finally:
+            self.main = None
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        if self.at_prompt and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        main, loop, agent = self.main, self.loop, self.agent
+        if main is None or loop is None or agent is None or main.done():
+            self.exit = self.exit or (EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED)
+            return
+        self.count += 1
+        if signum == signal.SIGINT and self.count == 1:
+            print("\nzuno: interrupting (Ctrl-C again to exit)", file=sys.stderr, flush=True)
+            loop.call_soon_threadsafe(agent.interrupt)
+            return
+        self.exit = EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED
+        loop.call_soon_threadsafe(main.cancel)
 
 
 def _interactive(agent: Agent, view: _View) -> int:
@@ -203,6 +209,9 @@ def _interactive(agent: Agent, view: _View) -> int:
     try:
         loop.run_until_complete(_open(agent))
         print(f"zuno: session {agent.id}, mode {agent.transcript.state().mode}. /mode, /exit; Ctrl-C interrupts.")
+        sig = _Interrupts()
+        sig.install()
+        sig.at_prompt = True
         while True:
             try:
                 line = input("zuno> ")
@@ -225,18 +234,20 @@ def _interactive(agent: Agent, view: _View) -> int:
                     agent.set_mode(want[0])  # type: ignore[arg-type]
                     print(f"zuno: mode {want[0]}")
                 continue
-            status: dict[str, int] = {}
 
-            async def turn(text: str = line, status: dict[str, int] = status) -> None:
-                with _signals(agent, status):
+            async def turn(text: str = line) -> None:
+                with sig.turn(agent):
                     await agent.run(text, on_event=view.on_event)
 
+            sig.at_prompt = False
             task = loop.create_task(turn())
             try:
                 loop.run_until_complete(task)
             except asyncio.CancelledError:
-                code = status.get("exit", EXIT_INTERRUPTED)
+                code = sig.exit or EXIT_INTERRUPTED
                 break
+            finally:
+                sig.at_prompt = True
             view.end()
     finally:
         if readline is not None:

@@ -1,0 +1,328 @@
+"""The agent end to end through the real SDKs against the loopback fake server (Chat Completions,
+Responses, Anthropic Messages), driven through ``zuno run`` / ``zuno resume`` / ``zuno show`` and
+the Python API: parallel calls, malformed calls, retries with their own timings, interruption,
+kill -9 then resume, and no key anywhere."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import zuno
+from zuno.agent.events import StopEvent, TextEvent, ToolResultEvent
+
+from conftest import zuno_env
+from fake_provider import Call, Fail, FakeProvider, Reply
+
+APIS = ["openai-chat", "openai-responses", "anthropic"]
+SECRET = "sk-test-DO-NOT-LEAK-7f3a9c"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeProvider]:
+    with FakeProvider() as f:
+        yield f
+
+
+def configure(root: Path, fake: FakeProvider, api: str, extra: dict[str, Any] | None = None) -> None:
+    base = fake.root_url if api == "anthropic" else fake.base_url
+    cfg: dict[str, Any] = {
+        "model": "fake/m1",
+        "provider": {
+            "fake": {
+                "api": api,
+                "options": {"baseURL": base, "apiKey": "{env:FAKE_KEY}"},
+                "models": {"m1": {"context": 65536, "output": 2048}},
+            }
+        },
+        "permission": {"rules": [{"tool": "shell", "action": "allow"}]},
+    }
+    cfg.update(extra or {})
+    (root / "zuno.json").write_text(json.dumps(cfg))
+
+
+def env() -> dict[str, str]:
+    return zuno_env({"FAKE_KEY": SECRET})
+
+
+def zuno_cli(root: Path, *args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "zuno", *args, "--root", str(root)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=timeout,
+    )
+
+
+def spawn(root: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "zuno", *args, "--root", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=env(),
+        start_new_session=True,
+    )
+
+
+def _tool_results(api: str, body: dict[str, Any]) -> dict[str, str]:
+    """call id -> result text, from a request body in its wire format."""
+    out: dict[str, str] = {}
+    if api == "openai-chat":
+        for m in body["messages"]:
+            if m["role"] == "tool":
+                out[m["tool_call_id"]] = m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])
+    elif api == "openai-responses":
+        for it in body["input"]:
+            if it.get("type") == "function_call_output":
+                out[it["call_id"]] = it["output"] if isinstance(it["output"], str) else json.dumps(it["output"])
+    else:
+        for m in body["messages"]:
+            if m["role"] == "user" and isinstance(m["content"], list):
+                for b in m["content"]:
+                    if b.get("type") == "tool_result":
+                        out[b["tool_use_id"]] = json.dumps(b["content"])
+    return out
+
+
+def _tool_calls(api: str, body: dict[str, Any]) -> list[str]:
+    if api == "openai-chat":
+        return [c["id"] for m in body["messages"] if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+    if api == "openai-responses":
+        return [it["call_id"] for it in body["input"] if it.get("type") == "function_call"]
+    return [
+        b["id"]
+        for m in body["messages"]
+        if m["role"] == "assistant" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_use"
+    ]
+
+
+def _alive_with(marker: str) -> list[int]:
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if marker in (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                    found.append(int(d.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_scripted_session_with_parallel_calls_retries_and_a_corrected_call(
+    workspace: Path, fake: FakeProvider, api: str
+) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    (workspace / "b.txt").write_text("beta\n")
+    configure(workspace, fake, api)
+    fake.script(
+        Fail(429, retry_after="0.3"),
+        Reply(
+            text=["Looking", " first"],
+            calls=[
+                Call("read", '{"path": "a.txt"}'),
+                Call("read", ['{"pa', 'th": "b.txt"}']),
+                Call("write", '{"path": "c.txt", "content": "gamma\\n"}'),
+                Call("read", '{"path": "c.txt"}'),
+            ],
+        ),
+        Reply(calls=[Call("read", '{"path": "a.txt"'), Call("nope", "{}")]),
+        Reply(calls=[Call("read", '{"path": "a.txt"}')]),
+        Reply(text="all done"),
+    )
+    p = zuno_cli(workspace, "run", "--json", "look at the files")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["stop_reason"] == "final" and out["final_text"] == "all done" and out["steps"] == 3
+    assert out["usage"]["input_tokens"] > 0
+    # The results of the parallel step, in call order, all matched, in the wire format.
+    second = fake.requests[2].body
+    results = _tool_results(api, second)
+    ids = _tool_calls(api, second)
+    assert list(results) == ids and len(ids) == 4
+    assert "alpha" in results[ids[0]] and "beta" in results[ids[1]] and "gamma" in results[ids[3]]
+    # The malformed call and the unknown tool came back as blocked results the model could correct.
+    third = _tool_results(api, fake.requests[3].body)
+    blocked = [t for t in third.values() if "blocked" in t]
+    assert len(blocked) == 2 and any("not valid JSON" in t for t in blocked)
+    # The retry: two attempts, the first a 429 that asked for 0.3 s, each timed on its own.
+    db = sqlite3.connect(workspace / ".zuno" / "zuno.db")
+    attempts = db.execute(
+        "SELECT number, status, error_category, retry_after_s, started_at, ended_at "
+        "FROM agent_attempts WHERE request_id = 1 ORDER BY number"
+    ).fetchall()
+    assert [a[1] for a in attempts] == [429, 200] and attempts[0][2] == "rate_limited"
+    assert attempts[0][3] == pytest.approx(0.3)
+    assert attempts[1][4] - attempts[0][5] >= 0.25  # the wait between them is not provider time
+    (turn,) = db.execute("SELECT started_at, ended_at FROM agent_turns").fetchall()
+    provider_s = sum(e - s for s, e in db.execute("SELECT started_at, ended_at FROM agent_attempts"))
+    assert turn[1] - turn[0] > provider_s  # task elapsed time is a different measurement
+    show = zuno_cli(workspace, "show", out["session"])
+    assert show.returncode == 0 and "2 attempts" in show.stdout and "all done" in show.stdout
+    assert "[blocked: invalid_arguments]" in show.stdout
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_no_key_in_any_record_log_or_error(workspace: Path, fake: FakeProvider, api: str) -> None:
+    configure(workspace, fake, api)
+    fake.script(Reply(calls=[Call("read", '{"path": "zuno.json"}')]), Fail(401), Fail(400))
+    p = zuno_cli(workspace, "run", "--json", "read the config")
+    assert p.returncode == 1
+    out = json.loads(p.stdout)
+    assert out["stop_reason"] == "provider_error"
+    # The key did reach the server (the test means something) ...
+    seen = " ".join(json.dumps(r.headers) for r in fake.requests)
+    assert SECRET in seen
+    # ... and nowhere else: not the store, not a log, not stdout or stderr, not `zuno show`.
+    show = zuno_cli(workspace, "show", "--json", out["session"])
+    events = zuno_cli(workspace, "events", "--session", out["session"], "--json")
+    for text in (p.stdout, p.stderr, show.stdout, show.stderr, events.stdout):
+        assert SECRET not in text
+    for f in (workspace / ".zuno").rglob("*"):
+        if f.is_file():
+            assert SECRET.encode() not in f.read_bytes(), f
+
+
+def test_no_provider_or_no_key_is_a_clear_usage_error(workspace: Path, fake: FakeProvider) -> None:
+    p = zuno_cli(workspace, "run", "hello")
+    assert p.returncode == 2 and "model" in p.stderr and "--model" in p.stderr
+    p = subprocess.run(
+        [sys.executable, "-m", "zuno", "run", "--model", "anthropic/claude-x", "--root", str(workspace), "hi"],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in env().items() if k != "ANTHROPIC_API_KEY"},
+    )
+    assert p.returncode == 2 and "ANTHROPIC_API_KEY" in p.stderr
+    assert fake.requests == []  # nothing ran: no request went out
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "anthropic"])
+def test_ctrl_c_mid_stream_cancels_the_request_and_keeps_the_partial_text(
+    workspace: Path, fake: FakeProvider, api: str
+) -> None:
+    configure(workspace, fake, api)
+    fake.script(Reply(text=["Part one. ", "Part two."], stall_s=30))
+    child = spawn(workspace, "run", "--json", "write a long answer")
+    try:
+        deadline = time.monotonic() + 20
+        while not (fake.requests and fake.requests[0].text_written_at) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=20)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 130, err
+    result = json.loads(out)
+    assert result["stop_reason"] == "interrupted" and result["session"]
+    assert fake.requests[0].wait_disconnected(5)
+    show = zuno_cli(workspace, "show", result["session"])
+    assert "[interrupted]" in show.stdout and "Part one" in show.stdout
+
+
+def test_ctrl_c_twice_mid_call_exits_130_and_leaves_no_process(workspace: Path, fake: FakeProvider) -> None:
+    configure(workspace, fake, "openai-chat")
+    fake.script(Reply(calls=[Call("shell", '{"command": "sleep 53.17; echo x"}')]), Reply(text="never"))
+    child = spawn(workspace, "run", "sleep for a while")
+    try:
+        deadline = time.monotonic() + 20
+        while not _alive_with("sleep 53.17") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _alive_with("sleep 53.17")
+        child.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=20)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 130, err
+    deadline = time.monotonic() + 5
+    while _alive_with("sleep 53.17") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _alive_with("sleep 53.17") == []
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_kill_9_mid_turn_then_zuno_resume(workspace: Path, fake: FakeProvider, api: str) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    configure(workspace, fake, api)
+    fake.script(
+        Reply(
+            calls=[
+                Call("read", '{"path": "a.txt"}'),
+                Call("shell", '{"command": "sleep 59.41; echo never"}'),
+                Call("glob", '{"pattern": "*.txt"}'),
+            ]
+        ),
+    )
+    child = spawn(workspace, "run", "three things")
+    try:
+        deadline = time.monotonic() + 20
+        while not _alive_with("sleep 59.41") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _alive_with("sleep 59.41")
+        os.kill(child.pid, signal.SIGKILL)
+        child.communicate(timeout=10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    deadline = time.monotonic() + 10
+    while _alive_with("sleep 59.41") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _alive_with("sleep 59.41") == []
+    sid = sqlite3.connect(workspace / ".zuno" / "zuno.db").execute("SELECT session_id FROM agent_state").fetchone()[0]
+    fake.script(Reply(text="resumed and checked"))
+    p = zuno_cli(workspace, "resume", sid, "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["final_text"] == "resumed and checked"
+    body = fake.requests[-1].body
+    ids = _tool_calls(api, body)
+    results = _tool_results(api, body)
+    assert len(ids) == 3 and list(results) == ids  # every open call settled before the request
+    assert "alpha" in results[ids[0]]
+    assert "[uncertain]" in results[ids[1]] and "does not re-run it" in results[ids[1]]
+    assert "Nothing ran" in results[ids[2]]
+    assert "uncertain_call" in json.dumps(body)  # the recovery notice, derived from SQL
+
+
+def test_the_python_api_streams_events_through_a_real_sdk(workspace: Path, fake: FakeProvider) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    configure(workspace, fake, "openai-responses")
+    fake.script(
+        Reply(text=["Let me ", "read."], calls=[Call("read", '{"path": "a.txt"}')]), Reply(text="It says alpha.")
+    )
+    os.environ["FAKE_KEY"] = SECRET
+
+    async def go() -> list[Any]:
+        async with zuno.Runtime(root=workspace) as rt:
+            async with rt.agent() as agent:
+                return [ev async for ev in agent.events("what is in a.txt?")]
+
+    try:
+        events = asyncio.run(go())
+    finally:
+        del os.environ["FAKE_KEY"]
+    text = "".join(e.text for e in events if isinstance(e, TextEvent))
+    assert text == "Let me read.It says alpha."
+    (res,) = [e for e in events if isinstance(e, ToolResultEvent)]
+    assert res.outcome == "ok" and "alpha" in res.text
+    assert isinstance(events[-1], StopEvent) and events[-1].stop_reason == "final"
