@@ -8,13 +8,13 @@ from the database."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from zuno import limits
 from zuno.agent.events import CompactionEvent
 from zuno.agent.transcript import Item
-from zuno.agent.types import ModelRequest, UserMessage
+from zuno.agent.types import Message, ModelRequest, ToolSpec, UserMessage
 
 if TYPE_CHECKING:
     from zuno.agent.loop import AgentLoop, _Turn
@@ -28,17 +28,37 @@ SUMMARY_INSTRUCTIONS = (
 )
 
 
-def estimate_tokens(request: ModelRequest) -> int:
-    """A cheap upper estimate (about 4 characters a token) of what the request costs."""
-    chars = len(request.system)
-    for m in request.messages:
-        chars += len(getattr(m, "text", ""))
-        for c in getattr(m, "tool_calls", ()):
-            chars += len(c.name) + len(c.arguments) + 16
-        chars += sum(len(i.data_b64) for i in getattr(m, "images", ()))
-    for t in request.tools:
-        chars += len(t.name) + len(t.description) + len(json.dumps(t.input_schema))
-    return chars // 4 + 8 * len(request.messages)
+def _message_chars(m: Message) -> int:
+    chars = len(getattr(m, "text", ""))
+    for c in getattr(m, "tool_calls", ()):
+        chars += len(c.name) + len(c.arguments) + 16
+    return chars + sum(len(i.data_b64) for i in getattr(m, "images", ()))
+
+
+def _tool_chars(t: ToolSpec) -> int:
+    return len(t.name) + len(t.description) + len(json.dumps(t.input_schema))
+
+
+class Estimator:
+    """A cheap upper estimate (about 4 characters a token) of what a request costs. Messages and
+    tool specs are immutable, so each one is measured once (keyed by identity, kept alive here)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[object, int]] = {}
+
+    def _chars(self, obj: Any, measure: Callable[[Any], int]) -> int:
+        hit = self._seen.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        n = measure(obj)
+        self._seen[id(obj)] = (obj, n)
+        return n
+
+    def __call__(self, request: ModelRequest) -> int:
+        chars = len(request.system)
+        chars += sum(self._chars(m, _message_chars) for m in request.messages)
+        chars += sum(self._chars(t, _tool_chars) for t in request.tools)
+        return chars // 4 + 8 * len(request.messages)
 
 
 def _item_chars(it: Item) -> int:

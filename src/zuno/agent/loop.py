@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from zuno import limits
-from zuno.agent.compaction import Compactor, estimate_tokens
+from zuno.agent.compaction import Compactor, Estimator
 from zuno.agent.context import build_system, observation_fingerprint
 from zuno.agent.events import (
     AgentEvent,
@@ -121,6 +121,8 @@ class AgentLoop:
         self._in_step = False
         self._interrupt: StopReason | None = None
         self.last_request_id = 0
+        self._specs: dict[tuple[str, int], ToolSpec] = {}
+        self.estimate = Estimator()
 
     # -- control --------------------------------------------------------------------------------
 
@@ -160,8 +162,16 @@ class AgentLoop:
             tools = [t for t in tools if t.name != "view_image"]
         if mode == "plan":
             tools = [t for t in tools if t.name in PLAN_MODE_TOOLS or _read_only(t)]
-        specs = tuple(ToolSpec(t.name, t.description, t.input_schema()) for t in tools)
+        specs = tuple(self._spec(t) for t in tools)
         return specs, tuple(hosted)
+
+    def _spec(self, tool: Tool) -> ToolSpec:
+        """A tool's exported spec, made once per tool object (its schema does not change)."""
+        key = (tool.name, id(tool))
+        spec = self._specs.get(key)
+        if spec is None:
+            spec = self._specs[key] = ToolSpec(tool.name, tool.description, tool.input_schema())
+        return spec
 
     # -- the turn -------------------------------------------------------------------------------
 
@@ -255,7 +265,7 @@ class AgentLoop:
                 max_output_tokens=self.provider.output_tokens or None,
             )
             budget = self.config.agent.compaction.at_fraction * self.provider.context_tokens
-            if estimate_tokens(request) <= budget:
+            if self.estimate(request) <= budget:
                 break
             if not await self.compactor.compact(turn, request):
                 break
@@ -325,7 +335,7 @@ class AgentLoop:
     async def _send(self, turn: _Turn, request: ModelRequest, context_digest: str, purpose: str) -> Finished:
         floor = self.transcript.calls_seq_floor()
         req_id = self.transcript.request_sent(
-            turn.n, purpose, self.provider.id, request, context_digest, estimate_tokens(request)
+            turn.n, purpose, self.provider.id, request, context_digest, self.estimate(request)
         )
         self.emit(RequestEvent(req_id, purpose, "sent"))
         outcome = RequestOutcome()
@@ -440,8 +450,9 @@ class AgentLoop:
             if key is not None and key == data.get("stagnant_key")
             else (1 if key is not None else 0)
         )
-        data["stagnant_key"], data["stagnant_count"] = key, count
-        self.transcript.save_data(data)
+        if (data.get("stagnant_key"), int(data.get("stagnant_count", 0))) != (key, count):
+            data["stagnant_key"], data["stagnant_count"] = key, count
+            self.transcript.save_data(data)
         if count >= limits.STAGNANT_READ_STEPS:
             data["stagnant_count"] = 0
             self.transcript.save_data(data)

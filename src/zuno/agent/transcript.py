@@ -12,6 +12,7 @@ marker's summary followed by the items recorded after the point it summarised.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import time
@@ -134,6 +135,10 @@ class Transcript:
     def __init__(self, store: Store, session_id: str) -> None:
         self.store = store
         self.session_id = session_id
+        self._cache: list[Item] = []
+        self._messages: dict[int, Message | None] = {}
+        self._state: AgentState | None = None
+        self._open_calls: dict[str, Unmatched] = {}  # recorded calls with no result item yet
         with store.transaction() as db:
             db.execute(
                 "INSERT OR IGNORE INTO agent_state (session_id, updated_at) VALUES (?, ?)", (session_id, time.time())
@@ -142,10 +147,15 @@ class Transcript:
     # -- durable session state ------------------------------------------------------------------
 
     def state(self) -> AgentState:
-        (r,) = self.store.query("SELECT * FROM agent_state WHERE session_id = ?", (self.session_id,))
-        return AgentState(r["mode"], r["model"], r["turns"], json.loads(r["data"]))
+        """The session's durable agent state (kept in memory between writes: one driver)."""
+        if self._state is None:
+            (r,) = self.store.query("SELECT * FROM agent_state WHERE session_id = ?", (self.session_id,))
+            self._state = AgentState(r["mode"], r["model"], r["turns"], json.loads(r["data"]))
+        st = self._state
+        return AgentState(st.mode, st.model, st.turns, json.loads(json.dumps(st.data)))
 
     def set_mode(self, mode: Mode) -> None:
+        self._state = None
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: choose one of {', '.join(MODES)}.")
         with self.store.transaction() as db:
@@ -159,12 +169,14 @@ class Transcript:
             )
 
     def set_model(self, model: str) -> None:
+        self._state = None
         self.store.execute(
             "UPDATE agent_state SET model = ?, updated_at = ? WHERE session_id = ?",
             (model, time.time(), self.session_id),
         )
 
     def save_data(self, data: dict[str, Any]) -> None:
+        self._state = None
         self.store.execute(
             "UPDATE agent_state SET data = ?, updated_at = ? WHERE session_id = ?",
             (_dumps(data), time.time(), self.session_id),
@@ -173,6 +185,7 @@ class Transcript:
     # -- turns ----------------------------------------------------------------------------------
 
     def begin_turn(self, mode: Mode) -> int:
+        self._state = None
         with self.store.transaction() as db:
             (n,) = db.execute("SELECT turns + 1 FROM agent_state WHERE session_id = ?", (self.session_id,)).fetchone()
             db.execute("UPDATE agent_state SET turns = ? WHERE session_id = ?", (n, self.session_id))
@@ -349,17 +362,28 @@ class Transcript:
         )
 
     def items(self, after_seq: int = 0) -> list[Item]:
+        """The items after ``after_seq``. Items are never changed once written and a session has one
+        driver, so the rows read once are kept and only newer ones are read again."""
+        top = self._cache[-1].seq if self._cache else 0
         rows = self.store.query(
-            "SELECT * FROM agent_items WHERE session_id = ? AND seq > ? ORDER BY seq", (self.session_id, after_seq)
+            "SELECT * FROM agent_items WHERE session_id = ? AND seq > ? ORDER BY seq", (self.session_id, top)
         )
-        return [self._item(r) for r in rows]
+        for r in rows:
+            it = self._item(r)
+            self._cache.append(it)
+            if it.kind == "assistant":
+                for c in it.data["tool_calls"]:
+                    call = ToolCall(c["id"], c["name"], c["arguments"])
+                    self._open_calls[c["id"]] = Unmatched(it.seq, it.turn, call, it.data["calls_seq_floor"])
+            elif it.kind == "tool_result" and it.call_id is not None:
+                self._open_calls.pop(it.call_id, None)
+        if after_seq <= 0:
+            return list(self._cache)
+        lo = bisect.bisect_right([i.seq for i in self._cache], after_seq)
+        return self._cache[lo:]
 
     def last_compaction(self) -> Item | None:
-        rows = self.store.query(
-            "SELECT * FROM agent_items WHERE session_id = ? AND kind = 'compaction' ORDER BY seq DESC LIMIT 1",
-            (self.session_id,),
-        )
-        return self._item(rows[0]) if rows else None
+        return next((i for i in reversed(self.items()) if i.kind == "compaction"), None)
 
     def window(self) -> tuple[Item | None, list[Item]]:
         """The current history window: the last compaction marker and the items after the point it summarised."""
@@ -372,39 +396,24 @@ class Transcript:
         out: list[Message] = []
         if marker is not None:
             out.append(UserMessage(SUMMARY_HEAD.format(n=marker.data["n"]) + "\n" + marker.data["summary"]))
-        out.extend(to_messages(items))
+        for it in items:
+            m = self._messages.get(it.seq)
+            if m is None:
+                converted = to_messages([it])
+                m = self._messages[it.seq] = converted[0] if converted else None
+            if m is not None:
+                out.append(m)
         return tuple(out)
 
     def user_sources(self) -> list[UserSource]:
-        rows = self.store.query(
-            "SELECT * FROM agent_items WHERE session_id = ? AND kind = 'user' ORDER BY seq", (self.session_id,)
-        )
-        return [UserSource(r["msg_id"], r["digest"], json.loads(r["data"])["text"], r["turn"]) for r in rows]
+        return [
+            UserSource(i.msg_id or "", i.digest or "", i.data["text"], i.turn) for i in self.items() if i.kind == "user"
+        ]
 
     def unmatched_calls(self) -> list[Unmatched]:
         """Tool calls of recorded responses that have no result item yet."""
-        answered = {
-            r[0]
-            for r in self.store.query(
-                "SELECT call_id FROM agent_items WHERE session_id = ? AND kind = 'tool_result'", (self.session_id,)
-            )
-        }
-        out: list[Unmatched] = []
-        rows = self.store.query(
-            "SELECT * FROM agent_items WHERE session_id = ? AND kind = 'assistant' AND data LIKE '%\"tool_calls\":[{%' "
-            "ORDER BY seq",
-            (self.session_id,),
-        )
-        for r in rows:
-            data = json.loads(r["data"])
-            for c in data["tool_calls"]:
-                if c["id"] not in answered:
-                    out.append(
-                        Unmatched(
-                            r["seq"], r["turn"], ToolCall(c["id"], c["name"], c["arguments"]), data["calls_seq_floor"]
-                        )
-                    )
-        return out
+        self.items()
+        return list(self._open_calls.values())
 
     def requests(self) -> list[RequestRow]:
         rows = self.store.query("SELECT * FROM agent_requests WHERE session_id = ? ORDER BY id", (self.session_id,))

@@ -1,0 +1,138 @@
+"""Benchmark: the agent loop's own cost per model step — 200 steps of 4 ReadOnly calls (read) with
+the loopback fake server answering at once through the real OpenAI SDK, then a final.
+
+harness = wall time of the run - the tools' own time (per step, first call start to last call
+end: the calls overlap) - the provider time (every wire attempt, SDK included). It is split into
+the dispatcher's share (Session.step around the tools: admission, intent rows, results) and the
+agent loop's own (context rebuild, transcript commits, request building). The target is
+harness <= 2 ms per step; it is printed with its ratio to the measured tool + HTTP time per step of
+the same run. Also: time from the server's first streamed byte to the loop's text event (target
+<= 5 ms), over the final's stream.
+
+    python bench/agent_loop_overhead.py [--steps 200] [--api openai-chat]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import zuno  # noqa: E402
+from zuno.agent.events import RequestEvent, TextEvent  # noqa: E402
+
+from fake_provider import Call, FakeProvider, Reply  # noqa: E402
+
+CALLS_PER_STEP = 4
+
+
+async def run(steps: int, api: str, root: Path, fake: FakeProvider) -> dict[str, float]:
+    base = fake.root_url if api == "anthropic" else fake.base_url
+    overrides = {
+        "model": "fake/m1",
+        "provider": {"fake": {"api": api, "options": {"baseURL": base, "apiKey": "bench"}}},
+        "agent": {"limits": {"steps_per_turn": steps + 1}},
+    }
+    for i in range(CALLS_PER_STEP):
+        (root / f"f{i}.txt").write_text(f"file {i}\n" * 20)
+    turns = [
+        Reply(calls=[Call("read", json.dumps({"path": f"f{i}.txt"})) for i in range(CALLS_PER_STEP)])
+        for _ in range(steps)
+    ]
+    fake.script(*turns, Reply(text=["done", " now"]))
+    first_text: dict[int, float] = {}
+    current = {"req": 0}
+
+    def on(ev: object) -> None:
+        if isinstance(ev, RequestEvent) and ev.phase == "sent":
+            current["req"] += 1
+        elif isinstance(ev, TextEvent) and current["req"] not in first_text:
+            first_text[current["req"]] = time.perf_counter()
+
+    async with zuno.Runtime(root=root, config_overrides=overrides) as rt:
+        async with rt.agent() as agent:
+            t0 = time.perf_counter()
+            result = await agent.run("read the files, again and again", on_event=on)
+            wall = time.perf_counter() - t0
+            assert result.stop_reason == "final" and result.steps == steps, result
+            store = rt.store
+            sid = agent.id
+            tool_s = sum(
+                r[1] - r[0]
+                for r in store.query(
+                    "SELECT MIN(started_at), MAX(ended_at) FROM calls WHERE session_id = ? GROUP BY step", (sid,)
+                )
+                if r[0] is not None
+            )
+            step_s = sum(
+                r[0]
+                for r in store.query(
+                    "SELECT ended_at - started_at FROM steps WHERE session_id = ? AND ended_at IS NOT NULL", (sid,)
+                )
+            )
+            provider_s = sum(
+                r[0]
+                for r in store.query(
+                    "SELECT a.ended_at - a.started_at FROM agent_attempts a "
+                    "JOIN agent_requests q ON q.id = a.request_id WHERE q.session_id = ?",
+                    (sid,),
+                )
+            )
+    last = fake.requests[-1]
+    ttft_ms = (first_text[steps + 1] - last.first_byte_at) * 1000 if last.first_byte_at else float("nan")
+    harness = wall - tool_s - provider_s
+    loop_only = wall - step_s - provider_s
+    return {
+        "wall": wall,
+        "tool": tool_s,
+        "step": step_s,
+        "provider": provider_s,
+        "harness": harness,
+        "loop_only": loop_only,
+        "ttft_ms": ttft_ms,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--api", default="openai-chat", choices=["openai-chat", "openai-responses", "anthropic"])
+    ap.add_argument("--runs", type=int, default=1)
+    args = ap.parse_args()
+    results = []
+    for _ in range(args.runs):
+        with tempfile.TemporaryDirectory() as d, FakeProvider() as fake:
+            results.append(asyncio.run(run(args.steps, args.api, Path(d), fake)))
+    r = min(results, key=lambda x: x["harness"])
+    n = args.steps
+    per_step = r["harness"] / n * 1000
+    base = (r["tool"] + r["provider"]) / n * 1000
+    print(f"agent loop, {n} steps x {CALLS_PER_STEP} ReadOnly calls, {args.api}, best of {args.runs}")
+    print(f"  wall {r['wall']:.3f}s  tools {r['tool']:.3f}s  provider (HTTP + SDK) {r['provider']:.3f}s")
+    print(
+        f"  harness {per_step:.2f} ms/step (target <= 2 ms); tool + HTTP {base:.2f} ms/step; "
+        f"ratio {per_step / base:.2f}"
+    )
+    loop_ms = r["loop_only"] / n * 1000
+    print(
+        f"  of which the dispatcher (Session.step around the tools) {(r['step'] - r['tool']) / n * 1000:.2f} ms/step, "
+        f"the agent loop itself {loop_ms:.2f} ms/step"
+    )
+    print(f"  first byte -> text event {r['ttft_ms']:.2f} ms (target <= 5 ms)")
+    if args.runs > 1:
+        print(
+            f"  harness per step over runs: {statistics.median(x['harness'] for x in results) / n * 1000:.2f} ms median"
+        )
+
+
+if __name__ == "__main__":
+    main()
