@@ -5,11 +5,13 @@ opaque items and cancellation."""
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 
 from zuno.agent.types import (
     AssistantMessage,
+    Finished,
     ImagePart,
     ModelRequest,
     RequestOutcome,
@@ -238,4 +240,26 @@ async def test_stop_reasons_map_to_the_neutral_ones(fake: FakeProvider, api: str
     body = fake.requests[0].body
     key = {"openai-chat": "max_tokens", "openai-responses": "max_output_tokens", "anthropic": "max_tokens"}[api]
     assert body[key] == 5
+    await p.aclose()
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_caller_that_returns_at_finished_has_its_attempt_recorded(fake: FakeProvider, api: str) -> None:
+    fake.script(Reply(text="done"))
+    p = make(fake, api)
+    outcome = RequestOutcome()
+
+    async def until_finished() -> Finished:
+        async for ev in p.stream(request(), outcome):
+            if isinstance(ev, Finished):
+                return ev  # never resumes the generator
+        raise AssertionError("no Finished")
+
+    fin = await until_finished()
+    assert fin.message.text == "done"
+    assert [(a.status, a.error_category) for a in outcome.attempts] == [(200, None)]
+    gc.collect()
+    await asyncio.sleep(0)
+    assert [(a.status, a.error_category) for a in outcome.attempts] == [(200, None)]
+    assert fake.requests[0].finished
     await p.aclose()
