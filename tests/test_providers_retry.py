@@ -161,9 +161,10 @@ async def test_no_key_in_any_error_record_or_log(fake: FakeProvider, api: str,
     await p.aclose()
 
 
-async def test_mid_stream_failure_after_output_is_not_retried(fake: FakeProvider) -> None:
+@pytest.mark.parametrize("api", APIS)
+async def test_mid_stream_failure_after_output_is_not_retried(fake: FakeProvider, api: str) -> None:
     fake.script(Reply(text=["a", "b"], cut=True), Reply(text="second"))
-    p = make(fake, "openai-chat")
+    p = make(fake, api)
     outcome = RequestOutcome()
     seen: list[str] = []
     with pytest.raises(ProviderError) as e:
@@ -195,4 +196,15 @@ async def test_an_overload_reported_in_the_stream_is_retried(fake: FakeProvider,
     first = outcome.attempts[0]
     assert first.error_category == ("overloaded" if api == "anthropic" else "server")
     assert len(outcome.attempts) == 2
+    await p.aclose()
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_server_that_stalls_before_output_times_out_and_is_retried(fake: FakeProvider, api: str) -> None:
+    fake.script(Reply(text=[], stall_s=5), Reply(text="prompt"))
+    p = make(fake, api, read_timeout_s=0.3)
+    outcome = RequestOutcome()
+    assert texts(await collect(p, request(), outcome)) == ["prompt"]
+    assert [a.error_category for a in outcome.attempts] == ["timeout", None]
+    assert outcome.attempts[0].ended_at - outcome.attempts[0].started_at < 4
     await p.aclose()

@@ -10,7 +10,7 @@ from typing import Any
 
 import anthropic
 
-from zuno.agent.providers.base import CONNECT_TIMEOUT_S, READ_TIMEOUT_S, ProviderSettings, StreamingProvider
+from zuno.agent.providers.base import ProviderSettings, StreamingProvider
 from zuno.agent.providers.retry import RetryPolicy, StreamFailure
 from zuno.agent.providers.schema_export import anthropic_tools
 from zuno.agent.types import (
@@ -102,7 +102,7 @@ class AnthropicProvider(StreamingProvider):
             base_url=settings.base_url,
             default_headers=settings.headers or None,
             max_retries=0,
-            timeout=anthropic.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
+            timeout=anthropic.Timeout(settings.read_timeout_s, connect=settings.connect_timeout_s),
         )
 
     def body(self, request: ModelRequest) -> dict[str, Any]:

@@ -42,6 +42,8 @@ class ProviderSettings:
     accepts_images: bool = False
     # openai-responses: ask for (and echo) encrypted reasoning items; unsupported by some models.
     reasoning: bool = False
+    connect_timeout_s: float = CONNECT_TIMEOUT_S
+    read_timeout_s: float = READ_TIMEOUT_S
 
     @property
     def secrets(self) -> tuple[str, ...]:

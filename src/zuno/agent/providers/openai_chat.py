@@ -9,7 +9,7 @@ from typing import Any
 
 import openai
 
-from zuno.agent.providers.base import CONNECT_TIMEOUT_S, READ_TIMEOUT_S, ProviderSettings, StreamingProvider
+from zuno.agent.providers.base import ProviderSettings, StreamingProvider
 from zuno.agent.providers.retry import RetryPolicy
 from zuno.agent.providers.schema_export import chat_tools
 from zuno.agent.types import (
@@ -47,7 +47,7 @@ def openai_client(settings: ProviderSettings) -> openai.AsyncOpenAI:
         base_url=settings.base_url,
         default_headers=settings.headers or None,
         max_retries=0,
-        timeout=openai.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
+        timeout=openai.Timeout(settings.read_timeout_s, connect=settings.connect_timeout_s),
     )
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anthropic
+import httpx2
 import openai
 
 # How many wire attempts one request gets (the first one included).
@@ -166,6 +167,11 @@ def classify(exc: BaseException, secrets: tuple[str, ...]) -> Failure | None:
         cause = exc.__cause__
         name = type(cause).__name__ if cause is not None else "connection error"
         return Failure("connection", None, f"connection failed ({name})")
+    # The anthropic SDK lets the HTTP client's errors out of a stream unwrapped.
+    if isinstance(exc, httpx2.TimeoutException):
+        return Failure("timeout", None, f"the request timed out ({type(exc).__name__})")
+    if isinstance(exc, httpx2.TransportError):
+        return Failure("connection", None, f"connection failed ({type(exc).__name__})")
     if isinstance(exc, openai.APIError | anthropic.APIError):
         kind, msg = _error_fields(getattr(exc, "body", None))
         category = {"overloaded_error": "overloaded", "rate_limit_error": "rate_limited"}.get(kind or "", "server")
