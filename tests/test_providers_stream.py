@@ -263,3 +263,21 @@ async def test_a_caller_that_returns_at_finished_has_its_attempt_recorded(fake: 
     assert [(a.status, a.error_category) for a in outcome.attempts] == [(200, None)]
     assert fake.requests[0].finished
     await p.aclose()
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_empty_turns_are_sent_in_a_shape_the_api_accepts(fake: FakeProvider, api: str) -> None:
+    fake.script(Reply(text="ok"))
+    p = make(fake, api)
+    msgs = (UserMessage("go"), AssistantMessage(""), UserMessage(" "))
+    await collect(p, ModelRequest("m1", "", msgs))
+    body = fake.requests[0].body
+    if api == "anthropic":
+        for m in body["messages"]:
+            for b in m["content"]:
+                assert b["type"] != "text" or b["text"].strip(), body
+        assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+        assert "system" not in body  # an empty system prompt is not sent
+    elif api == "openai-chat":
+        assert body["messages"][1] == {"role": "assistant", "content": ""}
+    await p.aclose()

@@ -83,7 +83,8 @@ def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
             else:
                 out.append({"role": "user", "content": m.text})
         elif isinstance(m, AssistantMessage):
-            entry: dict[str, Any] = {"role": "assistant", "content": m.text or None}
+            # content may be null only beside tool calls
+            entry: dict[str, Any] = {"role": "assistant", "content": (m.text or None) if m.tool_calls else m.text}
             if m.tool_calls:
                 entry["tool_calls"] = [
                     {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
