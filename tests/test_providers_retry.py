@@ -208,3 +208,25 @@ async def test_a_server_that_stalls_before_output_times_out_and_is_retried(fake:
     assert [a.error_category for a in outcome.attempts] == ["timeout", None]
     assert outcome.attempts[0].ended_at - outcome.attempts[0].started_at < 4
     await p.aclose()
+
+
+@pytest.mark.parametrize(("api", "fail", "category"), [
+    ("openai-chat", Fail(429, body={"error": {"message": "You exceeded your quota", "type": "insufficient_quota",
+                                             "code": "insufficient_quota", "param": None}}), "quota"),
+    ("openai-responses", Fail(400, body={"error": {"message": "too long", "type": "invalid_request_error",
+                                                  "code": "context_length_exceeded", "param": None}}),
+     "context_length"),
+    ("anthropic", Fail(400, body={"type": "error", "error": {"type": "invalid_request_error",
+                                                            "message": "prompt is too long: 210000 tokens > 200000"}}),
+     "context_length"),
+    ("anthropic", Fail(503, headers={"x-should-retry": "false"}), "not_retryable"),
+])
+async def test_failures_no_retry_can_help_fail_at_once(fake: FakeProvider, api: str, fail: Fail,
+                                                       category: str) -> None:
+    fake.script(fail, Reply(text="never"))
+    p = make(fake, api)
+    outcome = RequestOutcome()
+    with pytest.raises(ProviderError) as e:
+        await collect(p, request(), outcome)
+    assert e.value.category == category and len(outcome.attempts) == 1 and fake.pending == 1
+    await p.aclose()
