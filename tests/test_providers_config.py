@@ -48,10 +48,16 @@ def test_the_issue_example_loads_and_builds(tmp_path: Path) -> None:
 
 
 def test_env_reference_unset_names_the_key_and_the_variable(tmp_path: Path) -> None:
+    c = cfg(tmp_path, LOCAL, {})  # other commands still run: only what needs the value fails
     with pytest.raises(ConfigError) as e:
-        cfg(tmp_path, LOCAL, {})
+        build_provider(c, environ={})
     msg = str(e.value)
     assert "provider.local.options.apiKey" in msg and "LOCAL_API_KEY" in msg and "not set" in msg
+    data = {"model": "h/m", "provider": {"h": {"api": "anthropic", "options": {
+        "baseURL": "http://127.0.0.1:1", "headers": {"X-Key": "k {env:HDR_UNSET}"}}}}}
+    with pytest.raises(ConfigError) as e:
+        build_provider(cfg(tmp_path, data), environ={})
+    assert "provider.h.options.headers.X-Key" in str(e.value) and "HDR_UNSET" in str(e.value)
 
 
 def test_env_reference_anywhere_and_inside_text(tmp_path: Path) -> None:
@@ -198,3 +204,12 @@ async def test_hosted_tools_supported_says_which_api_takes_them(api: str) -> Non
                 await collect(p, request(hosted_tools=(SEARCH,)))
             assert e.value.category == "unsupported" and not fake.requests
         await p.aclose()
+
+
+def test_the_model_itself_may_come_from_the_environment(tmp_path: Path) -> None:
+    data = {"model": "{env:ZUNO_TEST_MODEL}"}
+    c = cfg(tmp_path, data, {"ZUNO_TEST_MODEL": "anthropic/from-env"})
+    assert build_provider(c, environ={"ANTHROPIC_API_KEY": "a"}).id == "anthropic/from-env"
+    with pytest.raises(ConfigError) as e:
+        build_provider(cfg(tmp_path, data), environ={"ANTHROPIC_API_KEY": "a"})
+    assert "config key model" in str(e.value) and "ZUNO_TEST_MODEL" in str(e.value)
