@@ -47,9 +47,11 @@ completed), ``reasoning`` (Responses: a reasoning item with encrypted_content; A
 thinking block with a signature), ``web_search`` (WebSearch(query, urls): Anthropic
 server_tool_use + web_search_tool_result blocks; Responses a web_search_call item), ``delay_s``
 (sleep between SSE events), ``stall_s`` (sleep after the content, before the final events — for
-cancellation tests), ``headers`` (extra response headers). ``Fail(status, body=None,
-retry_after=None, headers=None)``: ``retry_after`` is sent verbatim as ``Retry-After`` (seconds or
-an HTTP-date). An exhausted script answers 500 "script exhausted".
+cancellation tests), ``cut`` (then close the connection without the final events: a stream that
+breaks after output began), ``headers`` (extra response headers). ``Fail(status, body=None,
+retry_after=None, headers=None, in_stream=False)``: ``retry_after`` is sent verbatim as
+``Retry-After`` (seconds or an HTTP-date); ``in_stream`` answers 200 and sends the error as the
+stream's first SSE event instead. An exhausted script answers 500 "script exhausted".
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ class Reply:
     web_search: WebSearch | None = None
     delay_s: float = 0.0
     stall_s: float = 0.0
+    cut: bool = False
     headers: dict[str, str] = field(default_factory=dict)
 
     def text_chunks(self) -> list[str]:
@@ -116,6 +119,10 @@ class Fail:
     body: Any = None
     retry_after: str | None = None
     headers: dict[str, str] | None = None
+    # Answer 200 and report the error as the stream's first event, as the APIs do for a failure
+    # that happens after the headers went out (Anthropic: event "error"; Responses: event
+    # "error"; Chat Completions: a data line holding {"error": ...}).
+    in_stream: bool = False
 
 
 @dataclass
@@ -173,7 +180,9 @@ class FakeProvider:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-provider", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-provider", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -264,6 +273,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
             return
+        if isinstance(turn, Fail) and turn.in_stream:
+            self._stream_error(api, turn)
+            return
         if isinstance(turn, Fail):
             headers = dict(turn.headers or {})
             if turn.retry_after is not None:
@@ -307,6 +319,10 @@ class _Handler(BaseHTTPRequestHandler):
         for item in events(turn, model):
             if item is _STALL:
                 self._pause(turn.stall_s)
+                if turn.cut:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 continue
             name, data, is_text = item
             frame = (f"event: {name}\n" if name else "") + f"data: {data}\n\n"
@@ -318,6 +334,27 @@ class _Handler(BaseHTTPRequestHandler):
             if turn.delay_s:
                 self._pause(turn.delay_s)
         self._chunk(b"")
+
+    def _stream_error(self, api: str, turn: Fail) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        body = turn.body if turn.body is not None else _error_body(api, turn.status, f"scripted {turn.status}")
+        if api == "responses":
+            inner = body.get("error", {}) if isinstance(body, dict) else {}
+            data = {"type": "error", "code": inner.get("code") or inner.get("type"), "message": inner.get("message"),
+                    "param": None, "sequence_number": 0}
+            frame = f"event: error\ndata: {_dump(data)}\n\n"
+        elif api == "anthropic":
+            frame = f"event: error\ndata: {_dump(body)}\n\n"
+        else:
+            frame = f"data: {_dump(body)}\n\n"
+        try:
+            self._chunk(frame.encode())
+            self._chunk(b"")
+        except _ClientGone:
+            pass
 
     def _chunk(self, data: bytes) -> None:
         try:

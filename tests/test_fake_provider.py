@@ -99,3 +99,16 @@ async def test_a_client_hanging_up_is_recorded(fake: FakeProvider) -> None:
     assert await asyncio.to_thread(fake.requests[0].wait_disconnected, 5.0)
     assert not fake.requests[0].finished
     await client.close()
+
+
+async def test_whole_answers_of_responses_and_messages(fake: FakeProvider) -> None:
+    fake.script(Reply(text="r", calls=[Call("x", '{"a": 1}')]), Reply(text="m", calls=[Call("y", '{"b": 2}')]))
+    oc = openai.AsyncOpenAI(api_key="sk-test", base_url=fake.base_url, max_retries=0)
+    resp = await oc.responses.create(model="m", input="hi")
+    assert resp.output_text == "r" and [o.type for o in resp.output] == ["message", "function_call"]
+    ac = anthropic.AsyncAnthropic(api_key="sk-ant", base_url=fake.root_url, max_retries=0)
+    msg = await ac.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+    assert [b.type for b in msg.content] == ["text", "tool_use"] and msg.stop_reason == "tool_use"
+    assert msg.content[1].input == {"b": 2}  # type: ignore[union-attr]
+    await oc.close()
+    await ac.close()

@@ -233,29 +233,33 @@ def _field_range(loc: tuple[Any, ...]) -> tuple[Any, Any] | None:
 _ENV_REF = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def _expand_env(node: Any, env: Mapping[str, str], key: str, origin: Mapping[str, str], refs: dict[str, str]) -> Any:
+def _expand_env(node: Any, env: Mapping[str, str], key: str, refs: dict[str, str]) -> Any:
     """Replace every "{env:NAME}" in string values (anywhere in the config) by the variable's
-    value. ``refs`` keeps the original text of each expanded key, so that an error about that key
-    shows the reference and never the value (which is often a secret)."""
+    value. A reference to an unset variable stays as written: the part that needs the value
+    raises ``unset_env_error`` for it then (a provider, an MCP server, a search key), so an unset
+    key of one feature does not stop every command. ``refs`` keeps the original text of each
+    expanded key, so that an error about that key shows the reference and never the value
+    (which is often a secret)."""
     if isinstance(node, dict):
-        return {k: _expand_env(v, env, f"{key}.{k}" if key else str(k), origin, refs) for k, v in node.items()}
+        return {k: _expand_env(v, env, f"{key}.{k}" if key else str(k), refs) for k, v in node.items()}
     if isinstance(node, list):
-        return [_expand_env(v, env, f"{key}.{i}", origin, refs) for i, v in enumerate(node)]
+        return [_expand_env(v, env, f"{key}.{i}", refs) for i, v in enumerate(node)]
     if not isinstance(node, str) or "{env:" not in node:
         return node
-
-    def one(m: re.Match[str]) -> str:
-        name = m.group(1)
-        if name not in env:
-            src = origin.get(key) or next((origin[k] for k in origin if key.startswith(k + ".")), "defaults")
-            raise ConfigError(
-                f"config key {key} reads the environment variable {name} ({m.group(0)}), which is not set "
-                f"(from {src}). Set {name}, or change {key}."
-            )
-        return env[name]
-
     refs[key] = node
-    return _ENV_REF.sub(one, node)
+    return _ENV_REF.sub(lambda m: env.get(m.group(1), m.group(0)), node)
+
+
+def unset_env_error(key: str, value: str | None) -> ConfigError | None:
+    """The ConfigError for a config value still holding an "{env:NAME}" reference (its variable
+    was unset when the config was loaded), naming the key and the variable; None otherwise."""
+    m = _ENV_REF.search(value or "")
+    if m is None:
+        return None
+    return ConfigError(
+        f"config key {key} reads the environment variable {m.group(1)} ({m.group(0)}), which is not set. "
+        f"Set {m.group(1)}, or change {key}."
+    )
 
 
 def _describe(err: Mapping[str, Any], origin: Mapping[str, str], refs: Mapping[str, str] | None = None) -> str:
@@ -310,7 +314,7 @@ def load_config(
     if overrides:
         _merge(merged, overrides, origin, "arguments", "")
     refs: dict[str, str] = {}
-    merged = _expand_env(merged, env, "", origin, refs)
+    merged = _expand_env(merged, env, "", refs)
     try:
         return Config.model_validate(merged)
     except ValidationError as e:

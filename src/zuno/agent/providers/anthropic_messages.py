@@ -10,7 +10,7 @@ from typing import Any
 
 import anthropic
 
-from zuno.agent.providers.base import CONNECT_TIMEOUT_S, READ_TIMEOUT_S, ProviderSettings, StreamingProvider
+from zuno.agent.providers.base import ProviderSettings, StreamingProvider
 from zuno.agent.providers.retry import RetryPolicy, StreamFailure
 from zuno.agent.providers.schema_export import anthropic_tools
 from zuno.agent.types import (
@@ -30,6 +30,8 @@ from zuno.agent.types import (
 
 OPAQUE_KEY = "anthropic"  # AssistantMessage.opaque entries: {"api": OPAQUE_KEY, "block": {...}}
 NO_KEY = "no-key"  # sent when a configured (non built-in) provider has no key; see openai_chat.NO_KEY
+# The API refuses empty and whitespace-only text blocks; an empty turn says so instead.
+EMPTY_TEXT = "(empty)"
 
 _STOP: dict[str, StopReason] = {
     "end_turn": "end_turn", "stop_sequence": "end_turn", "tool_use": "tool_calls", "max_tokens": "max_tokens",
@@ -65,11 +67,11 @@ def anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
 
     for m in request.messages:
         if isinstance(m, UserMessage):
-            blocks = [{"type": "text", "text": m.text}] if m.text else []
+            blocks = [{"type": "text", "text": m.text}] if m.text.strip() else []
             blocks.extend(_image(i) for i in m.images)
-            add("user", blocks or [{"type": "text", "text": " "}])
+            add("user", blocks or [{"type": "text", "text": EMPTY_TEXT}])
         elif isinstance(m, ToolResultMessage):
-            content: list[dict[str, Any]] = [{"type": "text", "text": m.text}] if m.text else []
+            content: list[dict[str, Any]] = [{"type": "text", "text": m.text}] if m.text.strip() else []
             content.extend(_image(i) for i in m.images)
             block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.call_id, "content": content}
             if m.is_error:
@@ -77,13 +79,13 @@ def anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
             add("user", [block])
         elif isinstance(m, AssistantMessage):
             blocks = [o["block"] for o in m.opaque if o.get("api") == OPAQUE_KEY and isinstance(o.get("block"), dict)]
-            if m.text:
+            if m.text.strip():
                 blocks.append({"type": "text", "text": m.text})
             blocks.extend(
                 {"type": "tool_use", "id": c.id, "name": c.name, "input": _input_object(c.arguments)}
                 for c in m.tool_calls
             )
-            add("assistant", blocks or [{"type": "text", "text": " "}])
+            add("assistant", blocks or [{"type": "text", "text": EMPTY_TEXT}])
     return out
 
 
@@ -102,7 +104,7 @@ class AnthropicProvider(StreamingProvider):
             base_url=settings.base_url,
             default_headers=settings.headers or None,
             max_retries=0,
-            timeout=anthropic.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
+            timeout=anthropic.Timeout(settings.read_timeout_s, connect=settings.connect_timeout_s),
         )
 
     def body(self, request: ModelRequest) -> dict[str, Any]:

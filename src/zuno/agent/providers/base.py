@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from zuno.agent.providers.retry import Failure, RetryPolicy, classify
-from zuno.agent.types import Attempt, ModelRequest, ProviderError, RequestOutcome, StreamEvent
+from zuno.agent.types import Attempt, Finished, ModelRequest, ProviderError, RequestOutcome, StreamEvent
 
 log = logging.getLogger("zuno.agent.providers")
 
@@ -42,6 +42,8 @@ class ProviderSettings:
     accepts_images: bool = False
     # openai-responses: ask for (and echo) encrypted reasoning items; unsupported by some models.
     reasoning: bool = False
+    connect_timeout_s: float = CONNECT_TIMEOUT_S
+    read_timeout_s: float = READ_TIMEOUT_S
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -92,17 +94,26 @@ class StreamingProvider(ABC):
         while True:
             number += 1
             started = time.time()
-            yielded = False
+            yielded = done = False
             try:
                 async with aclosing(self._attempt(request)) as events:
                     async for event in events:
+                        if isinstance(event, Finished):
+                            # Recorded before the caller sees it: a caller may stop reading at
+                            # Finished and never resume this generator.
+                            outcome.attempts.append(Attempt(number, started, time.time(), 200, None))
+                            done = True
                         yielded = True
                         yield event
+                        if done:
+                            return
             except asyncio.CancelledError:
-                outcome.attempts.append(Attempt(number, started, time.time(), None, "cancelled"))
+                if not done:
+                    outcome.attempts.append(Attempt(number, started, time.time(), None, "cancelled"))
                 raise
             except GeneratorExit:
-                outcome.attempts.append(Attempt(number, started, time.time(), None, "closed"))
+                if not done:
+                    outcome.attempts.append(Attempt(number, started, time.time(), None, "closed"))
                 raise
             except Exception as exc:
                 failure = classify(exc, self.settings.secrets)
@@ -125,8 +136,11 @@ class StreamingProvider(ABC):
                 )
                 await asyncio.sleep(wait)
                 continue
-            outcome.attempts.append(Attempt(number, started, time.time(), 200, None))
-            return
+            # The attempt's stream ended without a Finished: the adapter raises for that, so
+            # this is a stream of an API that ended cleanly but said nothing more.
+            failure = Failure("protocol", 200, "the stream ended without a final message")
+            outcome.attempts.append(Attempt(number, started, time.time(), 200, failure.category))
+            raise self._error(failure, tuple(outcome.attempts))
 
     async def aclose(self) -> None:
         return None

@@ -9,7 +9,7 @@ from typing import Any
 
 import openai
 
-from zuno.agent.providers.base import CONNECT_TIMEOUT_S, READ_TIMEOUT_S, ProviderSettings, StreamingProvider
+from zuno.agent.providers.base import ProviderSettings, StreamingProvider
 from zuno.agent.providers.retry import RetryPolicy
 from zuno.agent.providers.schema_export import chat_tools
 from zuno.agent.types import (
@@ -47,7 +47,7 @@ def openai_client(settings: ProviderSettings) -> openai.AsyncOpenAI:
         base_url=settings.base_url,
         default_headers=settings.headers or None,
         max_retries=0,
-        timeout=openai.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
+        timeout=openai.Timeout(settings.read_timeout_s, connect=settings.connect_timeout_s),
     )
 
 
@@ -83,7 +83,8 @@ def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
             else:
                 out.append({"role": "user", "content": m.text})
         elif isinstance(m, AssistantMessage):
-            entry: dict[str, Any] = {"role": "assistant", "content": m.text or None}
+            # content may be null only beside tool calls
+            entry: dict[str, Any] = {"role": "assistant", "content": (m.text or None) if m.tool_calls else m.text}
             if m.tool_calls:
                 entry["tool_calls"] = [
                     {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}

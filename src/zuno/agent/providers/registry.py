@@ -12,7 +12,7 @@ from zuno.agent.providers.base import Api, ProviderSettings, StreamingProvider
 from zuno.agent.providers.openai_chat import OpenAIChatProvider
 from zuno.agent.providers.openai_responses import REASONING_MODEL, OpenAIResponsesProvider
 from zuno.agent.providers.retry import RetryPolicy
-from zuno.config import Config, ConfigError, ProviderConfig
+from zuno.config import Config, ConfigError, ProviderConfig, unset_env_error
 
 APIS: tuple[Api, ...] = ("openai-chat", "openai-responses", "anthropic")
 
@@ -49,6 +49,8 @@ def resolve_settings(
             f"no model is configured: set {_EXAMPLE} in zuno.json, or pass --model PROVIDER/MODEL; "
             "a local server needs provider.<id> with api and options.baseURL (see docs/models.md)."
         )
+    if not model_override and (err := unset_env_error("model", ref)) is not None:
+        raise err
     pid, sep, name = ref.partition("/")
     if not sep or not pid or not name:
         raise ConfigError(f"{where} = {ref!r}: expected \"<provider id>/<model name>\", e.g. {_EXAMPLE}.")
@@ -60,6 +62,13 @@ def resolve_settings(
             f"{where} = {ref!r}: no provider {pid!r} is configured (known: {', '.join(known)}). "
             f"Add provider.{pid} with api ({' | '.join(APIS)}) and options.baseURL."
         )
+    opts = pconf.options
+    values = {"baseURL": opts.baseURL, "apiKey": opts.apiKey.get_secret_value() if opts.apiKey else None}
+    values.update({f"headers.{k}": v.get_secret_value() for k, v in opts.headers.items()})
+    for sub, value in values.items():
+        err = unset_env_error(f"provider.{pid}.options.{sub}", value)
+        if err is not None:
+            raise err
     api = pconf.api or (builtin.api if builtin else None)
     if api is None:
         raise ConfigError(f"config key provider.{pid}.api is not set: allowed {' | '.join(APIS)}.")

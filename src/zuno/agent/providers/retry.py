@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anthropic
+import httpx2
 import openai
 
 # How many wire attempts one request gets (the first one included).
@@ -119,18 +120,38 @@ def _status_category(status: int, error_type: str | None) -> str:
     return "client"
 
 
-def _error_fields(body: Any) -> tuple[str | None, str | None]:
-    """(type, message) from an OpenAI ``{"error": {...}}`` or Anthropic ``{"type": "error",
-    "error": {...}}`` body."""
+def _error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
+    """(type, message, code) from an OpenAI ``{"error": {...}}`` (or its inner object, as the
+    openai SDK keeps it) or an Anthropic ``{"type": "error", "error": {...}}`` body."""
     if isinstance(body, Mapping):
         inner = body.get("error", body)
         if isinstance(inner, Mapping):
-            kind = inner.get("type") if isinstance(inner.get("type"), str) else None
-            msg = inner.get("message") if isinstance(inner.get("message"), str) else None
-            return kind, msg
+
+            def text(k: str) -> str | None:
+                v = inner.get(k)
+                return v if isinstance(v, str) else None
+
+            return text("type"), text("message"), text("code")
     if isinstance(body, str):
-        return None, body
-    return None, None
+        return None, body, None
+    return None, None, None
+
+
+# Failures that look transient by status but are not: an exhausted quota, and a request too
+# long for the model (the loop may compact and try again; a plain retry never helps).
+_QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
+_CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
+_CONTEXT_PHRASES = ("prompt is too long", "context length", "context window", "maximum context")
+
+
+def _refine(category: str, kind: str | None, msg: str | None, code: str | None) -> str:
+    if code in _QUOTA_CODES or kind in _QUOTA_CODES:
+        return "quota"
+    if code in _CONTEXT_CODES or (
+        category == "bad_request" and msg is not None and any(p in msg.lower() for p in _CONTEXT_PHRASES)
+    ):
+        return "context_length"
+    return category
 
 
 def redact(text: str, secrets: tuple[str, ...]) -> str:
@@ -154,9 +175,13 @@ def classify(exc: BaseException, secrets: tuple[str, ...]) -> Failure | None:
         return Failure(exc.category, exc.status, redact(exc.detail, secrets))
     if isinstance(exc, _STATUS_ERRORS):
         status = int(exc.status_code)
-        kind, msg = _error_fields(exc.body)
+        kind, msg, code = _error_fields(exc.body)
         headers = exc.response.headers if exc.response is not None else None
-        category = _status_category(status, kind)
+        category = _refine(_status_category(status, kind), kind, msg, code)
+        # The server may say outright whether a retry can help.
+        should = (headers.get("x-should-retry") or "").lower() if headers is not None else ""
+        if should == "false" and category in TRANSIENT_CATEGORIES:
+            category = "not_retryable"
         retry_after = parse_retry_after(headers) if category in TRANSIENT_CATEGORIES else None
         detail = f"HTTP {status}" + (f": {redact(msg, secrets)}" if msg else "")
         return Failure(category, status if status >= 400 else None, detail, retry_after)
@@ -166,8 +191,13 @@ def classify(exc: BaseException, secrets: tuple[str, ...]) -> Failure | None:
         cause = exc.__cause__
         name = type(cause).__name__ if cause is not None else "connection error"
         return Failure("connection", None, f"connection failed ({name})")
+    # The anthropic SDK lets the HTTP client's errors out of a stream unwrapped.
+    if isinstance(exc, httpx2.TimeoutException):
+        return Failure("timeout", None, f"the request timed out ({type(exc).__name__})")
+    if isinstance(exc, httpx2.TransportError):
+        return Failure("connection", None, f"connection failed ({type(exc).__name__})")
     if isinstance(exc, openai.APIError | anthropic.APIError):
-        kind, msg = _error_fields(getattr(exc, "body", None))
+        kind, msg, _code = _error_fields(getattr(exc, "body", None))
         category = {"overloaded_error": "overloaded", "rate_limit_error": "rate_limited"}.get(kind or "", "server")
         return Failure(category, None, redact(msg or "the stream reported an error", secrets))
     return None
