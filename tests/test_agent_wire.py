@@ -326,3 +326,24 @@ def test_the_python_api_streams_events_through_a_real_sdk(workspace: Path, fake:
     (res,) = [e for e in events if isinstance(e, ToolResultEvent)]
     assert res.outcome == "ok" and "alpha" in res.text
     assert isinstance(events[-1], StopEvent) and events[-1].stop_reason == "final"
+
+
+def test_stdin_prompt_continue_and_a_mode_switch_through_the_cli(workspace: Path, fake: FakeProvider) -> None:
+    configure(workspace, fake, "anthropic")
+    fake.script(Reply(text="a plan"), Reply(text="working on it"))
+    first = zuno_cli(workspace, "run", "--json", "--mode", "plan", stdin="plan the release\n")
+    assert first.returncode == 0, first.stderr
+    sid = json.loads(first.stdout)["session"]
+    tools = {t["name"] for t in fake.requests[0].body["tools"]}
+    assert "read" in tools and "write" not in tools and "shell" not in tools
+    second = zuno_cli(workspace, "run", "--json", "--continue", "--mode", "work", "now do it")
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["session"] == sid
+    body = fake.requests[1].body
+    assert "Mode: Work" in body["system"] and "plan the release" in json.dumps(body["messages"])
+    assert "write" in {t["name"] for t in body["tools"]}
+    shown = zuno_cli(workspace, "show", "--json", sid)
+    turns = json.loads(shown.stdout)["turns"]
+    assert [t["mode"] for t in turns] == ["plan", "work"]
+    bad = zuno_cli(workspace, "run", "--session", "ses_nope", "hi")
+    assert bad.returncode == 2 and "zuno sessions" in bad.stderr
