@@ -334,3 +334,44 @@ def test_an_unknown_mode_is_refused(workspace: Path, mode: str) -> None:
 
     with pytest.raises(ValueError, match="plan, work, goal"):
         run(go())
+
+
+class _PlanUpdate(Tool):
+    name = "plan_update"
+    description = "Change the plan."
+    Args = ToolArgs
+
+    async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
+        return ToolOutput(text="plan revision 1")
+
+
+def test_plan_mode_required_instruction_becomes_maintain_after_a_plan_mutation(workspace: Path) -> None:
+    reg = _registry_with(tools=(_PlanUpdate,))
+    p = ScriptedProvider([calls(call("plan_update", {})), say("the plan is recorded")])
+    result, *_ = run(drive(workspace, p, "plan it", mode="plan", registry=reg))
+    assert result.stop_reason == "final"
+    assert "Plan: Required" in p.requests[0].system and "Plan: Maintain" not in p.requests[0].system
+    assert "Plan: Maintain" in p.requests[1].system
+
+
+def test_a_completion_that_arrives_before_the_final_wakes_the_turn(workspace: Path) -> None:
+    def script(req: ModelRequest, i: int) -> Reply:
+        if i == 0:
+            return calls(call("shell", {"command": "sleep 0.2; echo built", "run_in_background": True}))
+        if i == 1:
+            return say("x" * 20, chunks=20, chunk_delay=0.1)  # the job ends while this streams
+        last = req.messages[-1]
+        assert "job_completed" in getattr(last, "text", "")
+        return say("seen the completion")
+
+    p = ScriptedProvider(script)
+
+    async def go() -> Any:
+        overrides = {"permission": {"rules": [{"tool": "shell", "action": "allow"}]}}
+        async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt:
+            async with rt.agent(provider=p) as agent:
+                return await agent.run("build"), agent.transcript.turns()
+
+    result, turns = run(go())
+    assert result.final_text == "seen the completion" and len(p.requests) == 3
+    assert [t["stop_reason"] for t in turns] == ["final"]

@@ -35,6 +35,13 @@ MODE_INSTRUCTIONS: dict[Mode, str] = {
 }
 
 
+# Explicit Plan mode: a one-time Required instruction until a Plan mutation succeeds, then Maintain.
+PLAN_REQUIRED = (
+    "Plan: Required. Record the strategic Plan with plan_get, then plan_update (action create) before answering."
+)
+PLAN_MAINTAIN = "Plan: Maintain. The Plan exists; keep it current with plan_update when the strategy changes."
+
+
 def user_sources_text(sources: Sequence[UserSource]) -> str:
     if not sources:
         return ""
@@ -75,10 +82,13 @@ def build_system(
     sections: Sequence[ContextSection],
     sources: Sequence[UserSource],
     extra: str | None = None,
+    plan_mutated: bool = False,
 ) -> tuple[str, str]:
     """The system text of one request and the digest of its dynamic part."""
     dynamic = "\n\n".join(p for p in (sections_text(sections), user_sources_text(sources)) if p)
     parts = [BASE_INSTRUCTIONS.format(root=root), MODE_INSTRUCTIONS[mode]]
+    if mode == "plan":
+        parts.append(PLAN_MAINTAIN if plan_mutated else PLAN_REQUIRED)
     if extra:
         parts.append(extra)
     if dynamic:

@@ -21,7 +21,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from zuno import limits
 from zuno.agent.compaction import Compactor, Estimator
@@ -233,7 +233,9 @@ class AgentLoop:
             if fin.stop_reason == "max_tokens":
                 return "max_output_tokens", "the answer reached the model's output limit"
             decision = self._reconcile(turn, mode)
-            if decision is not None:
+            if decision == "wake":
+                continue  # the completion notice is taken before the next request
+            if decision != "goal":
                 return decision
             turn.continuations += 1
             self.transcript.add_notice(turn.n, CONTINUE_GOAL_TEXT, "continuation")
@@ -255,6 +257,7 @@ class AgentLoop:
                 sections=sections,
                 sources=self.transcript.user_sources(),
                 extra=self.config.agent.instructions,
+                plan_mutated=bool(self.transcript.state().data.get("plan_mutated")),
             )
             request = ModelRequest(
                 model=self.provider.id.split("/", 1)[-1],
@@ -434,6 +437,11 @@ class AgentLoop:
         self._record_notices(turn.n, result.notices, "step")
         if self._interrupt is not None:
             raise _Stop(self._interrupt, "during a tool step (the step was cancelled and settled)")
+        if any(r.name == "plan_update" and str(r.outcome) == "ok" for r in result.results):
+            data = self.transcript.state().data
+            if not data.get("plan_mutated"):
+                data["plan_mutated"] = True
+                self.transcript.save_data(data)
         self._check_stagnant(result.results)
 
     def _check_stagnant(self, results: Sequence[Any]) -> None:
@@ -469,9 +477,12 @@ class AgentLoop:
         data.update({"goal_fingerprint": None, "goal_repeats": 0, "stagnant_key": None, "stagnant_count": 0})
         self.transcript.save_data(data)
 
-    def _reconcile(self, turn: _Turn, mode: Mode) -> tuple[StopReason, str] | None:
-        """After a provider final: None to continue the turn, else why it stops."""
+    def _reconcile(self, turn: _Turn, mode: Mode) -> tuple[StopReason, str] | Literal["goal", "wake"]:
+        """After a provider final: "goal" (a Goal continuation) or "wake" (a background completion
+        arrived) to continue the turn, else why it stops."""
         sections = self._sections()  # the committed state after the final
+        if self._completion_pending():
+            return "wake"  # a background completion arrived meanwhile (callback-first)
         waiting = self._waiting_background(sections)
         goal = next((s for s in sections if s.goal_active), None)
         if mode == "goal" and goal is not None:
@@ -489,11 +500,18 @@ class AgentLoop:
                         f"{turn.continuations} continuations (agent.limits.continuations = "
                         f"{self.config.agent.limits.continuations})"
                     )
-                return None
+                return "goal"
         if waiting is not None:
             self.store.add_event(self.session.id, "waiting_background", {"detail": waiting})
             return "waiting_background", waiting
         return "final", "an ordinary final ends the cycle; unfinished work stays as it is"
+
+    def _completion_pending(self) -> bool:
+        rows = self.store.query(
+            "SELECT 1 FROM notices WHERE session_id = ? AND kind = 'job_completed' AND delivered_step IS NULL LIMIT 1",
+            (self.session.id,),
+        )
+        return bool(rows)
 
     def _waiting_background(self, sections: Sequence[ContextSection]) -> str | None:
         if any(s.waiting_remote for s in sections):
