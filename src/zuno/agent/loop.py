@@ -421,7 +421,12 @@ class AgentLoop:
             timer.cancel()
             self._in_step = False
         turn.steps += 1
-        seqs = {r.idx: r.seq for r in self.store.calls(self.session.id, result.step)}
+        seqs = {
+            int(r[0]): int(r[1])
+            for r in self.store.query(
+                "SELECT idx, seq FROM calls WHERE session_id = ? AND step = ?", (self.session.id, result.step)
+            )
+        }
         rows = []
         for idx, (c, rec) in enumerate(zip(calls, result.results, strict=True)):
             images: tuple[ImagePart, ...] = ()

@@ -445,7 +445,8 @@ class Transcript:
         ]
 
     def calls_seq_floor(self) -> int:
-        (r,) = self.store.query("SELECT COALESCE(MAX(seq), 0) FROM calls WHERE session_id = ?", (self.session_id,))
+        """A seq no later call row of this session can be at or under (seq is one global sequence)."""
+        (r,) = self.store.query("SELECT COALESCE(MAX(seq), 0) FROM calls")
         return int(r[0])
 
 
