@@ -347,3 +347,59 @@ def test_stdin_prompt_continue_and_a_mode_switch_through_the_cli(workspace: Path
     assert [t["mode"] for t in turns] == ["plan", "work"]
     bad = zuno_cli(workspace, "run", "--session", "ses_nope", "hi")
     assert bad.returncode == 2 and "zuno sessions" in bad.stderr
+
+
+def test_interactive_mode_on_a_terminal(workspace: Path, fake: FakeProvider) -> None:
+    import pty
+    import select
+
+    (workspace / "a.txt").write_text("alpha\n")
+    configure(workspace, fake, "openai-chat")
+    fake.script(Reply(calls=[Call("read", '{"path": "a.txt"}')]), Reply(text="It says alpha."), Reply(text="bye"))
+    master, slave = pty.openpty()
+    e = env()
+    e["ZUNO_CONFIG_DIR"] = str(workspace.parent / "cfg")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "zuno", "run", "--root", str(workspace)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=e,
+        start_new_session=True,
+    )
+    os.close(slave)
+    seen = b""
+
+    def until(marker: bytes, within: float = 30) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + within
+        while marker not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    break
+        assert marker in seen, seen.decode(errors="replace")
+
+    try:
+        until(b"zuno> ")
+        os.write(master, b"what is in a.txt?\n")
+        until(b"It says alpha.")
+        until(b"zuno> ")
+        os.write(master, b"/mode goal\n")
+        until(b"mode goal")
+        os.write(master, b"thanks\n")
+        until(b"bye")
+        until(b"zuno> ")
+        os.write(master, b"/exit\n")
+        child.wait(20)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        os.close(master)
+    assert child.returncode == 0
+    text = seen.decode(errors="replace")
+    assert "· read" in text and "→ ok" in text
+    assert "Mode: Goal" in fake.requests[-1].body["messages"][0]["content"]
+    assert (workspace.parent / "cfg" / "history").is_file()

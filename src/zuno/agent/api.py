@@ -137,9 +137,9 @@ class Agent:
         return self.loop.transcript
 
     async def run(
-        self, prompt: str | None = None, *, on_event: Callable[[AgentEvent], None] | None = None, resume: bool = False
+        self, prompt: str | None = None, *, on_event: Callable[[AgentEvent], None] | None = None
     ) -> RunResult:
-        """Run the session until it stops. ``prompt`` None with ``resume`` continues it."""
+        """Run the session until it stops. ``prompt`` None continues it where it stopped (a resume)."""
         await self.open()
         assert self.loop is not None and self.session is not None
         if on_event is not None:
@@ -182,10 +182,10 @@ class Agent:
                 w.cancel()
         return bool(done)
 
-    async def events(self, prompt: str | None = None, *, resume: bool = False) -> AsyncIterator[AgentEvent]:
+    async def events(self, prompt: str | None = None) -> AsyncIterator[AgentEvent]:
         """The run as an async stream of events, ending with its StopEvent(s)."""
         queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
-        task = asyncio.create_task(self.run(prompt, on_event=queue.put_nowait, resume=resume))
+        task = asyncio.create_task(self.run(prompt, on_event=queue.put_nowait))
         task.add_done_callback(lambda _t: queue.put_nowait(None))
         try:
             while (ev := await queue.get()) is not None:

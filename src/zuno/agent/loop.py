@@ -382,6 +382,11 @@ class AgentLoop:
             self.transcript.request_failed(req_id, e.category, str(e), e.attempts or tuple(outcome.attempts))
             self.emit(RequestEvent(req_id, purpose, "ended", len(outcome.attempts)))
             raise _Stop("provider_error", str(e)) from None
+        except Exception as e:  # an adapter's own failure is a value here too, never a traceback
+            detail = f"provider {self.provider.id} ({self.provider.api}) failed: {type(e).__name__}"
+            self.transcript.request_failed(req_id, "adapter", detail, tuple(outcome.attempts))
+            self.emit(RequestEvent(req_id, purpose, "ended", len(outcome.attempts)))
+            raise _Stop("provider_error", detail) from None
         finally:
             timer.cancel()
             self._stream_task = None

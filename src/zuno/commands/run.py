@@ -81,11 +81,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             prompt = sys.stdin.read()
             if not prompt.strip():
                 raise UsageError("the prompt on standard input is empty: give a prompt.")
-    return _main(args, args.session, args.continue_latest, prompt, interactive, resume=False)
+    return _main(args, args.session, args.continue_latest, prompt, interactive)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    return _main(args, args.session_id, False, args.prompt, False, resume=True)
+    return _main(args, args.session_id, False, args.prompt, False)
 
 
 def _main(
@@ -94,8 +94,6 @@ def _main(
     continue_latest: bool,
     prompt: str | None,
     interactive: bool,
-    *,
-    resume: bool,
 ) -> int:
     rt = runtime_from_args(args)
     try:
@@ -109,7 +107,7 @@ def _main(
         view = _View(json_mode=args.json)
         if interactive:
             return _interactive(agent, view)
-        return asyncio.run(_one_shot(agent, view, prompt, resume=resume, json_mode=args.json))
+        return asyncio.run(_one_shot(agent, view, prompt, json_mode=args.json))
     finally:
         asyncio.run(rt.aclose())
         # The command is over: a Ctrl-C that comes while the interpreter shuts down (after it put
@@ -117,14 +115,14 @@ def _main(
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-async def _one_shot(agent: Agent, view: _View, prompt: str | None, *, resume: bool, json_mode: bool) -> int:
+async def _one_shot(agent: Agent, view: _View, prompt: str | None, *, json_mode: bool) -> int:
     await _open(agent)
     sig = _Interrupts()
     sig.install()
     try:
         with sig.turn(agent):
             try:
-                result = await agent.run(prompt, on_event=view.on_event, resume=resume)
+                result = await agent.run(prompt, on_event=view.on_event)
             except asyncio.CancelledError:
                 return sig.exit or EXIT_INTERRUPTED
     finally:
