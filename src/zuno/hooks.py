@@ -4,7 +4,8 @@ A hook gets the call as JSON on stdin: ``{"session", "call_id", "tool", "argumen
 "declarations"}``. Exit 0 lets the call through, unless stdout is a JSON object with
 ``"decision": "deny"`` (its ``"reason"`` is given to the model). Any other exit refuses the call,
 with stderr (or stdout) as the reason. A hook that cannot be started or does not answer within
-its timeout refuses the call too: hooks fail closed.
+its timeout refuses the call too: hooks fail closed. A hook runs with Zuno's environment minus
+the private ``ZUNO_*`` namespace (:mod:`zuno.process.environment`), like every process Zuno starts.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from zuno.config import HookConfig
+from zuno.process.environment import withheld_environment
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,7 @@ async def run_hook(hook: HookConfig, payload: dict[str, Any], cwd: Path) -> Hook
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
+            env=withheld_environment(),  # Zuno's private namespace is withheld from hooks too
         )
     except OSError as e:
         return HookVerdict(False, f"pre-dispatch hook {label!r} could not start ({e}); the call was refused")

@@ -63,6 +63,7 @@ from pathlib import Path
 
 from zuno import limits
 from zuno.process import procfs
+from zuno.process.environment import withheld_environment
 from zuno.process.tail import RingTail
 from zuno.windows import Window, _skip_continuations, _utf8_cut, clamp_limit, read_window
 
@@ -87,7 +88,8 @@ _F_SETPIPE_SZ = 1031
 class CommandSpec:
     argv: list[str]  # what the guard execs, e.g. ["bash", "-c", script]
     cwd: Path
-    env: dict[str, str]  # the FINAL environment (ZUNO_* already withheld by the caller)
+    env: dict[str, str]  # the FINAL environment (ZUNO_* already withheld by the caller); a guard
+    # started directly (no fork-server) is exec'd with it too, so it holds nothing the command lacks
     log_dir: Path  # where the capture log file is created
     label: str = ""
 
@@ -159,6 +161,9 @@ class _GuardServer:
                 pass_fds=(theirs.fileno(), life_r),
                 start_new_session=True,
                 close_fds=True,
+                # Exec'd with the withheld environment: the guards it forks are every command's
+                # parent, and /proc/PID/environ of a process is what it was exec'd with.
+                env=withheld_environment(),
             )
         except OSError:
             ours.close()
