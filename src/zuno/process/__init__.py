@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -64,6 +65,7 @@ from pathlib import Path
 from zuno import limits
 from zuno.process import procfs
 from zuno.process.environment import withheld_environment
+from zuno.process.execve import ExecProblem, exec_problem
 from zuno.process.tail import RingTail
 from zuno.windows import Window, _skip_continuations, _utf8_cut, clamp_limit, read_window
 
@@ -71,9 +73,11 @@ __all__ = [
     "GUARD_CODES",
     "GUARD_DIAG_PREFIX",
     "CommandSpec",
+    "ExecProblem",
     "ExitInfo",
     "RunningCommand",
     "StopResult",
+    "exec_problem",
     "prestart",
     "start",
 ]
@@ -101,6 +105,9 @@ class ExitInfo:
     guard_diagnostic: str | None  # the guard's own line (125/126/127), only from the guard's private pipe
     settled: bool  # False when the status could not be settled (the capture broke)
     killed_by: str | None  # None | "timeout" | "cancel" | "ceiling" | "session-end" | "kill" | ...
+    # The guard reported its failure before the command was exec'd (or could not itself be started):
+    # provably nothing ran. False when it is not known (the guard died, or a record predates this).
+    never_started: bool = False
 
     @property
     def guard_failed(self) -> bool:
@@ -186,7 +193,9 @@ class _GuardServer:
                 try:
                     socket.send_fds(sock, [msg], [capture_w, status_w])
                     return True
-                except OSError:
+                except OSError as e:
+                    if e.errno == errno.EMSGSIZE:
+                        return False  # too big for one message: a direct guard runs it; the server is fine
                     # the server died: start another once, else fall back to a direct guard
                     with contextlib.suppress(OSError):
                         sock.close()
@@ -635,7 +644,8 @@ class RunningCommand:
             drain(limits.PROCESS_PIPE_SIZE + limits.PROCESS_READ_CHUNK)
             if self._diag is not None:
                 code, line = self._diag
-                self._set_exit(ExitInfo(code, None, line, True, None))
+                # the guard sends a diag only before the exec, so no spawned line can precede it
+                self._set_exit(ExitInfo(code, None, line, True, None, never_started=self._leader is None))
             else:
                 self._set_exit(
                     ExitInfo(
@@ -669,7 +679,7 @@ class RunningCommand:
             os.close(self._log_fd)
         self._capture_open = False
         self._group_gone = True
-        self._exit = ExitInfo(125, None, line, True, None)
+        self._exit = ExitInfo(125, None, line, True, None, never_started=True)
         self.exited_at = time.time()
         for ev in (self._spawned, self._exited, self._group_event, self._capture_done):
             ev.set()
@@ -687,6 +697,10 @@ async def start(spec: CommandSpec) -> RunningCommand:
     rc._log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     if not spec.argv:
         rc._fail("nothing to run: the argument vector is empty; the command did not run")
+        return rc
+    problem = exec_problem(spec.argv, spec.env)
+    if problem is not None:
+        rc._fail(f"cannot start {spec.argv[0]}: {problem.describe()}; the command did not run")
         return rc
     cap_r, cap_w = os.pipe2(os.O_CLOEXEC)
     st_r, st_w = os.pipe2(os.O_CLOEXEC)
@@ -709,10 +723,11 @@ async def start(spec: CommandSpec) -> RunningCommand:
                 env=spec.env,
                 close_fds=True,
             )
-        except OSError as e:
+        except (OSError, ValueError) as e:
             for fd in (cap_r, cap_w, st_r, st_w):
                 os.close(fd)
-            rc._fail(f"could not start the guard ({e.strerror or e}); the command did not run")
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            rc._fail(f"could not start the guard ({why}); the command did not run")
             return rc
         os.close(cap_w)
         os.close(st_w)

@@ -22,7 +22,7 @@ from pydantic import Field, model_validator
 from zuno import limits
 from zuno.declarations import BlockKind, Declarations, Outcome
 from zuno.jobs import PROMOTED_LINGERING, PROMOTED_REQUESTED, PROMOTED_YIELD, Job, JobManager
-from zuno.process import CommandSpec, ExitInfo, RunningCommand, StopResult, start
+from zuno.process import CommandSpec, ExitInfo, RunningCommand, StopResult, exec_problem, start
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.shell import written
 from zuno.tools.shell.analysis import Analysis, analyze
@@ -99,6 +99,55 @@ class _Run:
     promote: str | None = None  # why the command became a background job
 
 
+def _check_exec(command: str, argv: list[str], env: dict[str, str]) -> None:
+    """Refuse a command that could never be exec'd (a NUL byte, over execve's size limits), naming
+    the field at fault, before anything (the pre-flight included) runs."""
+    problem = exec_problem(argv, env)
+    if problem is None:
+        return
+    in_command = problem.index is not None and command in argv[problem.index]
+    if problem.kind == "nul" and in_command:
+        at = command.find("\0")
+        raise Refused(
+            BlockKind.invalid_arguments,
+            f"argument 'command': contains a NUL byte (at character {at}); the operating system ends every "
+            "argument at its first NUL, so no interpreter can be given this command. Remove it "
+            "(to produce a NUL byte, write printf '\\0').",
+            field="command",
+        )
+    if problem.kind == "text" and in_command:
+        raise Refused(
+            BlockKind.invalid_arguments,
+            "argument 'command': contains a lone surrogate (from a \\ud800-style escape), which is not text; "
+            "send valid Unicode.",
+            field="command",
+        )
+    if problem.kind == "string" and in_command:
+        raise Refused(
+            BlockKind.invalid_arguments,
+            f"argument 'command': {problem.describe('the command')}. Write the script to a file "
+            "(with write) and run that file instead.",
+            field="command",
+            bytes=problem.size,
+            limit=problem.limit - 1,
+        )
+    if problem.kind == "total":
+        raise Refused(
+            BlockKind.invalid_arguments,
+            f"argument 'command': {problem.describe()}: the command is {len(command.encode('utf-8', 'replace')):,} "
+            "bytes of that. Write the script to a file (with write) and run that file instead, or "
+            "shrink the environment (shell.env, environment hooks).",
+            field="command",
+            bytes=problem.size,
+            limit=problem.limit,
+        )
+    raise Refused(
+        BlockKind.invalid_arguments,
+        f"the command's environment cannot be passed to a program: {problem.describe()}. Fix the "
+        "value (it comes from Zuno's environment, shell.env or an environment hook).",
+    )
+
+
 def _signame(n: int) -> str:
     try:
         return signal.Signals(n).name
@@ -152,6 +201,7 @@ class ShellTool(Tool):
                 f"Installed: {', '.join(have) or 'none'}. Choose one of those.",
             )
         the_plan = plan(interpreter, exe, args.exitPolicy, args.command)
+        _check_exec(args.command, the_plan.argv, env)
         reading = analyze(args.command, policy=args.exitPolicy, interpreter=interpreter)
         log_dir = ctx.workspace.ensure_state_dir() / LOGS_DIR / ctx.session_id
         default_cap = cfg.timeout_ms or limits.SHELL_TIMEOUT_DEFAULT_MS
@@ -263,6 +313,13 @@ class ShellTool(Tool):
     def _workdir(ctx: ToolContext, args: ShellArgs) -> Path:
         if args.workdir is None:
             return ctx.workspace.root
+        if "\0" in args.workdir:
+            raise Refused(
+                BlockKind.invalid_arguments,
+                "argument 'workdir': contains a NUL byte, which no path can hold. Give a directory "
+                "inside the workspace (or omit workdir to run at the root).",
+                field="workdir",
+            )
         p = ctx.workspace.resolve(args.workdir, field="workdir")
         if not p.is_dir():
             raise Refused(
@@ -280,7 +337,7 @@ class ShellTool(Tool):
             raise Refused(
                 BlockKind.unavailable,
                 "the call was cancelled during the pre-flight repository reads, so the repository state it depends "
-                "on is unknown; it was not run",
+                "on is unknown; it was not run.",
                 cancelled=True,
             ) from None
 
@@ -410,6 +467,13 @@ class ShellTool(Tool):
         elif info is None:
             outcome = Outcome.uncertain
             nothing("the command's exit could not be observed after it was stopped; it decides nothing")
+        elif guard is not None and code == 125 and info.never_started:
+            outcome = Outcome.error
+            nothing(
+                "exit 125 is the guard's: it failed before the command was started (see its line in the output), "
+                "so nothing ran that could decide anything"
+            )
+            head = "[not run: the guard reports exit 125: it failed before starting the command] Nothing ran."
         elif guard is not None and code == 125:
             outcome = Outcome.uncertain
             nothing(
@@ -627,6 +691,8 @@ def _job_receipt_hook(
         not_proven: list[str] = []
         if info is None:
             not_proven.append("the job's exit could not be observed (its process group was lost)")
+        elif info.guard_diagnostic is not None and code == 125 and info.never_started:
+            not_proven.append("exit 125 is the guard's: it failed before the command was started, so nothing ran")
         elif info.guard_diagnostic is not None and code == 125:
             not_proven.append("exit 125 is the guard's own failure: it says nothing about what the command did")
         elif info.guard_diagnostic is not None and code in (126, 127):
