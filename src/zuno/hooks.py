@@ -30,6 +30,12 @@ class HookVerdict:
     reason: str = ""
 
 
+def _sentence(text: str) -> str:
+    """The hook's own words, ended as a sentence (the dispatcher's "Nothing ran." follows)."""
+    text = text.strip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
 def applies(hook: HookConfig, tool: str) -> bool:
     return any(fnmatchcase(tool, pat) for pat in hook.tools)
 
@@ -48,7 +54,8 @@ async def run_hook(hook: HookConfig, payload: dict[str, Any], cwd: Path) -> Hook
             env=withheld_environment(),  # Zuno's private namespace is withheld from hooks too
         )
     except OSError as e:
-        return HookVerdict(False, f"pre-dispatch hook {label!r} could not start ({e}); the call was refused")
+        why = e.strerror or "it could not be executed"
+        return HookVerdict(False, f"pre-dispatch hook {label!r} could not start ({why}); the call was refused.")
     try:
         out, err = await asyncio.wait_for(
             proc.communicate(json.dumps(payload).encode()), timeout=hook.timeout_ms / 1000
@@ -60,7 +67,7 @@ async def run_hook(hook: HookConfig, payload: dict[str, Any], cwd: Path) -> Hook
             pass
         await proc.wait()
         return HookVerdict(
-            False, f"pre-dispatch hook {label!r} did not answer within {hook.timeout_ms} ms; the call was refused"
+            False, f"pre-dispatch hook {label!r} did not answer within {hook.timeout_ms} ms; the call was refused."
         )
     except asyncio.CancelledError:
         try:
@@ -72,12 +79,17 @@ async def run_hook(hook: HookConfig, payload: dict[str, Any], cwd: Path) -> Hook
     text_err = err.decode("utf-8", "replace").strip()
     if proc.returncode != 0:
         reason = text_err or text_out or f"exit status {proc.returncode}"
-        return HookVerdict(False, f"refused by pre-dispatch hook {label!r}: {reason}")
+        return HookVerdict(False, f"refused by pre-dispatch hook {label!r}: {_sentence(reason)}")
     if text_out.startswith("{"):
         try:
             verdict = json.loads(text_out)
         except json.JSONDecodeError:
             verdict = {}
         if isinstance(verdict, dict) and verdict.get("decision") == "deny":
-            return HookVerdict(False, f"refused by pre-dispatch hook {label!r}: {verdict.get('reason', 'no reason')}")
+            reason = verdict.get("reason")
+            if reason is None or reason == "":
+                reason = "it gave no reason"
+            elif not isinstance(reason, str):
+                reason = json.dumps(reason, ensure_ascii=False)  # as the hook sent it, in JSON
+            return HookVerdict(False, f"refused by pre-dispatch hook {label!r}: {_sentence(reason)}")
     return HookVerdict(True)

@@ -443,7 +443,9 @@ class JobManager:
             try:
                 job.receipt_id = job.on_end(job)
             except Exception as e:  # the end is recorded whatever the hook does
-                self.store.add_event(self.session_id, "job-receipt-failed", {"job": job.id, "error": repr(e)})
+                self.store.add_event(
+                    self.session_id, "job-receipt-failed", {"job": job.id, "error": str(e) or "an internal error"}
+                )
         now = time.time()
         self.store.execute(
             "UPDATE jobs SET status = ?, returncode = ?, signal = ?, killed_by = ?, guard_diagnostic = ?, "
