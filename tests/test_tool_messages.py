@@ -72,3 +72,25 @@ async def test_refusals_of_shell_search_and_bg_read_as_english(workspace: Path) 
             (rec,) = (await s.step([call])).results
             assert rec.outcome == "blocked", rec.text
             _clean(rec.text)
+
+
+@pytest.mark.parametrize(
+    ("profile", "call", "field"),
+    [
+        (None, {"name": "bg", "arguments": {"action": "artifact", "outputPath": "x" * (3 << 20)}}, "outputPath"),
+        (None, {"name": "bg", "arguments": {"action": "output", "taskID": "t" * (3 << 20)}}, "taskID"),
+        ("chord", {"name": "job_output", "arguments": {"job_id": "j" * (3 << 20)}}, "job_id"),
+    ],
+)
+async def test_a_huge_value_is_quoted_bounded(workspace: Path, profile: str | None, call: dict, field: str) -> None:
+    async with zuno.Runtime(root=workspace, profile=profile) as rt, rt.session() as s:
+        (rec,) = (await s.step([call])).results
+    assert rec.outcome == "blocked" and f"argument '{field}'" in rec.text, rec.text[:300]
+    assert len(rec.text) < 1_000 and "more characters)" in rec.text
+    _clean(rec.text)
+
+
+async def test_a_nul_in_an_id_is_quoted_in_json(workspace: Path) -> None:
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        (rec,) = (await s.step([{"name": "bg", "arguments": {"action": "wait", "taskID": "job\0x"}}])).results
+    assert '"job\\u0000x"' in rec.text, rec.text

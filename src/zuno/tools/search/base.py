@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from zuno import limits
 from zuno.declarations import BlockKind
 from zuno.process.execve import exec_problem
 from zuno.tool import Refused, ToolContext, ToolOutput
+from zuno.tools.quote import QUOTE_MAX_CHARS, quote
 from zuno.tools.search.rg import (
     OutputTooLarge,
     Rg,
@@ -29,8 +29,6 @@ from zuno.tools.search.rg import (
 # Never searched unless named as the search path: git's object store and Zuno's own state folder.
 EXCLUDED_DIRS = (".git", ".zuno")
 NO_FILES = "No files found"
-# How much of a user's pattern or path a message quotes (the rest is counted, not shown).
-QUOTE_MAX_CHARS = 200
 # rg's hint (exit 2) when filters left no file to search: an empty result, not a failure.
 _NOTHING_SEARCHED = re.compile(r"^(rg: )?No files were searched|^Running with --debug will show")
 
@@ -62,13 +60,6 @@ class Plan:
             while rel.startswith("./"):
                 rel = rel[2:]
         return self.prefix + rel
-
-
-def quote(value: str, limit: int = QUOTE_MAX_CHARS) -> str:
-    """A value as the user wrote it, as a JSON string; a long one is cut, saying how much was left out."""
-    if len(value) <= limit:
-        return json.dumps(value, ensure_ascii=False)
-    return json.dumps(value[:limit], ensure_ascii=False) + f" (and {len(value) - limit:,} more characters)"
 
 
 def check_text(field: str, value: str, *, regex: bool = False) -> None:
