@@ -129,7 +129,18 @@ def main(argv: list[str]) -> int:
         return 125
     os.set_inheritable(lifeline, False)
     os.set_inheritable(status, False)
-    return supervise(lifeline, status, cwd, cmd, dict(os.environ))
+    try:
+        return supervise(lifeline, status, cwd, cmd, dict(os.environ))
+    except Exception as e:
+        if SPAWNED:
+            raise
+        line = f"{DIAG_PREFIX} 125: the guard failed: {_why(e)}; the command did not run"
+        try:  # before the exec the guard may say that nothing ran, on its private pipe as well
+            os.write(2, (line + "\n").encode("utf-8", "backslashreplace"))
+            os.write(status, f"diag 125 {line}\n".encode("utf-8", "backslashreplace"))
+        except OSError:
+            pass
+        return 125
 
 
 def serve(sock: int, lifeline: int) -> int:
