@@ -151,3 +151,12 @@ async def test_a_command_the_guard_could_not_exec_is_not_run_not_uncertain(works
     assert r["decision"] == "nothing" and r["authority"] == "unknown"
     assert "nothing ran" in r["notProven"][0]
     assert not (workspace / "ran").exists()
+
+
+async def test_an_environment_value_that_cannot_be_passed_is_refused_naming_it(workspace: Path) -> None:
+    rec = await _one(
+        workspace, "shell", {"command": "touch ran"}, config_overrides={"shell": {"env": {"BAD_VALUE": "a\0b"}}}
+    )
+    assert (rec.outcome, str(rec.block_kind)) == ("blocked", "invalid_arguments"), rec.text
+    assert "environment variable BAD_VALUE contains a NUL byte" in rec.text and "shell.env" in rec.text
+    assert not (workspace / "ran").exists()
