@@ -22,11 +22,12 @@ from pydantic import Field, model_validator
 from zuno import limits
 from zuno.declarations import BlockKind, Declarations, Outcome
 from zuno.jobs import PROMOTED_LINGERING, PROMOTED_REQUESTED, PROMOTED_YIELD, Job, JobManager
-from zuno.process import CommandSpec, ExitInfo, RunningCommand, StopResult, exec_problem, start
+from zuno.process import CommandSpec, ExitInfo, RunningCommand, StopResult, start
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.shell import written
 from zuno.tools.shell.analysis import Analysis, analyze
 from zuno.tools.shell.env import EnvHookInfo, EnvHooks, build_environment
+from zuno.tools.shell.execargs import check_exec
 from zuno.tools.shell.policy import INTERPRETERS, Authority, Plan, find_interpreter, installed_interpreters, plan
 from zuno.tools.shell.preflight import preflight
 from zuno.tools.shell.receipts import Receipt, authority_of, limitation_dicts, new_receipt_id, save_receipt
@@ -99,55 +100,6 @@ class _Run:
     promote: str | None = None  # why the command became a background job
 
 
-def _check_exec(command: str, argv: list[str], env: dict[str, str]) -> None:
-    """Refuse a command that could never be exec'd (a NUL byte, over execve's size limits), naming
-    the field at fault, before anything (the pre-flight included) runs."""
-    problem = exec_problem(argv, env)
-    if problem is None:
-        return
-    in_command = problem.index is not None and command in argv[problem.index]
-    if problem.kind == "nul" and in_command:
-        at = command.find("\0")
-        raise Refused(
-            BlockKind.invalid_arguments,
-            f"argument 'command': contains a NUL byte (at character {at}); the operating system ends every "
-            "argument at its first NUL, so no interpreter can be given this command. Remove it "
-            "(to produce a NUL byte, write printf '\\0').",
-            field="command",
-        )
-    if problem.kind == "text" and in_command:
-        raise Refused(
-            BlockKind.invalid_arguments,
-            "argument 'command': contains a lone surrogate (from a \\ud800-style escape), which is not text; "
-            "send valid Unicode.",
-            field="command",
-        )
-    if problem.kind == "string" and in_command:
-        raise Refused(
-            BlockKind.invalid_arguments,
-            f"argument 'command': {problem.describe('the command')}. Write the script to a file "
-            "(with write) and run that file instead.",
-            field="command",
-            bytes=problem.size,
-            limit=problem.limit - 1,
-        )
-    if problem.kind == "total":
-        raise Refused(
-            BlockKind.invalid_arguments,
-            f"argument 'command': {problem.describe()}: the command is {len(command.encode('utf-8', 'replace')):,} "
-            "bytes of that. Write the script to a file (with write) and run that file instead, or "
-            "shrink the environment (shell.env, environment hooks).",
-            field="command",
-            bytes=problem.size,
-            limit=problem.limit,
-        )
-    raise Refused(
-        BlockKind.invalid_arguments,
-        f"the command's environment cannot be passed to a program: {problem.describe()}. Fix the "
-        "value (it comes from Zuno's environment, shell.env or an environment hook).",
-    )
-
-
 def _signame(n: int) -> str:
     try:
         return signal.Signals(n).name
@@ -201,7 +153,7 @@ class ShellTool(Tool):
                 f"Installed: {', '.join(have) or 'none'}. Choose one of those.",
             )
         the_plan = plan(interpreter, exe, args.exitPolicy, args.command)
-        _check_exec(args.command, the_plan.argv, env)
+        check_exec(args.command, the_plan.argv, env)
         reading = analyze(args.command, policy=args.exitPolicy, interpreter=interpreter)
         log_dir = ctx.workspace.ensure_state_dir() / LOGS_DIR / ctx.session_id
         default_cap = cfg.timeout_ms or limits.SHELL_TIMEOUT_DEFAULT_MS
