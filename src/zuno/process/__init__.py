@@ -32,7 +32,13 @@ How it works:
 * The guard's own failures: exit 125 (the guard failed), 126 (found, could not execute), 127 (not
   found), with one line starting ``zuno-guard:`` on the captured stderr AND on a private status
   pipe the command cannot write to. ``ExitInfo.guard_diagnostic`` comes only from that private
-  pipe, so a command printing the same text cannot forge it.
+  pipe, so a command printing the same text cannot forge it. The guard writes that line only
+  before the command was exec'd, so ``ExitInfo.never_started`` is then proven (nothing ran); a
+  guard that dies afterwards leaves 125 without it (what the command did is unknown).
+* What execve would reject (a NUL byte, E2BIG: ``execve.exec_problem``) is never started: ``start``
+  returns at once with 125, the reason, and ``never_started``.
+* Environment: every guard, and the fork-server they are forked from, holds the withheld
+  environment (``environment.py``), so no ancestor of a command shows ``ZUNO_*`` in /proc.
 * Capture: stdout and stderr are one pipe (merged, in write order). A reader thread copies the
   exact bytes to a log file on disk and keeps the most recent 2 MiB (``limits.PROCESS_MEMORY_TAIL``)
   in memory. ``window()`` serves from memory when it can and from the file otherwise (``from_disk``).
