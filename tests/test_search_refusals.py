@@ -19,7 +19,7 @@ def _one(run_zuno: RunZuno, name: str, args: dict, *extra: str) -> dict:
     return batch(run_zuno, [{"name": name, "arguments": args}], *extra)["results"][0]
 
 
-def test_unparseable_regex_names_the_pattern_as_rg_quoted_it(workspace: Path, run_zuno: RunZuno) -> None:
+def test_unparseable_regex_names_the_pattern_as_the_user_wrote_it(workspace: Path, run_zuno: RunZuno) -> None:
     (workspace / "a.py").write_text("foo(\n")
     r = _one(run_zuno, "grep", {"pattern": "foo(", "include": "*.py"})
     assert (r["outcome"], r["block_kind"]) == ("blocked", "invalid_arguments"), r
