@@ -160,3 +160,19 @@ async def test_an_environment_value_that_cannot_be_passed_is_refused_naming_it(w
     assert (rec.outcome, str(rec.block_kind)) == ("blocked", "invalid_arguments"), rec.text
     assert "environment variable BAD_VALUE contains a NUL byte" in rec.text and "shell.env" in rec.text
     assert not (workspace / "ran").exists()
+
+
+async def test_a_request_too_big_for_one_server_message_runs_through_a_direct_guard(tmp_path: Path) -> None:
+    """Within execve's limits but over one fork-server message: run by a directly started guard,
+    and the fork-server is left running for the next command."""
+    import zuno.process as zp
+
+    zp.prestart()
+    server = zp._server.proc
+    env = {**withheld_environment(), **{f"BIG_{i}": "v" * 100_000 for i in range(6)}}  # ~600 KB
+    r = await start(CommandSpec(["bash", "-c", "echo ${#BIG_5}"], tmp_path, env, tmp_path / "logs", label="t"))
+    assert await r.wait(30) is not None and r.exit is not None and r.exit.returncode == 0, r.exit
+    assert r.read_all() == b"100000\n" and r._proc is not None  # a direct guard ran it
+    small = await start(CommandSpec(["true"], tmp_path, withheld_environment(), tmp_path / "logs", label="t"))
+    assert await small.wait(30) is not None and small._proc is None  # the server forked this one
+    assert zp._server.proc is server and server is not None and server.poll() is None
