@@ -1,0 +1,129 @@
+"""webfetch (zuno) and web_fetch (chord): one URL, validated, pinned, converted to text.
+
+ReadOnly / Safe / ParallelSafe. The permission subject is the URL, so permission rules match
+URL patterns in both profiles. A refused URL is a blocked call (invalid_arguments); a hop whose
+addresses are not public is blocked (denied) — in both cases nothing was sent to the target.
+Transient failures (see ``errors``) raise ``TransientError`` so the runtime may retry after a
+backoff; every other failure is an error result naming the problem.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from pydantic import Field
+
+from zuno import limits
+from zuno.declarations import READ_ONLY_PARALLEL, BlockKind
+from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput, TransientError
+from zuno.tools.web.content import decode, html_to_markdown
+from zuno.tools.web.engine import Fetched, Fetcher, check_headers
+from zuno.tools.web.errors import AddressRefused, FetchError, HttpStatusError, UrlRefused
+
+
+class WebfetchArgs(ToolArgs):
+    url: str = Field(description="The http:// or https:// URL to fetch (no credentials in it).")
+    format: Literal["markdown", "text", "html"] = Field(
+        "markdown", description="markdown (HTML converted, the default), text (same, for non-HTML) or html (raw)."
+    )
+    timeout_ms: int | None = Field(
+        None, ge=1, description="Timeout of the whole fetch, redirects included (default 30000, at most 120000)."
+    )
+    headers: dict[str, str] | None = Field(
+        None,
+        description="Extra request headers (Authorization and Cookie are dropped when a redirect leaves the origin).",
+    )
+
+
+def fetcher(ctx: ToolContext) -> Fetcher:
+    return ctx.services.get(Fetcher, Fetcher)
+
+
+class WebfetchTool(Tool):
+    name = "webfetch"
+    description = (
+        "Fetch one http(s) URL and return it as text: HTML converted to Markdown, JSON/text/XML as they are. "
+        "Private, loopback and other non-public addresses are refused (webfetch.allow_private widens named ones), "
+        "at most 5 redirects are followed, the process proxy settings are honoured. PDF and images are refused."
+    )
+    Args = WebfetchArgs
+    declarations = READ_ONLY_PARALLEL
+
+    async def run(self, ctx: ToolContext, args: WebfetchArgs) -> ToolOutput:
+        cfg = ctx.config.webfetch
+        notices: list[str] = []
+        timeout_ms = args.timeout_ms if args.timeout_ms is not None else cfg.timeout_ms
+        if timeout_ms > limits.WEBFETCH_MAX_TIMEOUT_MS:
+            notices.append(
+                f"[notice] timeout_ms {timeout_ms} is over the per-call maximum; clamped to "
+                f"{limits.WEBFETCH_MAX_TIMEOUT_MS}."
+            )
+            timeout_ms = limits.WEBFETCH_MAX_TIMEOUT_MS
+        try:
+            check_headers(args.headers)
+        except ValueError as e:
+            raise Refused(BlockKind.invalid_arguments, f"{e}. Remove that header.") from None
+        started = time.monotonic()
+        try:
+            got = await fetcher(ctx).fetch(
+                args.url,
+                timeout_s=timeout_ms / 1000,
+                max_bytes=cfg.max_bytes,
+                allow_private=cfg.allow_private,
+                headers=args.headers,
+            )
+        except UrlRefused as e:
+            raise Refused(BlockKind.invalid_arguments, e.message, category=e.category) from None
+        except AddressRefused as e:
+            raise Refused(BlockKind.denied, e.message, category=e.category) from None
+        except FetchError as e:
+            if e.transient:
+                raise TransientError(f"{e.category}: {e.message}") from None
+            meta: dict[str, Any] = {"category": e.category}
+            if isinstance(e, HttpStatusError):
+                meta["status"] = e.status
+            return ToolOutput.failure(f"[error] {e.message}", **meta)
+        return self._render(got, args, notices, time.monotonic() - started)
+
+    def _render(self, got: Fetched, args: WebfetchArgs, notices: list[str], elapsed: float) -> ToolOutput:
+        text, charset = decode(got.body, got.content_type)
+        converted = False
+        if got.content_type.is_html and args.format != "html":
+            text = html_to_markdown(text)
+            converted = True
+        via = f" via {len(got.redirects)} redirect(s)" if got.redirects else ""
+        head_lines = [
+            *notices,
+            f"{got.final_url}: HTTP {got.status}, {got.content_type.mime or 'no content type'}, "
+            f"{len(got.body)} bytes{via}{', converted to Markdown' if converted else ''}",
+        ]
+        metadata: dict[str, Any] = {
+            "url": got.url,
+            "finalUrl": got.final_url,
+            "status": got.status,
+            "contentType": got.content_type.mime,
+            "charset": charset,
+            "bytes": len(got.body),
+            "redirects": got.redirects,
+            "routes": got.routes,
+            "addresses": got.addresses,
+            "elapsedMs": round(elapsed * 1000),
+        }
+        if got.widened:
+            metadata["allowPrivate"] = got.widened
+            head_lines.append(
+                "[notice] webfetch.allow_private let through: "
+                + ", ".join(f"{w['host']} -> {w['address']} (by {w['allowedBy']})" for w in got.widened)
+            )
+        if notices:
+            metadata["notices"] = notices
+        return ToolOutput(text=text, head="\n".join(head_lines), metadata=metadata)
+
+
+class ChordWebFetchTool(WebfetchTool):
+    name = "web_fetch"
+    description = (
+        "Fetch a URL and convert it to readable text (HTML to Markdown). Non-public addresses are refused; "
+        "at most 5 redirects; process proxy settings honoured. PDF and images are refused."
+    )
