@@ -236,7 +236,7 @@ class ProxyServer:
         return host, int(where.rsplit(":", 1)[1])
 
     async def _socks4(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> tuple[str, int] | None:
-        vn, cd, port = struct.unpack(">BBH", await reader.readexactly(4))
+        _vn, _cd, port = struct.unpack(">BBH", await reader.readexactly(4))
         ip = ipaddress.IPv4Address(await reader.readexactly(4))
         user = await reader.readuntil(b"\x00")
         self.auth.append(user[:-1].decode())
@@ -247,7 +247,7 @@ class ProxyServer:
         return host, port
 
     async def _socks5(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> tuple[str, int] | None:
-        ver, n = await reader.readexactly(2)
+        _ver, n = await reader.readexactly(2)
         methods = await reader.readexactly(n)
         if 2 in methods:
             writer.write(b"\x05\x02")
@@ -261,7 +261,7 @@ class ProxyServer:
         else:
             writer.write(b"\x05\x00")
         await writer.drain()
-        _, cmd, _, atyp = await reader.readexactly(4)
+        _, _cmd, _, atyp = await reader.readexactly(4)
         if atyp == 1:
             host = str(ipaddress.IPv4Address(await reader.readexactly(4)))
         elif atyp == 4:

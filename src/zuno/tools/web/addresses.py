@@ -62,8 +62,12 @@ IPV4_TABLE: tuple[Range, ...] = (
     _r("255.255.255.255/32", "Limited Broadcast", "RFC 919"),
 )
 
-# IANA IPv6 Special-Purpose Address Registry (iana-ipv6-special-registry).
+# IANA IPv6 Special-Purpose Address Registry (iana-ipv6-special-registry), under the IPv6
+# Address Space registry's split: only 2000::/3 is Global Unicast, the rest is reserved or
+# special (the entries below that are reachable inside it, e.g. NAT64, are more specific).
 IPV6_TABLE: tuple[Range, ...] = (
+    _r("::/0", "Not Global Unicast (outside 2000::/3)", "RFC 4291"),
+    _r("2000::/3", "Global Unicast", "RFC 4291", True),
     _r("::1/128", "Loopback Address", "RFC 4291"),
     _r("::/128", "Unspecified Address", "RFC 4291"),
     _r("::/96", "IPv4-compatible (deprecated)", "RFC 4291"),
