@@ -92,12 +92,15 @@ def refusal_for(mime: str, url: str) -> str | None:
         "application/zip",
         "application/gzip",
         "application/x-tar",
-        "application/octet-stream",
         "application/x-7z-compressed",
         "application/wasm",
-    ):
+    ) or mime in UNDECLARED[1:]:
         return f"{url} is binary content ({mime}). Download it with the shell tool (curl -fsSLo FILE URL) instead."
     return None
+
+
+# Types that say nothing about the content: the first bytes decide.
+UNDECLARED = ("", "application/octet-stream", "binary/octet-stream", "application/unknown")
 
 
 def sniff(head: bytes) -> str | None:
@@ -106,6 +109,8 @@ def sniff(head: bytes) -> str | None:
             return mime
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return "image/webp"
+    if b"\0" in head[:8192]:
+        return "application/octet-stream"
     return None
 
 

@@ -24,7 +24,7 @@ import httpcore
 from zuno import limits
 from zuno.tools.web.addresses import IPNetwork, parse_networks
 from zuno.tools.web.backend import PinnedBackend, Progress
-from zuno.tools.web.content import ContentType, Inflater, refusal_for, sniff
+from zuno.tools.web.content import UNDECLARED, ContentType, Inflater, refusal_for, sniff
 from zuno.tools.web.errors import (
     AddressRefused,
     ConnectFailed,
@@ -307,7 +307,8 @@ class Fetcher:
                     return result, validated
                 if response.status < 400 and policy:
                     ctype = ContentType.parse(result.header("content-type"))
-                    why = refusal_for(ctype.mime, target.url) if not ctype.is_text else None
+                    undeclared = ctype.mime in UNDECLARED
+                    why = refusal_for(ctype.mime, target.url) if not ctype.is_text and not undeclared else None
                     if why:
                         raise ContentRefused(why)
                 if response.status >= 400 and not follow_body:
@@ -322,8 +323,8 @@ class Fetcher:
                             if not sniffed and policy:
                                 sniffed = True
                                 ctype = ContentType.parse(result.header("content-type"))
-                                kind = sniff(data[:16])
-                                if kind and not ctype.is_html and not ctype.mime.startswith("text/"):
+                                kind = sniff(data[:8192])
+                                if kind and (ctype.mime in UNDECLARED or not ctype.is_text):
                                     why = refusal_for(kind, target.url)
                                     if why:
                                         raise ContentRefused(why)
