@@ -14,7 +14,6 @@ import zlib
 
 import pytest
 
-from webhelp import CA, Origin, ProxyServer, Request, TableResolver, response
 from zuno.tools.web.engine import Fetcher
 from zuno.tools.web.errors import (
     AddressRefused,
@@ -25,6 +24,8 @@ from zuno.tools.web.errors import (
     ProxyFailed,
     RedirectRefused,
 )
+
+from webhelp import CA, Origin, ProxyServer, Request, TableResolver, response
 
 LOOP = ["127.0.0.0/8", "::1"]
 
@@ -328,7 +329,7 @@ async def test_a_gzip_bomb_is_refused_while_streaming(ca: CA) -> None:
         origin.routes["/raw"] = response(200, raw.compress(b"raw deflate") + raw.flush(), Content_Encoding="deflate")
         f, _ = make(ca)
         t0 = time.monotonic()
-        with pytest.raises(BodyTooLarge, match="decompressed body .* over the 1048576-byte cap"):
+        with pytest.raises(BodyTooLarge, match=r"decompressed body .* over the 1048576-byte cap"):
             await f.fetch(f"http://a.test:{origin.port}/bomb", max_bytes=1 << 20, allow_private=LOOP)
         assert time.monotonic() - t0 < 20
         got = await f.fetch(f"http://a.test:{origin.port}/ok", allow_private=LOOP)
