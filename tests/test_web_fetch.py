@@ -125,14 +125,6 @@ async def test_a_refused_answer_sends_nothing_and_allow_private_is_exact(ca: CA)
         assert got.widened == [{"host": "a.test", "address": "127.0.0.1", "allowedBy": "a.test"}]
 
 
-async def test_mixed_answer_refused_before_any_connection(ca: CA) -> None:
-    async with Origin() as origin:
-        f, _ = make(ca, {"a.test": ["8.8.8.8", "127.0.0.1"]})
-        with pytest.raises(AddressRefused, match="mix of public and non-public"):
-            await f.fetch(f"http://a.test:{origin.port}/")
-        assert origin.connections == 0
-
-
 async def test_one_resolution_per_hop_the_second_answer_is_never_used(ca: CA) -> None:
     async with Origin() as origin:
         origin.routes["/"] = response(200, b"first")
