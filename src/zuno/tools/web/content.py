@@ -88,13 +88,18 @@ def refusal_for(mime: str, url: str) -> str | None:
             f"{url} is an image ({mime}). Download it with the shell tool (curl -fsSLo FILE URL) and open it "
             "with the image viewer (view_image in the chord profile, read otherwise)."
         )
-    if mime.startswith(("audio/", "video/", "font/")) or mime in (
-        "application/zip",
-        "application/gzip",
-        "application/x-tar",
-        "application/x-7z-compressed",
-        "application/wasm",
-    ) or mime in UNDECLARED[1:]:
+    if (
+        mime.startswith(("audio/", "video/", "font/"))
+        or mime
+        in (
+            "application/zip",
+            "application/gzip",
+            "application/x-tar",
+            "application/x-7z-compressed",
+            "application/wasm",
+        )
+        or mime in UNDECLARED[1:]
+    ):
         return f"{url} is binary content ({mime}). Download it with the shell tool (curl -fsSLo FILE URL) instead."
     return None
 
@@ -206,7 +211,10 @@ def decode(body: bytes, ctype: ContentType) -> tuple[str, str]:
 _DROP_TAGS = ["script", "style", "noscript", "template", "svg", "iframe", "object", "embed", "canvas", "head"]
 
 
-def html_to_markdown(html: str) -> str:
+def html_to_markdown(html: str, base_url: str | None = None) -> str:
+    """Readable Markdown; relative links and images are made absolute against ``base_url``."""
+    from urllib.parse import urljoin
+
     from bs4 import BeautifulSoup
     from markdownify import MarkdownConverter
 
@@ -214,6 +222,15 @@ def html_to_markdown(html: str) -> str:
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     for tag in soup(_DROP_TAGS):
         tag.decompose()
+    if base_url:
+        for tag, attr in (("a", "href"), ("img", "src")):
+            for el in soup.find_all(tag):
+                value = el.get(attr)
+                if isinstance(value, str) and value and not value.startswith(("#", "data:", "javascript:")):
+                    try:
+                        el[attr] = urljoin(base_url, value)
+                    except ValueError:
+                        pass
     text = MarkdownConverter(heading_style="ATX", bullets="-", strong_em_symbol="*").convert_soup(soup)
     text = re.sub(r"[ \t]+\n", "\n", text)
     text = re.sub(r"\n{3,}", "\n\n", text).strip()

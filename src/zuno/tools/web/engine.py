@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urljoin
 
@@ -152,7 +152,10 @@ class Fetcher:
         max_bytes: int = limits.WEBFETCH_DEFAULT_MAX_BYTES,
         allow_private: list[str] | None = None,
         headers: Mapping[str, str] | None = None,
+        hop_check: Callable[[Target], str | None] | None = None,
     ) -> Fetched:
+        """``hop_check`` sees every redirect target before it is resolved and returns why it
+        must not be followed (a permission rule), or None."""
         first = parse_target(url)
         user_headers = check_headers(headers)
         nets, hosts = parse_networks(allow_private or [])
@@ -185,6 +188,9 @@ class Fetcher:
                             widened.append(w)
                     if resp.status in REDIRECTS and resp.header("location") is not None:
                         target = self._next_hop(target, resp.header("location") or "", chain)
+                        why = hop_check(target) if hop_check is not None else None
+                        if why:
+                            raise RedirectRefused(f"the redirect chain {' -> '.join(chain)} is refused: {why}")
                         continue
                     ctype = ContentType.parse(resp.header("content-type"))
                     if resp.status >= 400:

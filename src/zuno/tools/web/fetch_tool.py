@@ -10,16 +10,19 @@ backoff; every other failure is an error result naming the problem.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import Field
 
 from zuno import limits
 from zuno.declarations import READ_ONLY_PARALLEL, BlockKind
+from zuno.permissions import decide
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput, TransientError
 from zuno.tools.web.content import decode, html_to_markdown
 from zuno.tools.web.engine import Fetched, Fetcher, check_headers
 from zuno.tools.web.errors import AddressRefused, FetchError, HttpStatusError, UrlRefused
+from zuno.tools.web.urls import Target, parse_target
 
 
 class WebfetchArgs(ToolArgs):
@@ -50,6 +53,28 @@ class WebfetchTool(Tool):
     Args = WebfetchArgs
     declarations = READ_ONLY_PARALLEL
 
+    def subject(self, args: ToolArgs) -> str | None:
+        """The canonical URL (lowercase scheme and host, A-label, no default port, no fragment),
+        so a permission pattern cannot be dodged by spelling; the raw text when it is refused."""
+        url = getattr(args, "url", None)
+        if not isinstance(url, str):
+            return None
+        try:
+            return parse_target(url).url
+        except UrlRefused:
+            return url
+
+    def _hop_check(self, ctx: ToolContext) -> Callable[[Target], str | None]:
+        def check(target: Target) -> str | None:
+            d = decide(ctx.config.permission, self.name, target.url, self.declarations)
+            if d.action == "deny":
+                return d.reason
+            if d.action == "ask":
+                return f"{d.reason}; a redirect cannot be approved mid-call, fetch {target.url} directly"
+            return None
+
+        return check
+
     async def run(self, ctx: ToolContext, args: WebfetchArgs) -> ToolOutput:
         cfg = ctx.config.webfetch
         notices: list[str] = []
@@ -72,6 +97,7 @@ class WebfetchTool(Tool):
                 max_bytes=cfg.max_bytes,
                 allow_private=cfg.allow_private,
                 headers=args.headers,
+                hop_check=self._hop_check(ctx),
             )
         except UrlRefused as e:
             raise Refused(BlockKind.invalid_arguments, e.message, category=e.category) from None
@@ -90,7 +116,7 @@ class WebfetchTool(Tool):
         text, charset = decode(got.body, got.content_type)
         converted = False
         if got.content_type.is_html and args.format != "html":
-            text = html_to_markdown(text)
+            text = html_to_markdown(text, got.final_url)
             converted = True
         via = f" via {len(got.redirects)} redirect(s)" if got.redirects else ""
         head_lines = [
