@@ -28,9 +28,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 import httpx  # noqa: E402
 
 import zuno  # noqa: E402
-from webhelp import CA, Origin, ProxyServer, response  # noqa: E402
 from zuno.tools.web.content import ContentType, decode  # noqa: E402
 from zuno.tools.web.engine import Fetcher  # noqa: E402
+
+from webhelp import CA, Origin, ProxyServer, response  # noqa: E402
 
 PAGE = (b"Lorem ipsum dolor sit amet, consectetur adipiscing elit.\n" * 3600)[: 200 * 1024]
 
