@@ -212,3 +212,10 @@ def test_table_is_not_ipaddress_is_global() -> None:
     assert refusal(ipaddress.ip_address("100.64.0.1")) is not None
     assert refusal(ipaddress.ip_address("192.0.0.9")) is None
     assert refusal(ipaddress.ip_address("2001:db8::1")) is not None
+
+
+def test_allow_private_hostnames_are_idna_normalised() -> None:
+    nets, hosts = parse_networks(["Bücher.Example."])
+    assert hosts == ["xn--bcher-kva.example"] and nets == []
+    v = validate_answer("xn--bcher-kva.example", _ips("10.0.0.1"), nets, hosts)
+    assert v.widened == (("10.0.0.1", "xn--bcher-kva.example"),)

@@ -197,3 +197,10 @@ def test_markdown_conversion_keeps_code_and_tables_and_resolves_links() -> None:
     assert "[Home](https://docs.test/home)" in md
     assert "| k | v |\n| --- | --- |\n| a | 1 |" in md
     assert '```\nzuno call read \'{"path": "x"}\'\n```' in md
+
+
+async def test_format_raw_returns_the_decoded_body_unconverted(workspace: Path, ca: CA) -> None:
+    async with Origin(ca.server_context()) as origin:
+        origin.routes["/doc"] = response(200, HTML, "text/html; charset=utf-8")
+        [rec] = await run(workspace, [fetch(f"https://localhost:{origin.port}/doc", format="raw")], **ALLOW)
+    assert rec["outcome"] == "ok" and "<h1>Install</h1>" in rec["text"] and "converted" not in rec["text"]

@@ -16,6 +16,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+import idna
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -151,7 +153,12 @@ def parse_networks(entries: list[str]) -> tuple[list[IPNetwork], list[str]]:
         try:
             nets.append(ipaddress.ip_network(text, strict=False))
         except ValueError:
-            hosts.append(text.lower().rstrip("."))
+            name = text.lower().rstrip(".")
+            try:
+                name = idna.encode(name, uts46=True, std3_rules=True).decode("ascii")
+            except (idna.IDNAError, UnicodeError):
+                pass
+            hosts.append(name)
     return nets, hosts
 
 

@@ -27,8 +27,8 @@ from zuno.tools.web.urls import Target, parse_target
 
 class WebfetchArgs(ToolArgs):
     url: str = Field(description="The http:// or https:// URL to fetch (no credentials in it).")
-    format: Literal["markdown", "text", "html"] = Field(
-        "markdown", description="markdown (HTML converted, the default), text (same, for non-HTML) or html (raw)."
+    format: Literal["markdown", "raw"] = Field(
+        "markdown", description="markdown: HTML converted to Markdown (the default); raw: the decoded body as sent."
     )
     timeout_ms: int | None = Field(
         None, ge=1, description="Timeout of the whole fetch, redirects included (default 30000, at most 120000)."
@@ -115,7 +115,7 @@ class WebfetchTool(Tool):
     def _render(self, got: Fetched, args: WebfetchArgs, notices: list[str], elapsed: float) -> ToolOutput:
         text, charset = decode(got.body, got.content_type)
         converted = False
-        if got.content_type.is_html and args.format != "html":
+        if got.content_type.is_html and args.format == "markdown":
             text = html_to_markdown(text, got.final_url)
             converted = True
         via = f" via {len(got.redirects)} redirect(s)" if got.redirects else ""
