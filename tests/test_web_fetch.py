@@ -368,3 +368,38 @@ async def test_http_errors_carry_the_status_and_some_are_transient(ca: CA) -> No
         with pytest.raises(HttpStatusError) as e:
             await f.fetch(f"http://a.test:{origin.port}/missing", allow_private=LOOP)
         assert e.value.status == 404 and not e.value.transient
+
+
+async def test_a_black_holed_address_does_not_stall_the_next_one(ca: CA) -> None:
+    async with Origin() as origin:
+        origin.routes["/"] = response(200, b"second address")
+        hole = socket.socket()
+        hole.bind(("127.0.0.2", origin.port))
+        hole.listen(0)
+        fill = []
+        for _ in range(4):
+            c = socket.socket()
+            c.setblocking(False)
+            try:
+                c.connect(("127.0.0.2", origin.port))
+            except BlockingIOError:
+                pass
+            fill.append(c)
+        try:
+            f, _ = make(ca, {"a.test": ["127.0.0.2", "127.0.0.1"]})
+            t0 = time.monotonic()
+            got = await f.fetch(f"http://a.test:{origin.port}/", timeout_s=10, allow_private=LOOP)
+            assert got.body == b"second address"
+            assert time.monotonic() - t0 < 5  # the 250 ms stagger, not the 10 s deadline
+        finally:
+            for c in [hole, *fill]:
+                c.close()
+
+
+def test_families_are_interleaved() -> None:
+    import ipaddress
+
+    from zuno.tools.web.backend import interleave
+
+    ips = [ipaddress.ip_address(a) for a in ("::1", "::2", "127.0.0.1", "127.0.0.2", "127.0.0.3")]
+    assert [str(a) for a in interleave(ips)] == ["::1", "127.0.0.1", "::2", "127.0.0.2", "127.0.0.3"]

@@ -15,6 +15,7 @@ timeout can name it, and the route (direct, or which proxy) without credentials.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import ipaddress
 import select
@@ -37,6 +38,31 @@ from zuno.tools.web.resolver import Resolver, Validated
 from zuno.tools.web.urls import Target
 
 _CONNECT_REPLY_MAX = 16 * 1024
+# RFC 8305's recommended Connection Attempt Delay.
+HAPPY_EYEBALLS_DELAY_S = 0.25
+
+
+_CLOSING: set[asyncio.Task[None]] = set()
+
+
+def _close_loser(task: asyncio.Task[anyio.abc.SocketStream]) -> None:
+    if task.cancelled() or task.exception() is not None:
+        return
+    closing = asyncio.ensure_future(task.result().aclose())
+    _CLOSING.add(closing)
+    closing.add_done_callback(_CLOSING.discard)
+
+
+def interleave(addresses: list[IPAddress]) -> list[IPAddress]:
+    """Alternate the families, keeping each family's order and starting with the first's."""
+    if not addresses:
+        return []
+    first = [a for a in addresses if a.version == addresses[0].version]
+    other = [a for a in addresses if a.version != addresses[0].version]
+    out: list[IPAddress] = []
+    for i in range(max(len(first), len(other))):
+        out.extend(x[i] for x in (first, other) if i < len(x))
+    return out
 
 
 @dataclass
@@ -172,15 +198,51 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
         return await anyio.connect_tcp(str(ip), port)
 
     async def _direct(self) -> anyio.abc.ByteStream:
+        """Happy eyeballs over the validated answer (RFC 8305): families interleaved, a new
+        attempt every 250 ms or as soon as the previous one fails, the first to connect wins."""
         self.progress.phase = "connect"
+        order = interleave(list(self.validated.addresses))
+        port = self.target.port
         errors: list[str] = []
         refused_or_reset = False
-        for ip in self.validated.addresses:
-            try:
-                return await self._dial(ip, self.target.port)
-            except OSError as e:
-                refused_or_reset = refused_or_reset or isinstance(e, ConnectionRefusedError | ConnectionResetError)
-                errors.append(f"{_ip_text(ip)}:{self.target.port}: {e.strerror or type(e).__name__}")
+        pending: dict[asyncio.Task[anyio.abc.SocketStream], IPAddress] = {}
+        winner: anyio.abc.SocketStream | None = None
+        nxt = 0
+        try:
+            while winner is None:
+                if nxt < len(order):
+                    pending[asyncio.ensure_future(self._dial(order[nxt], port))] = order[nxt]
+                    nxt += 1
+                if not pending:
+                    break
+                done, _ = await asyncio.wait(
+                    pending,
+                    timeout=HAPPY_EYEBALLS_DELAY_S if nxt < len(order) else None,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                for task in done:
+                    ip = pending.pop(task)
+                    exc = task.exception()
+                    if exc is None:
+                        if winner is None:
+                            winner = task.result()
+                        else:
+                            await task.result().aclose()
+                    elif isinstance(exc, OSError):
+                        refused_or_reset = refused_or_reset or isinstance(
+                            exc, ConnectionRefusedError | ConnectionResetError
+                        )
+                        errors.append(f"{_ip_text(ip)}:{port}: {exc.strerror or type(exc).__name__}")
+                    else:
+                        raise exc
+        finally:
+            for task in pending:
+                # Never awaited here (that could swallow this task's own cancellation): a loser
+                # that connected after all is closed from its done callback.
+                task.add_done_callback(_close_loser)
+                task.cancel()
+        if winner is not None:
+            return winner
         raise ConnectFailed(
             f"could not connect to {self.target.host} ({'; '.join(errors)})", transient=refused_or_reset
         )
