@@ -13,7 +13,10 @@ import pytest
 HERE = Path(__file__).resolve().parent
 
 
-@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs root and unshare")
+@pytest.mark.skipif(
+    shutil.which("unshare") is None or shutil.which("ip") is None or os.geteuid() != 0,
+    reason="needs root, unshare and ip",
+)
 def test_cases_inside_a_loopback_only_namespace() -> None:
     env = {**os.environ, "ZUNO_WEB_NETNS": "1"}
     inner = (
