@@ -37,8 +37,7 @@ def ca() -> CA:
 
 def make(ca: CA, table: dict | None = None, env: dict | None = None) -> tuple[Fetcher, TableResolver]:
     r = TableResolver(table or {"a.test": ["127.0.0.1"], "b.test": ["127.0.0.1"], "proxy.test": ["127.0.0.1"]})
-    f = Fetcher(resolver=r, environ=env or {}, ssl_context=ca.client_context())
-    f._proxy_ssl = ca.client_context()
+    f = Fetcher(resolver=r, environ=env or {}, ssl_context=ca.client_context(), proxy_ssl_context=ca.client_context())
     return f, r
 
 
@@ -317,6 +316,8 @@ async def test_a_gzip_bomb_is_refused_while_streaming(ca: CA) -> None:
     async with Origin() as origin:
         origin.routes["/bomb"] = response(200, bomb, Content_Encoding="gzip")
         origin.routes["/ok"] = response(200, gzip.compress(b"small text"), Content_Encoding="gzip")
+        two = gzip.compress(b"two ") + gzip.compress(b"members") + b"\0\0\0"  # and trailing padding
+        origin.routes["/two"] = response(200, two, Content_Encoding="gzip")
         raw = zlib.compressobj(wbits=-15)
         origin.routes["/raw"] = response(200, raw.compress(b"raw deflate") + raw.flush(), Content_Encoding="deflate")
         f, _ = make(ca)
@@ -327,6 +328,7 @@ async def test_a_gzip_bomb_is_refused_while_streaming(ca: CA) -> None:
         got = await f.fetch(f"http://a.test:{origin.port}/ok", allow_private=LOOP)
         assert got.body == b"small text"
         assert (await f.fetch(f"http://a.test:{origin.port}/raw", allow_private=LOOP)).body == b"raw deflate"
+        assert (await f.fetch(f"http://a.test:{origin.port}/two", allow_private=LOOP)).body == b"two members"
 
 
 async def test_the_body_cap_is_exact(ca: CA) -> None:

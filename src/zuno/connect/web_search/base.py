@@ -130,19 +130,33 @@ async def call(
             category, category
         )
         failure = SearchFailure(endpoint, category)
-        log.warning("web_search failed", extra={"web_search": failure.diagnostics()})
+        _log(failure)
         raise failure from None
     category = status_category(reply.status)
     if category is not None:
         failure = SearchFailure(endpoint, category, reply.status)
-        log.warning("web_search failed", extra={"web_search": failure.diagnostics()})
+        _log(failure)
         raise failure
     try:
         return json.loads(reply.body)
     except (ValueError, UnicodeDecodeError):
         failure = SearchFailure(endpoint, "bad_response", reply.status, "The answer was not JSON.")
-        log.warning("web_search failed", extra={"web_search": failure.diagnostics()})
+        _log(failure)
         raise failure from None
+
+
+def _log(failure: SearchFailure) -> None:
+    d = failure.diagnostics()
+    log.warning(
+        "web_search provider %s (%s://%s%s) failed: %s, status %s",
+        d["provider"],
+        d["scheme"],
+        d["host"],
+        d["path"],
+        d["category"],
+        d["status"],
+        extra={"web_search": d},
+    )
 
 
 def text(value: Any) -> str:

@@ -134,6 +134,7 @@ class Inflater:
         self.url = url
         self.total = 0
         self._raw_deflate_tried = False
+        self._done = False
         self._d = self._new()
 
     def _new(self) -> zlib._Decompress | None:
@@ -153,6 +154,8 @@ class Inflater:
             )
 
     def feed(self, data: bytes) -> bytes:
+        if self._done:
+            return b""
         if self._d is None:
             self._count(len(data))
             return data
@@ -171,10 +174,16 @@ class Inflater:
             self._count(len(chunk))
             out += chunk
             buf = self._d.unconsumed_tail
-            if self._d.eof and self._d.unused_data:
-                # Another gzip member follows.
-                buf = self._d.unused_data
-                self._d = self._new()
+            if self._d.eof:
+                rest = self._d.unused_data
+                if rest.startswith(b"\x1f\x8b") and self.encoding != "deflate":
+                    # Another gzip member follows.
+                    buf = rest
+                    self._d = self._new()
+                else:
+                    # Bytes after the end of the stream (padding some servers send) are ignored.
+                    self._done = True
+                    break
         return bytes(out)
 
 

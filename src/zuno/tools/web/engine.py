@@ -120,11 +120,12 @@ class Fetcher:
         resolver: Resolver | None = None,
         environ: Mapping[str, str] | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        proxy_ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.resolver: Resolver = resolver or SystemResolver()
         self._environ = environ
         self._ssl = ssl_context
-        self._proxy_ssl: ssl.SSLContext | None = None
+        self._proxy_ssl = proxy_ssl_context
 
     @property
     def environ(self) -> Mapping[str, str]:
