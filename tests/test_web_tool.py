@@ -204,3 +204,39 @@ async def test_format_raw_returns_the_decoded_body_unconverted(workspace: Path, 
         origin.routes["/doc"] = response(200, HTML, "text/html; charset=utf-8")
         [rec] = await run(workspace, [fetch(f"https://localhost:{origin.port}/doc", format="raw")], **ALLOW)
     assert rec["outcome"] == "ok" and "<h1>Install</h1>" in rec["text"] and "converted" not in rec["text"]
+
+
+async def test_the_cli_fetches_through_the_same_path(workspace: Path, ca: CA, tmp_path: Path) -> None:
+    import json
+    import sys
+
+    from conftest import zuno_env
+
+    pem = tmp_path / "cli-ca.pem"
+    ca.ca.cert_pem.write_to_path(str(pem))
+    async with Origin(ca.server_context()) as origin:
+        origin.routes["/j"] = response(200, b'{"k": 1}', "application/json")
+        env = zuno_env(
+            {
+                "SSL_CERT_FILE": str(pem),
+                "ZUNO_CONFIG_CONTENT": json.dumps({"webfetch": {"allow_private": ["localhost"]}}),
+            }
+        )
+        args = json.dumps({"url": f"https://localhost:{origin.port}/j"})
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "zuno",
+            "call",
+            "webfetch",
+            args,
+            "--json",
+            cwd=workspace,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    rec = json.loads(out)
+    assert rec["outcome"] == "ok", err.decode()
+    assert rec["text"].rstrip().endswith('{"k": 1}') and rec["metadata"]["allowPrivate"]
