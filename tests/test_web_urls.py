@@ -44,6 +44,8 @@ REFUSED = [
     ("http://exa mple.com/", "whitespace"),
     ("http://example.com/a b", "whitespace"),
     ("http://example.com/\u00a0", "whitespace"),
+    ("http://example.com/\ud800", "lone surrogate"),
+    ("http://exa\udcffmple.com/", "lone surrogate"),
     # numeric hosts that are not canonical dotted quads
     ("http://2130706433/", "127.0.0.1"),
     ("http://0x7f.1/", "127.0.0.1"),

@@ -79,6 +79,8 @@ def _check_characters(url: str) -> None:
         o = ord(ch)
         if o < 0x20 or o == 0x7F or 0x80 <= o <= 0x9F:
             raise _refuse(url, f"it contains the control character U+{o:04X} at offset {i}", "Remove it.")
+        if 0xD800 <= o <= 0xDFFF:
+            raise _refuse(url, f"it contains a lone surrogate U+{o:04X} at offset {i}", "Send valid Unicode.")
         if ch == " " or ch == "\u3000" or (ch.isspace()):
             raise _refuse(url, f"it contains whitespace at offset {i}", "Percent-encode a space as %20.")
         if ch == "\\":
