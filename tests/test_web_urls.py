@@ -129,3 +129,39 @@ def test_authority_and_origin_come_from_the_parsed_fields() -> None:
     assert parse_target("http://a.test:80/").authority == "a.test"
     assert parse_target("http://a.test/").same_origin(parse_target("http://A.test:80/b"))
     assert not parse_target("http://a.test/").same_origin(parse_target("https://a.test/"))
+
+
+# Property: what the parser accepts, a resolver cannot read as a different host.
+_HOSTISH = "0123456789abcdefxX.:[]@%\\/-_é１．"
+
+
+def _host_strategy():
+    from hypothesis import strategies as st
+
+    return st.text(alphabet=_HOSTISH, min_size=1, max_size=20)
+
+
+def test_no_accepted_hostname_is_a_numeric_address_to_inet_aton() -> None:
+    import socket
+
+    from hypothesis import given, settings
+
+    @settings(max_examples=600, deadline=None)
+    @given(_host_strategy())
+    def check(host: str) -> None:
+        try:
+            t = parse_target(f"http://{host}/p")
+        except UrlRefused:
+            return
+        assert t.host.isascii() and "@" not in t.host and "\\" not in t.host and "%" not in t.host
+        if t.ip is None:
+            try:
+                socket.inet_aton(t.host)
+            except OSError:
+                pass
+            else:
+                raise AssertionError(f"{host!r} became {t.host!r}, which inet_aton reads as an address")
+        again = parse_target(t.url)
+        assert (again.scheme, again.host, again.port, again.path) == (t.scheme, t.host, t.port, t.path)
+
+    check()
