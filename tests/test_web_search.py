@@ -242,3 +242,17 @@ async def test_without_a_provider_the_call_is_unavailable_naming_the_config(work
     assert rec["block_kind"] == "unavailable" and "NOT_SET_ANYWHERE_1" in rec["text"]
     rec, _ = await run(workspace, {"queries": []}, cfg)
     assert rec["block_kind"] == "invalid_arguments"
+
+
+async def test_provider_requests_honour_the_proxy_and_send_it_the_ip(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from webhelp import ProxyServer
+
+    async with Fake() as fake, ProxyServer("socks5") as proxy:
+        monkeypatch.setenv("ALL_PROXY", proxy.url())
+        cfg = {"providers": {"sx": {"type": "searxng", "base_url": f"http://localhost:{fake.origin.port}"}}}
+        rec, _ = await run(workspace, {"queries": ["via proxy"]}, cfg)
+    assert rec["outcome"] == "ok", rec["text"]
+    assert proxy.targets == [("127.0.0.1", fake.origin.port)]
+    assert fake.origin.requests[0].header("host") == f"localhost:{fake.origin.port}"
