@@ -43,6 +43,9 @@ from zuno.tools.web.urls import Target, parse_target
 USER_AGENT = "Zuno-webfetch/0.1"
 ACCEPT = "text/markdown, text/html;q=0.9, text/plain;q=0.9, application/json;q=0.8, */*;q=0.5"
 REDIRECTS = (301, 302, 303, 307, 308)
+# A timeout before the server was reached may be a passing network fault; a server that was
+# reached but is slow to answer would be as slow again, so those are not retried.
+TRANSIENT_TIMEOUT_PHASES = frozenset({"resolve", "connect", "proxy handshake", "TLS"})
 CREDENTIAL_HEADERS = ("authorization", "cookie", "proxy-authorization")
 # Headers a caller may not set: the request's framing, its routing and its Host are Zuno's.
 RESERVED_HEADERS = frozenset(
@@ -215,7 +218,8 @@ class Fetcher:
         except TimeoutError:
             raise FetchTimeout(
                 f"fetching {chain[-1]} timed out after {progress.elapsed():.2f} s (limit {timeout_s:g} s) "
-                f"in the {progress.phase} phase, route {progress.route}"
+                f"in the {progress.phase} phase, route {progress.route}",
+                transient=progress.phase in TRANSIENT_TIMEOUT_PHASES,
             ) from None
 
     def _next_hop(self, current: Target, location: str, chain: list[str]) -> Target:

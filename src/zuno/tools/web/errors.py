@@ -1,8 +1,10 @@
 """Typed failures of a fetch. Each names its category and whether it may pass (transient).
 
 Transient (the runtime may retry a Safe call after a backoff): a temporary resolver failure
-(EAI_AGAIN), a timeout in any phase, a connection reset or refused by the target, and the HTTP
-statuses 408, 429, 502, 503 and 504. Everything else is not: a refused URL or address, a
+(EAI_AGAIN), a timeout before the server answered anything (resolve, connect, proxy handshake,
+TLS), a connection reset or refused by the target, a response broken off mid-way, and the HTTP
+statuses 408, 429, 502, 503 and 504. A timeout waiting for headers or body is not: a server that
+slow would be as slow again. Everything else is not: a refused URL or address, a
 certificate failure, a proxy that fails (a configuration problem, and it never falls back to a
 direct connection), a body over the cap, a content type refused, a redirect rule, other statuses.
 """
