@@ -9,6 +9,7 @@ backoff; every other failure is an error result naming the problem.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any, Literal
@@ -110,14 +111,14 @@ class WebfetchTool(Tool):
             if isinstance(e, HttpStatusError):
                 meta["status"] = e.status
             return ToolOutput.failure(f"[error] {e.message}", **meta)
-        return self._render(got, args, notices, time.monotonic() - started)
+        # Decoding and HTML conversion are CPU work on up to max_bytes: off the event loop, so
+        # parallel fetches keep streaming meanwhile.
+        text, charset, converted = await asyncio.to_thread(_convert, got, args.format)
+        return self._render(got, text, charset, converted, notices, time.monotonic() - started)
 
-    def _render(self, got: Fetched, args: WebfetchArgs, notices: list[str], elapsed: float) -> ToolOutput:
-        text, charset = decode(got.body, got.content_type)
-        converted = False
-        if got.content_type.is_html and args.format == "markdown":
-            text = html_to_markdown(text, got.final_url)
-            converted = True
+    def _render(
+        self, got: Fetched, text: str, charset: str, converted: bool, notices: list[str], elapsed: float
+    ) -> ToolOutput:
         via = f" via {len(got.redirects)} redirect(s)" if got.redirects else ""
         head_lines = [
             *notices,
@@ -145,6 +146,13 @@ class WebfetchTool(Tool):
         if notices:
             metadata["notices"] = notices
         return ToolOutput(text=text, head="\n".join(head_lines), metadata=metadata)
+
+
+def _convert(got: Fetched, fmt: str) -> tuple[str, str, bool]:
+    text, charset = decode(got.body, got.content_type)
+    if got.content_type.is_html and fmt == "markdown":
+        return html_to_markdown(text, got.final_url), charset, True
+    return text, charset, False
 
 
 class ChordWebFetchTool(WebfetchTool):
