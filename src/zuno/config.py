@@ -128,6 +128,38 @@ class ProviderConfig(_Strict):
     models: dict[str, ProviderModelConfig] = Field(default_factory=dict)
 
 
+class WebfetchConfig(_Strict):
+    # The timeout of a call that gives none (default 30 s; the per-call maximum is 120 s).
+    timeout_ms: int = Field(limits.WEBFETCH_DEFAULT_TIMEOUT_MS, ge=1, le=limits.WEBFETCH_MAX_TIMEOUT_MS)
+    # The body cap, counted after decompression.
+    max_bytes: int = Field(limits.WEBFETCH_DEFAULT_MAX_BYTES, ge=1, le=limits.WEBFETCH_MAX_BYTES_CEILING)
+    # CIDRs and hostnames that may be fetched although their addresses are not public. Exactly
+    # these are widened; every use is named in the result's metadata.
+    allow_private: list[str] = Field(default_factory=list)
+
+
+class WebSearchProviderConfig(_Strict):
+    # brave: the Brave Search API; searxng: a (self-hosted) SearXNG JSON API; tavily: Tavily's API.
+    type: Literal["brave", "searxng", "tavily"]
+    # Where the provider's API lives (each type has its public default; searxng needs one).
+    base_url: str | None = None
+    # The key: "{env:NAME}" reads it from the environment when a search runs; api_key_env names
+    # the variable directly. A literal key also works but then lives in the file.
+    api_key: str | None = None
+    api_key_env: str | None = None
+    timeout_ms: int = Field(limits.WEBFETCH_DEFAULT_TIMEOUT_MS, ge=1, le=limits.WEBFETCH_MAX_TIMEOUT_MS)
+
+
+class WebSearchConfig(_Strict):
+    # Which of the providers answers (default: the only one configured).
+    provider: str | None = None
+    providers: dict[str, WebSearchProviderConfig] = Field(default_factory=dict)
+    max_results: int = Field(limits.WEB_SEARCH_DEFAULT_RESULTS, ge=1, le=limits.WEB_SEARCH_MAX_RESULTS)
+    # Results outside allowed_domains (when set) or inside blocked_domains are dropped (subdomains too).
+    allowed_domains: list[str] = Field(default_factory=list)
+    blocked_domains: list[str] = Field(default_factory=list)
+
+
 class Config(_Strict):
     # "<provider id>/<model name>"; checked when a provider is built (zuno.agent.providers).
     model: str | None = Field(None, min_length=1)
@@ -144,6 +176,8 @@ class Config(_Strict):
     search: SearchConfig = Field(default_factory=SearchConfig)
     shell: ShellConfig = Field(default_factory=ShellConfig)
     editing: EditingConfig = Field(default_factory=EditingConfig)
+    webfetch: WebfetchConfig = Field(default_factory=WebfetchConfig)
+    web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
 
 
 def _merge(base: dict[str, Any], top: Mapping[str, Any], origin: dict[str, str], src: str, prefix: str) -> None:

@@ -123,3 +123,18 @@ CHORD_CONTEXT_LINE_MAX_BYTES = 256
 # chord grep: bytes/lines of the output budget kept back for the status lines around the body.
 CHORD_BUDGET_RESERVE_BYTES = 1_024
 CHORD_BUDGET_RESERVE_LINES = 8
+
+# webfetch / web_search (issue 12): "The default timeout is 30 seconds and the per-call maximum is
+# 120 seconds"; "at most five redirects".
+WEBFETCH_DEFAULT_TIMEOUT_MS = 30_000
+WEBFETCH_MAX_TIMEOUT_MS = 120_000
+WEBFETCH_MAX_REDIRECTS = 5
+# The body cap, counted after decompression (a gzip bomb is refused while it streams).
+WEBFETCH_DEFAULT_MAX_BYTES = 10 * 1024 * 1024
+WEBFETCH_MAX_BYTES_CEILING = 1 << 30
+# web_search: queries in one batch call, and results asked per query.
+WEB_SEARCH_MAX_QUERIES = 8
+WEB_SEARCH_DEFAULT_RESULTS = 8
+WEB_SEARCH_MAX_RESULTS = 20
+# A provider's JSON answer larger than this is refused (no provider sends that much for 20 hits).
+WEB_SEARCH_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
