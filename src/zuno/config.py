@@ -105,6 +105,20 @@ class EditingConfig(_Strict):
     style: Literal["edit", "patch"] = "edit"
 
 
+class ContinuityConfig(_Strict):
+    # The optional continuity tools, history and notes (registered slots of the zuno profile),
+    # appear only when this is on (and the tool and permission filters keep them).
+    enabled: bool = False
+
+
+class MemoryConfig(_Strict):
+    # memory_read / memory_update appear only when memory is enabled.
+    enabled: bool = False
+    # "auto": updates apply at once; "review": an update is a proposal that waits for an
+    # explicit accept (zuno.tools.state.memory.accept_proposal).
+    review_policy: Literal["auto", "review"] = "auto"
+
+
 class Config(_Strict):
     profile: Literal["zuno", "chord"] = "zuno"
     tools: dict[str, bool] = Field(default_factory=dict)
@@ -118,6 +132,8 @@ class Config(_Strict):
     search: SearchConfig = Field(default_factory=SearchConfig)
     shell: ShellConfig = Field(default_factory=ShellConfig)
     editing: EditingConfig = Field(default_factory=EditingConfig)
+    continuity: ContinuityConfig = Field(default_factory=ContinuityConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
 
 
 def _merge(base: dict[str, Any], top: Mapping[str, Any], origin: dict[str, str], src: str, prefix: str) -> None:

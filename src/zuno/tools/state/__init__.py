@@ -1,0 +1,47 @@
+"""Durable work state: plan, todo, goal, task_context, notes, history, memory.
+
+Every document is revisioned (docstore.py): a mutation carries the revision it was based on, a
+stale one is a typed refusal naming the current revision, a repeated delivery is idempotent.
+See docs/state.md.
+
+Read API::
+
+    from zuno.tools.state import read_state
+    read_state(runtime.store, session_id)   # {"goal": ..., "plan": ..., "todo": ...}
+"""
+
+from __future__ import annotations
+
+from zuno.surface import Registry
+from zuno.tools.state.api import plan_instruction, read_goal, read_plan, read_state, read_todo
+from zuno.tools.state.docstore import MIGRATIONS as _DOC_MIGRATIONS
+from zuno.tools.state.goal import GoalGetTool, GoalUpdateTool
+from zuno.tools.state.plan import PlanGetTool, PlanUpdateTool
+from zuno.tools.state.projection import refresh_goal, refresh_plan, refresh_todo
+from zuno.tools.state.todo import TodoGetTool, TodoUpdateTool, TodoWriteTool
+
+MIGRATIONS = [*_DOC_MIGRATIONS]
+
+
+def register(registry: Registry) -> None:
+    registry.add("plan_get", PlanGetTool, profiles=("zuno",))
+    registry.add("plan_update", PlanUpdateTool, profiles=("zuno",))
+    registry.add("todo_get", TodoGetTool, profiles=("zuno",))
+    registry.add("todo_update", TodoUpdateTool, profiles=("zuno",))
+    registry.add("goal_get", GoalGetTool, profiles=("zuno",))
+    registry.add("goal_update", GoalUpdateTool, profiles=("zuno",))
+    registry.add("todo_write", TodoWriteTool, profiles=("chord",))
+    registry.refreshers.append(("goal", refresh_goal))
+    registry.refreshers.append(("plan", refresh_plan))
+    registry.refreshers.append(("todo", refresh_todo))
+
+
+__all__ = [
+    "MIGRATIONS",
+    "plan_instruction",
+    "read_goal",
+    "read_plan",
+    "read_state",
+    "read_todo",
+    "register",
+]
