@@ -18,9 +18,12 @@ from zuno.tools.state.docstore import MIGRATIONS as _DOC_MIGRATIONS
 from zuno.tools.state.goal import GoalGetTool, GoalUpdateTool
 from zuno.tools.state.plan import PlanGetTool, PlanUpdateTool
 from zuno.tools.state.projection import refresh_goal, refresh_plan, refresh_todo
+from zuno.tools.state.sources import MIGRATIONS as _SOURCE_MIGRATIONS
+from zuno.tools.state.sources import lookup_message, record_message, source_digest
+from zuno.tools.state.task_context import TaskContextTool
 from zuno.tools.state.todo import TodoGetTool, TodoUpdateTool, TodoWriteTool
 
-MIGRATIONS = [*_DOC_MIGRATIONS]
+MIGRATIONS = [*_DOC_MIGRATIONS, *_SOURCE_MIGRATIONS]
 
 
 def register(registry: Registry) -> None:
@@ -31,6 +34,7 @@ def register(registry: Registry) -> None:
     registry.add("goal_get", GoalGetTool, profiles=("zuno",))
     registry.add("goal_update", GoalUpdateTool, profiles=("zuno",))
     registry.add("todo_write", TodoWriteTool, profiles=("chord",))
+    registry.add("task_context", TaskContextTool, profiles=("zuno",))
     registry.refreshers.append(("goal", refresh_goal))
     registry.refreshers.append(("plan", refresh_plan))
     registry.refreshers.append(("todo", refresh_todo))
@@ -38,10 +42,13 @@ def register(registry: Registry) -> None:
 
 __all__ = [
     "MIGRATIONS",
+    "lookup_message",
     "plan_instruction",
     "read_goal",
     "read_plan",
     "read_state",
     "read_todo",
+    "record_message",
     "register",
+    "source_digest",
 ]
