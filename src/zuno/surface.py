@@ -221,8 +221,9 @@ def build_surface(config: Config, root: Path, registry: Registry | None = None, 
     if allow is None:
         wanted += [n for n, (on, _key) in GATED_SLOTS.items() if n in known and on(config) and n not in wanted]
     for name, (on, key) in GATED_SLOTS.items():
-        if name in wanted and not on(config):
-            wanted.remove(name)
+        if name in known and not on(config):
+            if name in wanted:
+                wanted.remove(name)
             if name in built:
                 disabled[name] = f"off: set {key} = true to enable it"
     tools: dict[str, Tool] = {}

@@ -16,6 +16,9 @@ from zuno.surface import Registry
 from zuno.tools.state.api import plan_instruction, read_goal, read_plan, read_state, read_todo
 from zuno.tools.state.docstore import MIGRATIONS as _DOC_MIGRATIONS
 from zuno.tools.state.goal import GoalGetTool, GoalUpdateTool
+from zuno.tools.state.history import HistoryTool, record_compaction
+from zuno.tools.state.notes import MIGRATIONS as _NOTES_MIGRATIONS
+from zuno.tools.state.notes import NotesTool
 from zuno.tools.state.plan import PlanGetTool, PlanUpdateTool
 from zuno.tools.state.projection import refresh_goal, refresh_plan, refresh_todo
 from zuno.tools.state.sources import MIGRATIONS as _SOURCE_MIGRATIONS
@@ -23,7 +26,7 @@ from zuno.tools.state.sources import lookup_message, record_message, source_dige
 from zuno.tools.state.task_context import TaskContextTool
 from zuno.tools.state.todo import TodoGetTool, TodoUpdateTool, TodoWriteTool
 
-MIGRATIONS = [*_DOC_MIGRATIONS, *_SOURCE_MIGRATIONS]
+MIGRATIONS = [*_DOC_MIGRATIONS, *_SOURCE_MIGRATIONS, *_NOTES_MIGRATIONS]
 
 
 def register(registry: Registry) -> None:
@@ -35,6 +38,8 @@ def register(registry: Registry) -> None:
     registry.add("goal_update", GoalUpdateTool, profiles=("zuno",))
     registry.add("todo_write", TodoWriteTool, profiles=("chord",))
     registry.add("task_context", TaskContextTool, profiles=("zuno",))
+    registry.add("history", HistoryTool, profiles=("zuno",))
+    registry.add("notes", NotesTool, profiles=("zuno",))
     registry.refreshers.append(("goal", refresh_goal))
     registry.refreshers.append(("plan", refresh_plan))
     registry.refreshers.append(("todo", refresh_todo))
@@ -48,6 +53,7 @@ __all__ = [
     "read_plan",
     "read_state",
     "read_todo",
+    "record_compaction",
     "record_message",
     "register",
     "source_digest",

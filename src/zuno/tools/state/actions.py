@@ -85,14 +85,15 @@ class ActionTool(Tool):
 
     ACTIONS: ClassVar[list[str]] = []
 
+    # A mixed tool: the declarations of each action; an absent or unknown action fails closed
+    # (SideEffecting, Never, Exclusive). None: ``declarations`` for every call.
+    action_declarations: ClassVar[dict[str, Declarations] | None] = None
+
     def classify(self, args: Any) -> Declarations:
-        action = action_of(args)
-        if self.action_effects is None:
+        if self.action_declarations is None:
             return self.declarations
-        effect = self.action_effects.get(action, Effect.SideEffecting) if action else Effect.SideEffecting
-        if effect is Effect.SideEffecting:
-            return MUTATION
-        return Declarations(effect, self.declarations.replay, self.declarations.concurrency)
+        action = action_of(args)
+        return self.action_declarations.get(action, MUTATION) if action else MUTATION
 
     def subject(self, args: Any) -> str | None:
         return action_of(args)

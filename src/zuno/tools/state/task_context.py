@@ -25,12 +25,12 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, RootModel
 
-from zuno.declarations import Effect
+from zuno.declarations import Declarations
 from zuno.store import Store
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.shell.receipts import get_receipt
 from zuno.tools.state import docstore, sources
-from zuno.tools.state.actions import READ, ActionTool, action_union, delivery, inner
+from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, delivery, inner
 from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
 from zuno.tools.state.plan import scope_of
 
@@ -301,8 +301,8 @@ class TaskContextTool(ActionTool):
         "self-contained questions and one-step work."
     )
     Args = TaskContextArgs
-    declarations = READ
-    action_effects: ClassVar[dict[str, Effect]] = {"get": Effect.ReadOnly}
+    declarations = MUTATION  # mixed: get is a read; an absent or unknown action fails closed
+    action_declarations: ClassVar[dict[str, Declarations]] = {"get": READ, "update": MUTATION, "replace": MUTATION}
     ACTIONS: ClassVar[list[str]] = ACTIONS
 
     async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
