@@ -17,6 +17,8 @@ from zuno.tools.state.api import plan_instruction, read_goal, read_plan, read_st
 from zuno.tools.state.docstore import MIGRATIONS as _DOC_MIGRATIONS
 from zuno.tools.state.goal import GoalGetTool, GoalUpdateTool
 from zuno.tools.state.history import HistoryTool, record_compaction
+from zuno.tools.state.memory import MIGRATIONS as _MEMORY_MIGRATIONS
+from zuno.tools.state.memory import MemoryReadTool, MemoryUpdateTool, accept_proposal, reject_proposal
 from zuno.tools.state.notes import MIGRATIONS as _NOTES_MIGRATIONS
 from zuno.tools.state.notes import NotesTool
 from zuno.tools.state.plan import PlanGetTool, PlanUpdateTool
@@ -26,7 +28,7 @@ from zuno.tools.state.sources import lookup_message, record_message, source_dige
 from zuno.tools.state.task_context import TaskContextTool
 from zuno.tools.state.todo import TodoGetTool, TodoUpdateTool, TodoWriteTool
 
-MIGRATIONS = [*_DOC_MIGRATIONS, *_SOURCE_MIGRATIONS, *_NOTES_MIGRATIONS]
+MIGRATIONS = [*_DOC_MIGRATIONS, *_SOURCE_MIGRATIONS, *_NOTES_MIGRATIONS, *_MEMORY_MIGRATIONS]
 
 
 def register(registry: Registry) -> None:
@@ -40,6 +42,8 @@ def register(registry: Registry) -> None:
     registry.add("task_context", TaskContextTool, profiles=("zuno",))
     registry.add("history", HistoryTool, profiles=("zuno",))
     registry.add("notes", NotesTool, profiles=("zuno",))
+    registry.add("memory_read", MemoryReadTool, profiles=("zuno",))
+    registry.add("memory_update", MemoryUpdateTool, profiles=("zuno",))
     registry.refreshers.append(("goal", refresh_goal))
     registry.refreshers.append(("plan", refresh_plan))
     registry.refreshers.append(("todo", refresh_todo))
@@ -47,6 +51,7 @@ def register(registry: Registry) -> None:
 
 __all__ = [
     "MIGRATIONS",
+    "accept_proposal",
     "lookup_message",
     "plan_instruction",
     "read_goal",
@@ -56,5 +61,6 @@ __all__ = [
     "record_compaction",
     "record_message",
     "register",
+    "reject_proposal",
     "source_digest",
 ]
