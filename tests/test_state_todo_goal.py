@@ -245,3 +245,23 @@ async def test_declarations(workspace: Path) -> None:
     for n in ("plan_update", "todo_update", "goal_update"):
         assert d[n] == mutation
     rt.store.close()
+
+
+async def test_an_active_goal_pauses_with_no_progress_after_three_identical_observations(workspace: Path) -> None:
+    from zuno.tools.state.progress import observe_goal
+
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        assert observe_goal(rt.store, s.id, "o0") is None  # no Goal: nothing observed
+        await call(s, "goal_update", GOAL)
+        assert observe_goal(rt.store, s.id, "o1").count == 1
+        assert observe_goal(rt.store, s.id, "o2").count == 2
+        assert observe_goal(rt.store, s.id, "o2").count == 2  # the same observation delivered again
+        # progress (a write) resets the count
+        await call(s, "write", {"path": "f.txt", "content": "x"})
+        assert observe_goal(rt.store, s.id, "o3").count == 1
+        assert observe_goal(rt.store, s.id, "o4").count == 2
+        third = observe_goal(rt.store, s.id, "o5")
+        assert third.count == 3 and third.paused is True
+        g = read_goal(rt.store, s.id)["goal"]
+        assert g["status"] == "paused" and g["pause_reason"]["kind"] == "no_progress"
+        assert observe_goal(rt.store, s.id, "o6") is None  # paused: no longer observed
