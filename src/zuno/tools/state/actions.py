@@ -70,6 +70,7 @@ def union_schema(model: type[BaseModel] | type[RootModel[Any]], actions: list[st
     for v in variants:
         v.pop("title", None)
         v.setdefault("properties", {})["intent"] = {"type": "string"}
+        v["properties"]["accept_large_output"] = {"type": "boolean"}
     return {
         "type": "object",
         "properties": {
@@ -99,11 +100,12 @@ class ActionTool(Tool):
         return action_of(args)
 
     def input_schema(self) -> dict[str, Any]:
+        if not self.ACTIONS:  # a plain argument model
+            return Tool.input_schema(self)
         schema = union_schema(self.Args, self.ACTIONS)
-        schema["properties"]["intent"] = {
-            "type": "string",
-            "description": "A short label for the UI. It changes nothing.",
-        }
+        base = Tool.input_schema(self)["properties"]  # the cross-cutting arguments every tool takes
+        for key in ("intent", "accept_large_output"):
+            schema["properties"][key] = base[key]
         return schema
 
 

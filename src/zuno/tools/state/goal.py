@@ -242,9 +242,6 @@ class GoalGetTool(ActionTool):
     Args = ToolArgs
     declarations = READ  # goal status: ReadOnly, Safe, ParallelSafe
 
-    def input_schema(self) -> dict[str, Any]:
-        return {"type": "object", "properties": {"intent": {"type": "string"}}, "additionalProperties": False}
-
     async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
         doc = docstore.read(ctx.store, scope_of(ctx.session_id), KIND)
         data = view(doc)

@@ -223,12 +223,6 @@ class MemoryReadTool(ActionTool):
     Args = MemoryReadArgs
     declarations = READ
 
-    def input_schema(self) -> dict[str, Any]:
-        schema = MemoryReadArgs.model_json_schema()
-        schema.pop("title", None)
-        schema["properties"]["intent"] = {"type": "string"}
-        return schema
-
     async def run(self, ctx: ToolContext, args: MemoryReadArgs) -> ToolOutput:
         all_entries = entries(ctx.store, str(ctx.root), agent_of(ctx))
         if args.key is not None:

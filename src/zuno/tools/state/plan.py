@@ -299,9 +299,6 @@ class PlanGetTool(ActionTool):
     Args = PlanGetArgs
     declarations = READ
 
-    def input_schema(self) -> dict[str, Any]:
-        return {"type": "object", "properties": {"intent": {"type": "string"}}, "additionalProperties": False}
-
     async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
         doc = docstore.read(ctx.store, scope_of(ctx.session_id), KIND)
         data = view(doc)

@@ -308,9 +308,6 @@ class TodoGetTool(ActionTool):
     Args = ToolArgs
     declarations = READ
 
-    def input_schema(self) -> dict[str, Any]:
-        return {"type": "object", "properties": {"intent": {"type": "string"}}, "additionalProperties": False}
-
     async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
         doc = docstore.read(ctx.store, scope_of(ctx.session_id), KIND)
         return ToolOutput(
@@ -363,12 +360,6 @@ class TodoWriteTool(ActionTool):
     )
     Args = TodoWriteArgs
     declarations = MUTATION
-
-    def input_schema(self) -> dict[str, Any]:
-        schema = TodoWriteArgs.model_json_schema()
-        schema.pop("title", None)
-        schema.setdefault("properties", {})["intent"] = {"type": "string"}
-        return schema
 
     async def run(self, ctx: ToolContext, args: TodoWriteArgs) -> ToolOutput:
         agent = agent_of(ctx)
