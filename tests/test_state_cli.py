@@ -77,3 +77,67 @@ def test_the_tools_are_listed_with_their_declarations(run_zuno: RunZuno) -> None
     assert tools["plan_update"]["inputSchema"]["required"] == ["action"]
     p = run_zuno("tools", "--json", "--profile", "chord")
     assert "todo_write" in {t["name"] for t in json.loads(p.stdout)["tools"]}
+
+
+async def test_two_cli_processes_on_one_session_exactly_one_append_wins(workspace: Path) -> None:
+    import asyncio
+    import sys
+
+    from conftest import zuno_env
+
+    sid = await _seed(workspace)
+    args = json.dumps({"action": "append", "expected_revision": 2, "steps": [{"title": "racing"}]})
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "zuno",
+            "call",
+            "plan_update",
+            args,
+            "--session",
+            sid,
+            "--json",
+            cwd=workspace,
+            env=zuno_env(),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
+    outs = [await p.communicate() for p in procs]
+    recs = [json.loads(o) if o.strip() else None for o, _ in outs]
+    won = [r for r in recs if r is not None and r["outcome"] == "ok"]
+    assert len(won) == 1, outs
+    (loser,) = [(r, err) for r, (_, err) in zip(recs, outs, strict=True) if r is None or r["outcome"] != "ok"]
+    if loser[0] is not None:  # ran after the winner: a typed stale refusal naming the current revision
+        refusal = loser[0]["metadata"]["refusal"]
+        assert refusal["kind"] == "StaleRevision" and refusal["currentRevision"] == 3
+    else:  # ran while the winner held the session
+        assert b"being driven by another process" in loser[1]
+    async with zuno.Runtime(root=workspace) as rt:
+        steps = rt.state(sid)["plan"]["plan"]["steps"][0]["children"][0]["steps"]
+        assert [s["title"] for s in steps].count("racing") == 1
+
+
+def test_zuno_tools_lists_the_mixed_tools_by_action(run_zuno: RunZuno) -> None:
+    p = run_zuno(
+        "tools",
+        "--json",
+        env={"ZUNO_CONFIG_CONTENT": json.dumps({"continuity": {"enabled": True}, "tools": {"task_context": True}})},
+    )
+    tools = {t["name"]: t for t in json.loads(p.stdout)["tools"]}
+    assert tools["notes"]["classifiedBy"] == "action"
+    assert tools["notes"]["actionEffects"] == {
+        "list_files_by_prefix": "ReadOnly",
+        "read_file": "ReadOnly",
+        "search_contents": "ReadOnly",
+        "append_to_file": "SideEffecting",
+        "write_file": "SideEffecting",
+    }
+    assert set(tools["history"]["actionEffects"].values()) == {"ReadOnly"}
+    assert tools["task_context"]["actionEffects"] == {
+        "get": "ReadOnly",
+        "update": "SideEffecting",
+        "replace": "SideEffecting",
+    }

@@ -90,6 +90,11 @@ class ActionTool(Tool):
     # (SideEffecting, Never, Exclusive). None: ``declarations`` for every call.
     action_declarations: ClassVar[dict[str, Declarations] | None] = None
 
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if cls.action_declarations is not None:  # what `zuno tools` lists per action
+            cls.action_effects = {a: d.effect for a, d in cls.action_declarations.items()}
+
     def classify(self, args: Any) -> Declarations:
         if self.action_declarations is None:
             return self.declarations
