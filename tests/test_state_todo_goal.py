@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import zuno
 from zuno.surface import default_registry
 from zuno.tools.state import read_goal, read_todo
+from zuno.tools.state.docstore import StateRefusal
+from zuno.tools.state.goal import resume_goal
 
 from statehelp import body, call
 
@@ -198,7 +202,7 @@ async def test_goal_completion_needs_fresh_passed_evidence_from_this_session(wor
         rec = await call(s, "goal_update", {"action": "complete", "expected_revision": 4})
         assert rec.outcome == "ok", rec.text
         assert read_goal(rt.store, s.id)["goal"]["status"] == "completed"
-        rec = await call(s, "goal_update", {"action": "resume", "expected_revision": 5})
+        rec = await call(s, "goal_update", {"action": "abandon", "expected_revision": 5, "reason": "x"})
         assert rec.metadata["refusal"]["kind"] == "TerminalGoal"
         other_rcp = fresh.metadata["receiptId"]
     # a receipt of another session is not this session's evidence
@@ -221,14 +225,23 @@ async def test_goal_pause_resume_and_the_section(workspace: Path) -> None:
         rec = await call(
             s,
             "goal_update",
-            {"action": "pause", "expected_revision": 1, "reason": {"kind": "waiting_input", "detail": "which db?"}},
+            {"action": "pause", "expected_revision": 1, "reason": {"kind": "blocked", "detail": "which db?"}},
         )
         assert rec.outcome == "ok"
         section = refresh(rt.store, s.id)
-        assert not section.goal_active and "paused: waiting_input — which db?" in section.text
+        assert not section.goal_active and "paused: blocked — which db?" in section.text
         rec = await call(s, "goal_update", {"action": "complete", "expected_revision": 2})
         assert rec.metadata["refusal"]["kind"] == "InvalidTransition"
-        await call(s, "goal_update", {"action": "resume", "expected_revision": 2})
+        # the model cannot resume a paused Goal, nor pause it with the host's or a request's reasons
+        rec = await call(s, "goal_update", {"action": "resume", "expected_revision": 2})
+        assert rec.block_kind == "invalid_arguments"
+        for kind in ("no_progress", "waiting_input"):
+            rec = await call(s, "goal_update", {"action": "pause", "expected_revision": 2, "reason": {"kind": kind}})
+            assert rec.block_kind == "invalid_arguments"
+        with pytest.raises(StateRefusal) as stale:
+            resume_goal(rt.store, s.id, 1, "goal-resume-1")
+        assert stale.value.facts["currentRevision"] == 2
+        assert resume_goal(rt.store, s.id, 2, "goal-resume-2")["revision"] == 3
         rec = await call(
             s, "goal_update", {"action": "abandon", "expected_revision": 3, "reason": "user changed course"}
         )

@@ -25,6 +25,9 @@ KIND = "goal"
 GoalStatus = Literal["active", "paused", "completed", "abandoned"]
 TERMINAL = frozenset({"completed", "abandoned"})
 PauseKind = Literal["user_requested", "waiting_input", "blocked", "no_progress"]
+# The reasons the model may give itself; no_progress is the host's (progress.py) and waiting_input
+# belongs to a required-input request, which binds its own wait.
+ModelPauseKind = Literal["user_requested", "blocked"]
 
 
 class NewCriterion(ToolArgs):
@@ -34,6 +37,11 @@ class NewCriterion(ToolArgs):
 
 class PauseReason(ToolArgs):
     kind: PauseKind
+    detail: str | None = Field(None, max_length=1000)
+
+
+class ModelPauseReason(ToolArgs):
+    kind: ModelPauseKind
     detail: str | None = Field(None, max_length=1000)
 
 
@@ -63,12 +71,20 @@ class Satisfy(ToolArgs):
 class Pause(ToolArgs):
     action: Literal["pause"]
     expected_revision: int = Field(ge=1)
-    reason: PauseReason
+    reason: ModelPauseReason
 
 
 class Resume(ToolArgs):
+    """Host only (/goal resume): a paused Goal is resumed by the user, never by the model."""
+
     action: Literal["resume"]
     expected_revision: int = Field(ge=1)
+
+
+class HostPause(ToolArgs):
+    action: Literal["pause"]
+    expected_revision: int = Field(ge=1)
+    reason: PauseReason
 
 
 class Complete(ToolArgs):
@@ -82,10 +98,10 @@ class Abandon(ToolArgs):
     reason: str = Field(min_length=1, max_length=1000)
 
 
-ACTIONS = ["create", "add_criteria", "satisfy", "pause", "resume", "complete", "abandon"]
+ACTIONS = ["create", "add_criteria", "satisfy", "pause", "complete", "abandon"]
 
 
-class GoalUpdateArgs(RootModel[action_union(Create, AddCriteria, Satisfy, Pause, Resume, Complete, Abandon)]):  # type: ignore[misc]
+class GoalUpdateArgs(RootModel[action_union(Create, AddCriteria, Satisfy, Pause, Complete, Abandon)]):  # type: ignore[misc]
     pass
 
 
@@ -178,7 +194,7 @@ def apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> t
             raise StateRefusal(
                 "InvalidTransition",
                 f"the Goal is {status}; only an active Goal pauses.",
-                "Resume it first, or leave it paused.",
+                "Leave it paused: the user resumes a paused Goal (/goal resume).",
                 status=status,
             )
         body.update(status="paused", pause_reason=a.reason.model_dump(mode="json"))
@@ -193,7 +209,7 @@ def apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> t
             raise StateRefusal(
                 "InvalidTransition",
                 f"the Goal is {status}; resume it before completing it.",
-                "Resume the Goal first.",
+                "The user resumes a paused Goal first (/goal resume).",
                 status=status,
             )
         missing = unsatisfied(store, session_id, body)
@@ -260,9 +276,10 @@ class GoalUpdateTool(ActionTool):
     description = (
         "Change the Goal. action is required: create (objective + criteria; a criterion with requires_evidence "
         "is satisfied only by a verification receipt id rcp_… that passed with authoritative status in this "
-        "session, after the last write), add_criteria, satisfy (criterion_id, evidence), pause (a typed reason), "
-        "resume, complete (refused, naming each criterion, while any is unsatisfied or its receipt stale), "
-        "abandon. Every change of an existing Goal carries expected_revision from goal_get."
+        "session, after the last write), add_criteria, satisfy (criterion_id, evidence), pause (user_requested "
+        "or blocked; only the user resumes a paused Goal), complete (refused, naming each criterion, while any "
+        "is unsatisfied or its receipt stale), abandon. Every change of an existing Goal carries "
+        "expected_revision from goal_get."
     )
     Args = GoalUpdateArgs
     declarations = MUTATION
@@ -294,3 +311,23 @@ class GoalUpdateTool(ActionTool):
                 "invalidatesContext": True,
             },
         )
+
+
+def host_update(store: Any, session_id: str, args: Resume | HostPause, delivery_id: str) -> dict[str, Any]:
+    """A Goal change made by the host, not the model (/goal resume, a no_progress pause): the same
+    revision rules and delivery idempotency. Raises StateRefusal."""
+    doc = docstore.read(store, scope_of(session_id), KIND)
+    owner = str((doc.body or {}).get("owner") or "main")
+    result, _ = docstore.mutate(
+        store,
+        scope_of(session_id),
+        KIND,
+        docstore.Delivery(delivery_id, ["host", args.model_dump(mode="json")]),
+        lambda d: apply_update(store, session_id, d, args, owner),
+    )
+    return result
+
+
+def resume_goal(store: Any, session_id: str, expected_revision: int, delivery_id: str) -> dict[str, Any]:
+    """/goal resume: the user's explicit resumption of a paused Goal at the revision they saw."""
+    return host_update(store, session_id, Resume(action="resume", expected_revision=expected_revision), delivery_id)

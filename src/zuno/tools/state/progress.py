@@ -70,16 +70,13 @@ def observe_goal(store: Store, session_id: str, observation_id: str) -> Observat
     count = int(result["count"])
     if count < NO_PROGRESS_OBSERVATIONS:
         return Observation(fp, count, False)
-    pause = goal.PauseReason(kind="no_progress", detail=f"{count} identical progress observations")
-    args = goal.Pause(action="pause", expected_revision=g.revision, reason=pause)
+    pause = goal.HostPause(
+        action="pause",
+        expected_revision=g.revision,
+        reason=goal.PauseReason(kind="no_progress", detail=f"{count} identical progress observations"),
+    )
     try:
-        docstore.mutate(
-            store,
-            scope,
-            goal.KIND,
-            docstore.Delivery(f"host-no-progress-{observation_id}", args.model_dump(mode="json")),
-            lambda d: goal.apply_update(store, session_id, d, args, str(g.body.get("owner") or "main")),
-        )
+        goal.host_update(store, session_id, pause, f"host-no-progress-{observation_id}")
     except docstore.StateRefusal:
         return Observation(fp, count, False)  # the Goal changed meanwhile: that is progress
     return Observation(fp, count, True)
