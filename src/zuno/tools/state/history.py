@@ -2,7 +2,8 @@
 its transcript messages (sources.py) — in windows delimited only by successful compactions.
 
 A successful compaction is an ``events`` row of kind ``compaction-completed`` (``record_compaction``
-writes one; the agent loop does when a compaction succeeds). A failed compaction
+writes one) or a compaction marker of the agent transcript (``agent_items`` kind ``compaction``,
+which the loop writes only when a compaction succeeded). A failed compaction
 (``compaction-failed``) delimits nothing. Returned content never includes reasoning or encrypted
 parts, synthetic internal prompt text (runtime reports, synthetic prompts), compaction markers, or
 attachment/image bytes (a short reference is shown instead). Every result is marked as recorded
@@ -67,15 +68,10 @@ def _message_content(msg: sources.StoredMessage) -> str:
 
 def items(store: Store, session_id: str) -> list[Item]:
     out: list[Item] = []
-    rows = store.query(
-        "SELECT id, role, origin, parts, created_at FROM state_transcript WHERE session_id = ? ORDER BY seq",
-        (session_id,),
-    )
-    for r in rows:
-        if r["origin"] in HIDDEN_ORIGINS:
+    for msg in sources.iter_messages(store, session_id):
+        if msg.origin in HIDDEN_ORIGINS:
             continue
-        msg = sources.StoredMessage(r["id"], session_id, 0, r["role"], r["origin"], json.loads(r["parts"]))
-        out.append(Item(f"msg:{r['id']}", r["created_at"], r["role"], r["role"], _message_content(msg)))
+        out.append(Item(f"msg:{msg.id}", msg.at, msg.role, msg.role, _message_content(msg)))
     for c in store.query(
         "SELECT seq, call_id, name, arguments, outcome, text, recorded_at FROM calls WHERE session_id = ?"
         " AND state = 'settled' AND name != ? ORDER BY seq",
@@ -94,6 +90,15 @@ def windows(store: Store, session_id: str) -> list[tuple[float, float | None]]:
             "SELECT at FROM events WHERE session_id = ? AND kind = ? ORDER BY seq", (session_id, COMPACTION_OK)
         )
     ]
+    # The agent transcript's compaction markers: written only when a compaction succeeded.
+    if sources.has_agent_items(store):
+        marks += [
+            r["at"]
+            for r in store.query(
+                "SELECT at FROM agent_items WHERE session_id = ? AND kind = 'compaction' ORDER BY seq", (session_id,)
+            )
+        ]
+    marks.sort()
     bounds: list[tuple[float, float | None]] = []
     start = 0.0
     for m in marks:

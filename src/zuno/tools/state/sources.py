@@ -9,9 +9,12 @@ the digest although its name did not. Only ``role == "user"`` with ``origin == "
 authorization source; a runtime-generated report, a compaction marker or synthetic prompt text
 cannot.
 
-Until the agent transcript lands, messages are read from ``state_transcript`` (below), written by
-``record_message``. The lead reconciles by pointing ``lookup_message`` and ``iter_messages`` at
-the transcript table (keeping the id, role, origin and parts semantics), and dropping this table.
+Two stores are read, so either may hold the transcript: ``state_transcript`` (below, written by
+``record_message``), and — when the agent loop's migration has created it — ``agent_items``
+(kind ``user`` rows with a ``msg_id`` are user messages, ``assistant`` rows assistant messages,
+``notice`` rows runtime reports, ``compaction`` rows compaction markers; ``tool_result`` rows are
+not messages: the ``calls`` table is their record). When the loop's transcript is the only writer,
+``state_transcript`` and ``record_message`` can go.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ class StoredMessage:
     role: str
     origin: str
     parts: list[dict[str, Any]]
+    at: float = 0.0
 
     @property
     def can_authorize(self) -> bool:
@@ -82,17 +86,73 @@ def source_digest(msg: StoredMessage) -> str:
 
 
 def _row(r: Any) -> StoredMessage:
-    return StoredMessage(r["id"], r["session_id"], r["seq"], r["role"], r["origin"], json.loads(r["parts"]))
+    return StoredMessage(
+        r["id"], r["session_id"], r["seq"], r["role"], r["origin"], json.loads(r["parts"]), r["created_at"]
+    )
+
+
+# agent_items kind -> (role, origin)
+_AGENT_KINDS = {
+    "user": ("user", "user"),
+    "assistant": ("assistant", "user"),
+    "notice": ("user", "runtime_report"),
+    "compaction": ("user", "compaction_marker"),
+}
+
+
+def _agent_row(r: Any) -> StoredMessage:
+    data = json.loads(r["data"])
+    role, origin = _AGENT_KINDS[r["kind"]]
+    parts: list[dict[str, Any]] = []
+    text = data.get("summary") if r["kind"] == "compaction" else data.get("text")
+    if text:
+        parts.append({"type": "text", "text": text})
+    for img in data.get("images") or []:
+        parts.append({"type": "image", "media_type": img.get("media_type"), "data_b64": img.get("data_b64", "")})
+    for att in data.get("attachments") or []:
+        parts.append({"type": "attachment", **{k: att.get(k) for k in ("name", "media_type", "size", "sha256")}})
+    for opaque in data.get("opaque") or []:
+        parts.append({"type": "reasoning", "opaque": opaque})  # never a source, never shown
+    mid = r["msg_id"] or f"item_{r['seq']}"
+    return StoredMessage(mid, r["session_id"], r["seq"], role, origin, parts, r["at"])
+
+
+def has_agent_items(store: Store) -> bool:
+    return bool(store.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'agent_items'"))
 
 
 def lookup_message(store: Store, session_id: str, message_id: str) -> StoredMessage | None:
     rows = store.query("SELECT * FROM state_transcript WHERE session_id = ? AND id = ?", (session_id, message_id))
-    return _row(rows[0]) if rows else None
+    if rows:
+        return _row(rows[0])
+    if has_agent_items(store):
+        found = store.query(
+            "SELECT * FROM agent_items WHERE session_id = ? AND msg_id = ? AND kind IN ('user', 'assistant', 'notice',"
+            " 'compaction') ORDER BY seq LIMIT 1",
+            (session_id, message_id),
+        )
+        if found:
+            return _agent_row(found[0])
+    return None
 
 
 def iter_messages(store: Store, session_id: str) -> Iterator[StoredMessage]:
-    for r in store.query("SELECT * FROM state_transcript WHERE session_id = ? ORDER BY seq", (session_id,)):
-        yield _row(r)
+    """Every stored message of the session in time order, from both stores."""
+    out = [
+        _row(r) for r in store.query("SELECT * FROM state_transcript WHERE session_id = ? ORDER BY seq", (session_id,))
+    ]
+    if has_agent_items(store):
+        out += [
+            _agent_row(r)
+            for r in store.query(
+                "SELECT * FROM agent_items WHERE session_id = ?"
+                " AND kind IN ('user', 'assistant', 'notice', 'compaction')"
+                " ORDER BY seq",
+                (session_id,),
+            )
+        ]
+    out.sort(key=lambda m: m.at)
+    yield from out
 
 
 def record_message(
