@@ -254,3 +254,26 @@ def test_two_processes_with_the_same_expected_revision_exactly_one_wins(workspac
     titles = [x["title"] for x in read_plan(rt.store, sid)["plan"]["steps"]]
     rt.store.close()
     assert len([t for t in titles if t.startswith("by ")]) == 1
+
+
+async def test_a_delivery_committed_before_a_crash_is_not_applied_again(workspace: Path) -> None:
+    """The process died after the mutation committed and before the call settled: the client sends
+    the same call again (same id, same body) and gets the stored result; nothing is applied twice."""
+    from zuno.tools.state import docstore, plan
+
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        await call(s, "plan_update", {"action": "create", "objective": "o", "steps": STEPS})
+        args = {"action": "append", "expected_revision": 1, "steps": [{"title": "exactly once"}]}
+        validated = plan.PlanUpdateArgs.model_validate(args)
+        committed, _ = docstore.mutate(
+            rt.store,
+            plan.scope_of(s.id),
+            plan.KIND,
+            docstore.Delivery("call-lost", ["plan_update", validated.root.model_dump(mode="json")]),
+            lambda d: plan.apply_update(d, validated.root, "main"),
+        )
+        again = await call(s, "plan_update", args, id="call-lost")
+        assert again.outcome == "ok" and again.metadata["replayed"] is True
+        assert again.metadata["revision"] == committed["revision"] == 2
+        titles = [x["title"] for x in read_plan(rt.store, s.id)["plan"]["steps"]]
+        assert titles.count("exactly once") == 1
