@@ -243,9 +243,8 @@ def apply_write(doc: Doc, a: TodoWriteArgs, agent: str) -> tuple[dict[str, Any],
     for w in a.todos:
         if w.id is not None and w.id in old:
             item = dict(old[w.id])
-            if item["status"] in TERMINAL and w.status != item["status"]:
-                _transition(item, w.status)
-            item.update(title=w.content, status=w.status, depends_on=list(w.depends_on))
+            _transition(item, w.status)  # the same transition table as todo_update
+            item.update(title=w.content, depends_on=list(w.depends_on))
             if w.owner is not None:
                 item["owner"] = w.owner
         else:
