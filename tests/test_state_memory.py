@@ -102,3 +102,19 @@ async def test_a_review_policy_makes_updates_wait_for_an_explicit_accept(workspa
             await call(s, "memory_update", {"action": "delete", "key": "style"})
         rec = await call(s, "memory_update", {"action": "delete", "key": "style"})
         assert rec.metadata["refusal"]["kind"] == "TooManyProposals"
+
+
+async def test_zuno_memory_lists_and_accepts(workspace: Path, run_zuno) -> None:
+    cfg = {"memory": {"enabled": True, "review_policy": "review"}}
+    async with zuno.Runtime(root=workspace, config_overrides=cfg) as rt, rt.session() as s:
+        pid = (await call(s, "memory_update", {"action": "set", "key": "lint", "content": "ruff check ."})).metadata[
+            "memoryProposal"
+        ]["id"]
+    p = run_zuno("memory", "--json")
+    assert p.returncode == 0 and [x["id"] for x in json.loads(p.stdout)["pending"]] == [pid]
+    p = run_zuno("memory", "accept", pid)
+    assert p.returncode == 0, p.stdout + p.stderr
+    p = run_zuno("memory", "accept", pid)
+    assert p.returncode == 1 and "not pending" in p.stderr
+    p = run_zuno("memory")
+    assert "main/lint (revision 1): ruff check ." in p.stdout
