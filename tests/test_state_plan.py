@@ -277,3 +277,59 @@ async def test_a_delivery_committed_before_a_crash_is_not_applied_again(workspac
         assert again.metadata["revision"] == committed["revision"] == 2
         titles = [x["title"] for x in read_plan(rt.store, s.id)["plan"]["steps"]]
         assert titles.count("exactly once") == 1
+
+
+async def test_the_plan_is_bounded(workspace: Path) -> None:
+    from zuno.tools.state.plan import PLAN_MAX_DEPTH, PLAN_MAX_STEPS
+
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        many = [{"title": f"step {i}"} for i in range(100)]
+        await call(s, "plan_update", {"action": "create", "objective": "o", "steps": many})
+        rev = 1
+        for _ in range(PLAN_MAX_STEPS // 100 - 1):
+            rec = await call(s, "plan_update", {"action": "append", "expected_revision": rev, "steps": many})
+            assert rec.outcome == "ok"
+            rev += 1
+        rec = await call(
+            s, "plan_update", {"action": "append", "expected_revision": rev, "steps": [{"title": "one more"}]}
+        )
+        assert (
+            rec.metadata["refusal"]["kind"] == "PlanTooLarge" and rec.metadata["refusal"]["steps"] == PLAN_MAX_STEPS + 1
+        )
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        await call(s, "plan_update", {"action": "create", "objective": "o", "steps": STEPS})
+        for depth in range(1, PLAN_MAX_DEPTH):
+            step_id = read_plan(rt.store, s.id)
+            focused = _focused(step_id)
+            rec = await call(
+                s,
+                "plan_update",
+                {
+                    "action": "push",
+                    "expected_revision": depth,
+                    "step_id": focused,
+                    "objective": f"level {depth}",
+                    "steps": [{"title": "x"}],
+                },
+            )
+            assert rec.outcome == "ok", rec.text
+        rec = await call(
+            s,
+            "plan_update",
+            {
+                "action": "push",
+                "expected_revision": PLAN_MAX_DEPTH,
+                "step_id": _focused(read_plan(rt.store, s.id)),
+                "objective": "too deep",
+                "steps": [{"title": "x"}],
+            },
+        )
+        assert rec.metadata["refusal"]["kind"] == "PlanTooDeep"
+
+
+def _focused(view: dict) -> str:
+    """The first step id of the focused Plan."""
+    plan = view["plan"]
+    for pid in view["focus"][1:]:
+        plan = next(c for s in plan["steps"] for c in s.get("children", []) if c["id"] == pid)
+    return plan["steps"][0]["id"]

@@ -265,3 +265,24 @@ async def test_declarations_by_action(rt: zuno.Runtime) -> None:
         else:
             assert decl == {"effect": "SideEffecting", "replay": "Never", "concurrency": "Exclusive"}
     rt.store.close()
+
+
+async def test_the_context_is_bounded(rt: zuno.Runtime) -> None:
+    from zuno.tools.state.task_context import MAX_ITEMS
+
+    async with rt, rt.session() as s:
+        m1 = record_message(rt.store, s.id, [{"type": "text", "text": "go"}])
+        await _ctx(
+            s,
+            {
+                "action": "replace",
+                "objective": "o",
+                "task_kind": "inspection",
+                "source_message_ids": [m1],
+                "prohibitions": [f"p{i}" for i in range(MAX_ITEMS)],
+            },
+        )
+        rec = await _ctx(s, {"action": "update", "expected_revision": 1, "prohibitions": ["one more"]})
+        assert (
+            rec.metadata["refusal"]["kind"] == "ContextTooLarge" and rec.metadata["refusal"]["field"] == "prohibitions"
+        )

@@ -32,6 +32,10 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     "completed": frozenset(),
     "superseded": frozenset(),
 }
+# Bounds of one session's Plan document (Zuno's numbers; the spec names none): steps across the
+# whole tree, and how deep push may nest child Plans.
+PLAN_MAX_STEPS = 500
+PLAN_MAX_DEPTH = 8
 # The metadata key a successful plan_update carries: the explicit-Plan-mode instruction the next
 # provider request uses ("Maintain" after any successful Plan mutation).
 PLAN_INSTRUCTION_KEY = "planInstruction"
@@ -168,6 +172,20 @@ def _transition(step: dict[str, Any], new: str) -> None:
 
 
 def apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    body, result = _apply(doc, a, agent)
+    total = sum(len(p["steps"]) for p in body["plans"].values())
+    if total > PLAN_MAX_STEPS:
+        raise StateRefusal(
+            "PlanTooLarge",
+            f"the Plan would hold {total} steps; a session's Plan holds at most {PLAN_MAX_STEPS}.",
+            "Keep the Plan strategic: fewer, larger steps, or create a Plan for the new objective.",
+            steps=total,
+            limit=PLAN_MAX_STEPS,
+        )
+    return body, result
+
+
+def _apply(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
     check_revision(doc, a.expected_revision, "Plan", "plan_get", creating=a.action == "create")
     body: dict[str, Any]
     if a.action == "create":
@@ -220,6 +238,13 @@ def apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str
         added = [_new_step(body, s, agent) for s in a.steps]
         focused["steps"].extend(added)
         return body, {"action": "append", "steps": [s["id"] for s in added]}
+    if a.action == "push" and len(body["focus"]) >= PLAN_MAX_DEPTH:
+        raise StateRefusal(
+            "PlanTooDeep",
+            f"the focused Plan is already {len(body['focus'])} levels deep (at most {PLAN_MAX_DEPTH}).",
+            "Pop back to a parent, or append steps to the focused Plan.",
+            limit=PLAN_MAX_DEPTH,
+        )
     if a.action == "push":
         target = next((s for s in focused["steps"] if s["id"] == a.step_id), None)
         if target is None:

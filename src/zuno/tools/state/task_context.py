@@ -259,6 +259,15 @@ def apply_update(store: Store, sid: str, doc: Doc, a: Any) -> tuple[dict[str, An
         body["decision_owner"] = a.decision_owner
     if a.checks:
         _apply_checks(store, sid, body, a.checks, revise)
+    for key in ("authorized", "prohibitions", "sources", "checks"):
+        if len(body[key]) > MAX_ITEMS:
+            raise StateRefusal(
+                "ContextTooLarge",
+                f"the task context would hold {len(body[key])} {key}; at most {MAX_ITEMS}.",
+                "Keep the context to what the task needs, or start a new task with replace.",
+                field=key,
+                limit=MAX_ITEMS,
+            )
     if getattr(a, "status", None) == "completed":
         blockers = _completion_blockers(body)
         if blockers:
