@@ -160,6 +160,20 @@ class WebSearchConfig(_Strict):
     blocked_domains: list[str] = Field(default_factory=list)
 
 
+class ContinuityConfig(_Strict):
+    # The optional continuity tools, history and notes (registered slots of the zuno profile),
+    # appear only when this is on (and the tool and permission filters keep them).
+    enabled: bool = False
+
+
+class MemoryConfig(_Strict):
+    # memory_read / memory_update appear only when memory is enabled.
+    enabled: bool = False
+    # "auto": updates apply at once; "review": an update is a proposal that waits for an
+    # explicit accept (zuno.tools.state.memory.accept_proposal).
+    review_policy: Literal["auto", "review"] = "auto"
+
+
 class Config(_Strict):
     # "<provider id>/<model name>"; checked when a provider is built (zuno.agent.providers).
     model: str | None = Field(None, min_length=1)
@@ -178,6 +192,8 @@ class Config(_Strict):
     editing: EditingConfig = Field(default_factory=EditingConfig)
     webfetch: WebfetchConfig = Field(default_factory=WebfetchConfig)
     web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
+    continuity: ContinuityConfig = Field(default_factory=ContinuityConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
 
 
 def _merge(base: dict[str, Any], top: Mapping[str, Any], origin: dict[str, str], src: str, prefix: str) -> None:
