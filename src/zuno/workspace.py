@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 
 from zuno.declarations import BlockKind
-from zuno.tool import Refused
+from zuno.errors import Refused
 
 STATE_DIR = ".zuno"
 _STATE_GITIGNORE = "# Zuno's durable state: never committed.\n*\n"
