@@ -123,3 +123,18 @@ CHORD_CONTEXT_LINE_MAX_BYTES = 256
 # chord grep: bytes/lines of the output budget kept back for the status lines around the body.
 CHORD_BUDGET_RESERVE_BYTES = 1_024
 CHORD_BUDGET_RESERVE_LINES = 8
+
+# -- Issue 10: safe paths and bounded reads ----------------------------------------------------
+# A path component holds at most 255 bytes (NAME_MAX of Linux, macOS and Windows filesystems);
+# a longer one is invalid arguments naming the field, not an I/O failure inside the tool.
+PATH_NAME_MAX_BYTES = 255
+# A whole model-given path holds at most 4095 bytes (PATH_MAX less the terminating NUL).
+PATH_MAX_BYTES = 4_095
+# Files are read in chunks of this size: a read streams, hashing as it goes, and holds only the
+# window it returns.
+FILE_READ_CHUNK = 1024 * 1024
+# read holds at most this much of one line of the window; a longer line is shown up to it and
+# says how long it really is (the rest stays in the file, reachable with grep or shell).
+READ_LINE_HOLD_BYTES = 1024 * 1024
+# view_image decodes a source file of at most this many bytes (it holds the file to decode it).
+IMAGE_MAX_SOURCE_BYTES = 64 * 1024 * 1024
