@@ -178,7 +178,7 @@ def read_current(where: safefs.Target) -> tuple[bytes | None, os.stat_result | N
 def not_a_file(shown: str, e: OSError, rule: str) -> str:
     """The message for a path that names no regular file (or whose write failed)."""
     if isinstance(e, IsADirectoryError):
-        return f"{shown} is a directory; {rule}. Name a file (for example {shown}/<name>)."
+        return f"{shown} is a directory, not a regular file; {rule}."
     if isinstance(e, safefs.NotRegular):
         return f"{shown} is {e.what}, not a regular file; {rule}."
     if isinstance(e, NotADirectoryError):
