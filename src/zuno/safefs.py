@@ -149,9 +149,9 @@ def target(roots: list[Path], path: Path, field: str = "path") -> Target:
 def _linked(t: Target, upto: int) -> Refused:
     return Refused(
         BlockKind.denied,
-        f"argument '{t.field}': {t.shown(upto)!r} is a symbolic link now (it changed after the path was resolved, "
-        "or it is a link loop); Zuno opens workspace paths without following links, so nothing was done. "
-        "Name the real path.",
+        f"argument '{t.field}': {t.shown(upto)!r} is a symbolic link. Zuno opens paths below the workspace without "
+        "following links it did not resolve (a directory swapped for a link after the path was resolved, a link "
+        "inside Zuno's own folders, or a link loop), so nothing was done. Name the real path.",
         component=t.shown(upto),
     )
 
