@@ -225,6 +225,15 @@ def _step(fd: int, part: str, t: Target, i: int, create: bool) -> int:
                 raise _translate(e, t, i) from None
             continue
         except NotADirectoryError:
+            # O_NOFOLLOW | O_DIRECTORY on a link says ENOTDIR: tell a link from a file.
+            try:
+                mode = os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode
+            except OSError:
+                continue  # gone meanwhile: look again
+            if stat.S_ISLNK(mode):
+                raise _linked(t, i) from None
+            if stat.S_ISDIR(mode):
+                continue  # a directory again (swapped back): open it on the next turn
             raise NotADirectoryError(errno.ENOTDIR, "a parent is not a directory", t.shown(i)) from None
         except OSError as e:
             raise _translate(e, t, i) from None

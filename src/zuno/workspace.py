@@ -110,17 +110,7 @@ class Workspace:
         p = Path(os.path.expanduser(raw))
         resolved = self._below_root(p) if not p.is_absolute() else None
         if resolved is None:
-            joined = p if p.is_absolute() else self.root / p
-            try:
-                resolved = Path(os.path.realpath(joined, strict=True))
-            except OSError as e:
-                if e.errno == errno.ELOOP:
-                    raise Refused(
-                        BlockKind.invalid_arguments,
-                        f"argument '{field}': {raw!r} goes through a symbolic link loop (a link that points back to "
-                        "itself); it names no file. Name the real path.",
-                    ) from None
-                resolved = Path(os.path.realpath(joined))
+            resolved = _realpath(p if p.is_absolute() else self.root / p, raw, field)
         if not self.is_inside(resolved):
             raise Refused(
                 BlockKind.denied,
@@ -192,3 +182,29 @@ def check_name_lengths(raw: str, field: str) -> None:
                 f"argument '{field}': the name {name[:40]!r}... is {len(part)} bytes; a file or directory name holds "
                 f"at most {limits.PATH_NAME_MAX_BYTES} bytes. Use a shorter name.",
             )
+
+
+def _realpath(joined: Path, raw: str, field: str) -> Path:
+    """os.path.realpath, tolerant of a link swapped while it runs (readlink of a name that stopped
+    being a link raises): tried again a few times, then refused. A link loop is invalid arguments."""
+    for _ in range(8):
+        try:
+            return Path(os.path.realpath(joined, strict=True))
+        except FileNotFoundError:
+            try:
+                return Path(os.path.realpath(joined))
+            except OSError:
+                continue
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise Refused(
+                    BlockKind.invalid_arguments,
+                    f"argument '{field}': {raw!r} goes through a symbolic link loop (a link that points back to "
+                    "itself); it names no file. Name the real path.",
+                ) from None
+            continue
+    raise Refused(
+        BlockKind.denied,
+        f"argument '{field}': {raw!r} kept changing while it was resolved (a symbolic link swapped in and out); "
+        "nothing was done. Try again when it holds still.",
+    )
