@@ -373,6 +373,11 @@ class ApplyPatchTool(Tool):
             unique = chunk.title is None
             found, level = matcher.find(old, region, at_end=chunk.end_of_file, want=2 if unique else 1)
             if not found:
+                retried = _without_final_blank(matcher, chunk, region, unique)
+                if retried is not None:
+                    chunk, found, level = retried
+                    old = chunk.old
+            if not found:
                 where = "at the end of the file" if chunk.end_of_file else f"from line {region + 1} on"
                 hint, near = _closest(matcher, old, region)
                 return mismatch(
@@ -557,6 +562,31 @@ def _given(ctx: ToolContext, raw: str) -> Path:
     """The path as the model named it, before symbolic links are resolved."""
     p = Path(os.path.expanduser(raw))
     return p if p.is_absolute() else ctx.workspace.root / p
+
+
+def _without_final_blank(
+    matcher: Matcher, chunk: Chunk, region: int, unique: bool
+) -> tuple[Chunk, list[int], int] | None:
+    """A chunk whose last line is a blank context line that stands for the file's final newline
+    (a common habit of patch writers): retried without it, and accepted only when that is
+    unambiguous — the rest of the chunk then ends exactly at the file's last line, and (for a chunk
+    without an anchor) occurs nowhere else. The file keeps its own final-newline state."""
+    if not chunk.ops or chunk.ops[-1] != ("ctx", "") or len(chunk.old) < 2:
+        return None
+    trimmed = replace(chunk, ops=chunk.ops[:-1])
+    old = trimmed.old
+    at_end, level = matcher.find(old, region, at_end=True)
+    if not at_end:
+        return None
+    if unique:
+        anywhere, _ = matcher.find(old, region, want=2)
+        if len(anywhere) != 1:
+            return None
+    else:
+        first, _ = matcher.find(old, region)
+        if first != at_end:
+            return None
+    return trimmed, at_end, level
 
 
 def _closest(matcher: Matcher, old: list[str], start: int) -> tuple[str, int]:
