@@ -105,9 +105,13 @@ def read_call(shown: str, offset: int | None = None) -> dict[str, Any]:
 
 def check_fresh(ctx: ToolContext, path: Path, current: bytes, operation_digest: str) -> Conflict | None:
     """ReadRequired when this session never read the file; StaleRead when it changed since."""
+    return check_fresh_digest(ctx, path, sha256_hex(current), operation_digest)
+
+
+def check_fresh_digest(ctx: ToolContext, path: Path, current_digest: str, operation_digest: str) -> Conflict | None:
+    """check_fresh from the SHA-256 of the current bytes (streamed; the bytes need not be held)."""
     receipt = ctx.store.read_receipt(ctx.session_id, receipt_key(ctx, path))
     shown = ctx.workspace.display(path)
-    current_digest = sha256_hex(current)
     if receipt is None:
         return Conflict(
             "ReadRequired",

@@ -17,10 +17,10 @@ from pydantic import Field
 
 from zuno import safefs
 from zuno.declarations import BlockKind, Declarations
-from zuno.receipts import Conflict, check_fresh, read_call, record_read, sha256_hex
+from zuno.receipts import Conflict, check_fresh, check_fresh_digest, read_call, record_read, sha256_hex
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
-from zuno.tools.file_scan import in_thread, not_a_file, read_current
+from zuno.tools.file_scan import digest_current, in_thread, not_a_file, read_current
 from zuno.tools.patch import textfile
 from zuno.tools.patch.applier import ABSENT, in_state_dir, remember, replay_conflict
 from zuno.tools.patch.grammar import digest
@@ -190,7 +190,7 @@ class DeleteTool(Tool):
         op_digest = digest({"kind": "delete", "path": str(path)})
         async with ctx.workspace.mutation_lock:
             try:
-                current, _st = await in_thread(lambda _stop: read_current(where))
+                current = await in_thread(lambda _stop: digest_current(where))
             except OSError as e:
                 return ToolOutput.failure(not_a_file(shown, e, "delete removes files only; nothing was deleted"))
             if current is None:
@@ -198,7 +198,8 @@ class DeleteTool(Tool):
                 if conflict is not None:
                     return conflict.to_output()
                 return ToolOutput.failure(f"{shown}: no such file; nothing was deleted.")
-            conflict = check_fresh(ctx, path, current, op_digest)
+            cur_digest, size, _st = current
+            conflict = check_fresh_digest(ctx, path, cur_digest, op_digest)
             if conflict is not None:
                 return conflict.to_output()
             try:
@@ -206,15 +207,15 @@ class DeleteTool(Tool):
             except OSError as e:
                 return ToolOutput.failure(f"{shown}: cannot be deleted ({e.strerror}); it is unchanged.")
             ctx.store.drop_read_receipt(ctx.session_id, str(path))
-            remember(ctx, path, op_digest, sha256_hex(current), "before", "applied", self.name)
+            remember(ctx, path, op_digest, cur_digest, "before", "applied", self.name)
             remember(ctx, path, op_digest, ABSENT, "after", "applied", self.name)
         return ToolOutput(
-            text=f"Deleted {shown} ({len(current)} bytes).",
+            text=f"Deleted {shown} ({size} bytes).",
             metadata={
                 "writtenPaths": [],
                 "deletedPaths": [shown],
-                "bytes": len(current),
-                "sha256": sha256_hex(current),
+                "bytes": size,
+                "sha256": cur_digest,
             },
         )
 

@@ -184,3 +184,22 @@ def not_a_file(shown: str, e: OSError, rule: str) -> str:
     if isinstance(e, NotADirectoryError):
         return f"a parent of {shown} ({e.filename}) is a file, not a directory; {rule}."
     return f"{shown}: {e.strerror or e}; {rule}."
+
+
+def digest_current(where: safefs.Target) -> tuple[str, int, os.stat_result] | None:
+    """Like read_current, for a mutation that replaces or removes the whole file and so needs only
+    the current bytes' SHA-256 and size: streamed, never held. None when nothing is there."""
+    try:
+        fd = safefs.open_regular(where)
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        h = hashlib.sha256()
+        size = 0
+        while chunk := os.read(fd, limits.FILE_READ_CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+        return h.hexdigest(), size, st
+    finally:
+        os.close(fd)

@@ -19,10 +19,10 @@ from pydantic import Field
 
 from zuno import limits, safefs
 from zuno.declarations import READ_ONLY_PARALLEL, BlockKind, Declarations
-from zuno.receipts import check_fresh, record_read, record_seen, sha256_hex
+from zuno.receipts import check_fresh_digest, record_read, record_seen, sha256_hex
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
-from zuno.tools.file_scan import Scan, image_format, in_thread, not_a_file, read_current, scan_window
+from zuno.tools.file_scan import Scan, digest_current, image_format, in_thread, not_a_file, scan_window
 from zuno.workspace import STATE_DIR
 
 if TYPE_CHECKING:
@@ -192,13 +192,14 @@ class WriteTool(Tool):
         op_digest = sha256_hex(b"write\0" + str(path).encode() + b"\0" + data)
         async with ctx.workspace.mutation_lock:
             try:
-                current, st = await in_thread(lambda _stop: read_current(where))
+                current = await in_thread(lambda _stop: digest_current(where))
             except OSError as e:
                 return ToolOutput.failure(not_a_file(shown, e, "write creates or replaces files only"))
             existed = current is not None
             mode = None
-            if current is not None and st is not None:
-                conflict = check_fresh(ctx, path, current, op_digest)
+            if current is not None:
+                cur_digest, _size, st = current
+                conflict = check_fresh_digest(ctx, path, cur_digest, op_digest)
                 if conflict is not None:
                     return conflict.to_output()
                 mode = stat.S_IMODE(st.st_mode)
