@@ -244,3 +244,28 @@ def test_errors_of_the_walk_are_typed(workspace: Path) -> None:
     with pytest.raises(safefs.NotRegular) as e:
         safefs.read_bytes(safefs.Target(root, ("fifo",)))
     assert e.value.errno == errno.EINVAL and "FIFO" in e.value.what
+
+
+async def test_a_link_inside_the_workspace_is_resolved_once_to_its_real_path(workspace: Path, session: Any) -> None:
+    """The choice for links that stay inside: resolved once, by name, to the real path (which must
+    be inside), then opened component by component without following anything."""
+    (workspace / "real").mkdir()
+    os.symlink("real", workspace / "alias")
+    res = await session.step([call("write", path="alias/new.txt", content="x\n")])
+    rec = res.results[0]
+    assert str(rec.outcome) == "ok" and rec.metadata["writtenPaths"] == ["real/new.txt"], rec.text
+    assert (workspace / "real" / "new.txt").read_text() == "x\n" and (workspace / "alias").is_symlink()
+    res = await session.step([call("read", path="alias/new.txt"), call("read", path="alias")])
+    assert [str(r.outcome) for r in res.results] == ["ok", "ok"] and "new.txt" in res.results[1].text
+
+
+async def test_a_granted_directory_is_its_own_root(workspace: Path) -> None:
+    extra = workspace.parent / "granted"
+    extra.mkdir()
+    cfg = {"workspace": {"granted_dirs": [str(extra)]}}
+    async with zuno.Runtime(root=workspace, config_overrides=cfg) as rt, rt.session() as s:
+        res = await s.step([call("write", path=str(extra / "deep" / "g.txt"), content="g\n")])
+        assert str(res.results[0].outcome) == "ok", res.results[0].text
+        res = await s.step([call("read", path=str(extra / "deep" / "g.txt"))])
+        assert "1\tg" in res.results[0].text
+    assert (extra / "deep" / "g.txt").read_text() == "g\n"
