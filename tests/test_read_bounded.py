@@ -244,3 +244,16 @@ async def test_a_directory_where_a_file_is_expected_says_is_a_directory(workspac
         assert str(rec.outcome) == "error" and "pkg is a directory" in rec.text, rec.text
         assert "does not exist" not in rec.text and "no such file" not in rec.text
     assert (workspace / "pkg").is_dir()
+
+
+async def test_view_image_reads_a_bounded_source(workspace: Path) -> None:
+    with open(workspace / "huge.png", "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n")
+        f.truncate(limits.IMAGE_MAX_SOURCE_BYTES + 1)
+    (workspace / "dir.png").mkdir()
+    async with zuno.Runtime(root=workspace, profile="chord") as rt, rt.session() as s:
+        res = await s.step([call("view_image", path="huge.png"), call("view_image", path="dir.png")])
+    big, d = res.results
+    assert (str(big.outcome), str(big.block_kind)) == ("blocked", "invalid_arguments"), big.text
+    assert f"larger than {limits.IMAGE_MAX_SOURCE_BYTES} bytes" in big.text
+    assert str(d.outcome) == "error" and "dir.png is a directory" in d.text

@@ -134,6 +134,7 @@ async def test_a_directory_swapped_for_a_symlink_never_lets_a_file_out(workspace
                 r["outcome"] == "error" and "nothing was written" in r["text"]
             ), r["text"]
             assert "symbolic link" in r["text"] or "outside the workspace" in r["text"], r["text"]
+    print(f"swaps={swapper.swaps} ok={ok} refused={refused}")  # shown with -s, and on failure
     assert ok > 0 and ok + refused == 300
     assert list(workspace.parent.glob(f"outside/**/*{safefs.TMP_SUFFIX}")) == []
 
