@@ -133,6 +133,9 @@ PATH_MAX_BYTES = 4_095
 # Files are read in chunks of this size: a read streams, hashing as it goes, and holds only the
 # window it returns.
 FILE_READ_CHUNK = 1024 * 1024
+# read scans a regular file up to this size on the event loop (a few syscalls and one chunk); a
+# larger one, a directory listing and every mutation's I/O run in a worker thread.
+READ_INLINE_MAX_BYTES = 256 * 1024
 # read holds at most this much of one line of the window; a longer line is shown up to it and
 # says how long it really is (the rest stays in the file, reachable with grep or shell).
 READ_LINE_HOLD_BYTES = 1024 * 1024

@@ -75,8 +75,24 @@ class ReadTool(Tool):
             finally:
                 os.close(fd)
 
+        def small_inline() -> tuple[str, Any] | None:
+            """A small regular file is scanned on the loop (a few syscalls, no thread hop); anything
+            else — missing, a directory, a large file — goes to the worker thread."""
+            try:
+                fd = safefs.open_regular(where)
+            except OSError:  # missing, a directory, a FIFO...: the thread path says which
+                return None
+            try:
+                fst = os.fstat(fd)
+                if fst.st_size > limits.READ_INLINE_MAX_BYTES:
+                    return None
+                return "file", (scan_window(fd, start, want, budget, _NEVER), fst)
+            finally:
+                os.close(fd)
+
         try:
-            kind, value = await in_thread(work)
+            found = small_inline()
+            kind, value = found if found is not None else await in_thread(work)
         except FileNotFoundError:
             kind, value = "missing", None
         except safefs.NotRegular as e:
@@ -140,6 +156,9 @@ class ReadTool(Tool):
             footer = f"({len(page)} of {len(names)} entries; continue with offset={start + len(page)})"
         head = f"{shown}/ ({len(names)} entries)" if shown != "." else f"./ ({len(names)} entries)"
         return ToolOutput(text="\n".join(page), head=head, tail=footer, metadata={"path": shown, "entries": len(names)})
+
+
+_NEVER = threading.Event()  # the stop signal of an inline scan, which nothing cancels midway
 
 
 def image_tool_on_surface(config: Config) -> bool:
