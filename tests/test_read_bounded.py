@@ -257,3 +257,36 @@ async def test_view_image_reads_a_bounded_source(workspace: Path) -> None:
     assert (str(big.outcome), str(big.block_kind)) == ("blocked", "invalid_arguments"), big.text
     assert f"larger than {limits.IMAGE_MAX_SOURCE_BYTES} bytes" in big.text
     assert str(d.outcome) == "error" and "dir.png is a directory" in d.text
+
+
+def _rchar() -> int:
+    with open("/proc/self/io") as f:
+        return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+
+
+async def test_cancelling_a_long_read_stops_the_streaming_scan(workspace: Path) -> None:
+    """Ctrl-C reaches a read: the call settles cancelled and the worker thread stops reading at
+    its next chunk (observed in this process's own read counter, /proc/self/io)."""
+    import asyncio
+    import time
+
+    size = 8 * 1024**3
+    with open(workspace / "endless.txt", "wb") as f:
+        f.write(b"text\n")
+        f.truncate(size)
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        base = _rchar()
+        step = asyncio.create_task(s.step([call("read", path="endless.txt")]))
+        deadline = time.monotonic() + 60
+        while _rchar() - base < 64 * 1024**2:  # the scan is under way
+            assert time.monotonic() < deadline, "the scan never started"
+            await asyncio.sleep(0.01)
+        s.cancel()
+        res = await asyncio.wait_for(step, 60)
+        rec = res.results[0]
+        assert rec.cancelled is True, rec.text
+        await asyncio.sleep(0.3)  # the thread sees the stop at its next chunk
+        settled = _rchar()
+        await asyncio.sleep(0.5)
+        assert _rchar() - settled < 4 * limits.FILE_READ_CHUNK, "the scan kept reading after the cancel"
+        assert settled - base < size, "the whole file was read despite the cancel"
