@@ -270,3 +270,16 @@ async def test_a_granted_directory_is_its_own_root(workspace: Path) -> None:
         res = await s.step([call("read", path=str(extra / "deep" / "g.txt"))])
         assert "1\tg" in res.results[0].text
     assert (extra / "deep" / "g.txt").read_text() == "g\n"
+
+
+def test_fsutil_atomic_write_walks_beneath_without_following(workspace: Path) -> None:
+    from zuno.fsutil import atomic_write
+
+    outside = workspace.parent / "out"
+    outside.mkdir()
+    os.symlink(outside, workspace / "hop")
+    atomic_write(workspace / "made" / "x.txt", b"x", None, beneath=workspace)
+    assert (workspace / "made" / "x.txt").read_bytes() == b"x"
+    with pytest.raises(zuno.Refused):
+        atomic_write(workspace / "hop" / "y.txt", b"y", None, beneath=workspace)
+    assert list(outside.iterdir()) == []
