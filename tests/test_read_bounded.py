@@ -290,3 +290,35 @@ async def test_cancelling_a_long_read_stops_the_streaming_scan(workspace: Path) 
         await asyncio.sleep(0.5)
         assert _rchar() - settled < 4 * limits.FILE_READ_CHUNK, "the scan kept reading after the cancel"
         assert settled - base < size, "the whole file was read despite the cancel"
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 64, 1 << 20])
+def test_the_streamed_window_equals_the_whole_file_split(tmp_path: Path, monkeypatch: Any, chunk: int) -> None:
+    """scan_window against the obvious reading of the whole file, with chunk boundaries anywhere."""
+    import random
+    import threading
+
+    from zuno.tools import file_scan
+
+    monkeypatch.setattr(limits, "FILE_READ_CHUNK", chunk)
+    rng = random.Random(chunk)
+    stop = threading.Event()
+    for case in range(40):
+        lines = ["".join(rng.choice("ab\r") for _ in range(rng.randrange(0, 6))) for _ in range(rng.randrange(0, 30))]
+        data = "\n".join(lines).encode() + (b"\n" if rng.random() < 0.5 else b"")
+        p = tmp_path / f"c{case}"
+        p.write_bytes(data)
+        whole = data.split(b"\n")
+        if data.endswith(b"\n"):
+            whole.pop()
+        total = len(whole) if data else 0
+        start, want = rng.randrange(1, 35), rng.randrange(1, 8)
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            scan = file_scan.scan_window(fd, start, want, 10_000, stop)
+        finally:
+            os.close(fd)
+        assert (scan.size, scan.lines, scan.sha256) == (len(data), total, hashlib.sha256(data).hexdigest())
+        expected = [w.decode().rstrip("\r") for w in whole[start - 1 : start - 1 + want]]
+        assert [r.text for r in scan.rows] == expected, (data, start, want)
+        assert [r.number for r in scan.rows] == list(range(start, start + len(expected)))

@@ -118,9 +118,9 @@ def scan_window(
                 if cur + rest < start:
                     cur += rest
                     break
-                j = chunk.find(b"\n", i)
-                cur += 1
-                i = j + 1
+                k = start - cur  # the window starts inside this chunk, after k more line breaks
+                i = n - len(chunk[i:].split(b"\n", k)[-1])
+                cur += k
                 continue
             j = chunk.find(b"\n", i)
             seg_end = j if j >= 0 else n
