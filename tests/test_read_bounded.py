@@ -244,6 +244,19 @@ async def test_a_directory_where_a_file_is_expected_says_is_a_directory(workspac
         assert str(rec.outcome) == "error" and "pkg is a directory" in rec.text, rec.text
         assert "does not exist" not in rec.text and "no such file" not in rec.text
     assert (workspace / "pkg").is_dir()
+    # A trailing '/' names a directory: no file "newdir" is created in its place.
+    async with zuno.Runtime(root=workspace, profile="chord", config_overrides=cfg) as rt, rt.session() as s:
+        res = await s.step(
+            [
+                call("write", path="newdir/", content="x"),
+                call("edit", path="pkg/", old_string="a", new_string="b"),
+                call("apply_patch", patch="*** Begin Patch\n*** Add File: newdir/\n+b\n*** End Patch"),
+            ]
+        )
+    for rec, field in zip(res.results, ("path", "path", "patch"), strict=True):
+        assert (str(rec.outcome), str(rec.block_kind)) == ("blocked", "invalid_arguments"), rec.text
+        assert f"argument '{field}'" in rec.text and "names a directory" in rec.text
+    assert not (workspace / "newdir").exists()
 
 
 async def test_view_image_reads_a_bounded_source(workspace: Path) -> None:

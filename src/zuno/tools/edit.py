@@ -20,7 +20,7 @@ from zuno.declarations import BlockKind, Declarations
 from zuno.receipts import Conflict, check_fresh, check_fresh_digest, read_call, record_read, sha256_hex
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
-from zuno.tools.file_scan import digest_current, in_thread, not_a_file, read_current
+from zuno.tools.file_scan import digest_current, in_thread, not_a_file, read_current, refuse_directory_name
 from zuno.tools.patch import textfile
 from zuno.tools.patch.applier import ABSENT, in_state_dir, remember, replay_conflict
 from zuno.tools.patch.grammar import digest
@@ -52,6 +52,7 @@ class EditTool(Tool):
     declarations = Declarations()
 
     async def run(self, ctx: ToolContext, args: EditArgs) -> ToolOutput:
+        refuse_directory_name(args.path, "path", "edit changes files only")
         path, where = ctx.workspace.locate(args.path)
         shown = ctx.workspace.display(path)
         _refuse_state(ctx, path, shown)
@@ -179,6 +180,7 @@ class DeleteTool(Tool):
     declarations = Declarations()
 
     async def run(self, ctx: ToolContext, args: DeleteArgs) -> ToolOutput:
+        refuse_directory_name(args.path, "path", "delete removes files only")
         path_raw = ctx.workspace.root / args.path if not os.path.isabs(args.path) else None
         path, where = ctx.workspace.locate(args.path)
         shown = ctx.workspace.display(path)

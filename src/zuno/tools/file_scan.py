@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from zuno import limits, safefs
+from zuno.declarations import BlockKind
+from zuno.errors import Refused
 
 _T = TypeVar("_T")
 
@@ -203,3 +205,14 @@ def digest_current(where: safefs.Target) -> tuple[str, int, os.stat_result] | No
         return h.hexdigest(), size, st
     finally:
         os.close(fd)
+
+
+def refuse_directory_name(raw: str, field: str, rule: str) -> None:
+    """A path that ends with '/' names a directory; a tool that expects a file refuses it rather
+    than create a file of that name."""
+    if raw.endswith("/") and raw.strip("/"):
+        raise Refused(
+            BlockKind.invalid_arguments,
+            f"argument '{field}': {raw!r} ends with '/', so it names a directory; {rule}. "
+            "Name the file without a trailing '/'.",
+        )

@@ -22,7 +22,15 @@ from zuno.declarations import READ_ONLY_PARALLEL, BlockKind, Declarations
 from zuno.receipts import check_fresh_digest, record_read, record_seen, sha256_hex
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
-from zuno.tools.file_scan import Scan, digest_current, image_format, in_thread, not_a_file, scan_window
+from zuno.tools.file_scan import (
+    Scan,
+    digest_current,
+    image_format,
+    in_thread,
+    not_a_file,
+    refuse_directory_name,
+    scan_window,
+)
 from zuno.workspace import STATE_DIR
 
 if TYPE_CHECKING:
@@ -201,6 +209,7 @@ class WriteTool(Tool):
     declarations = Declarations()  # SideEffecting, Never, Exclusive
 
     async def run(self, ctx: ToolContext, args: WriteArgs) -> ToolOutput:
+        refuse_directory_name(args.path, "path", "write creates or replaces files only")
         path, where = ctx.workspace.locate(args.path)
         shown = ctx.workspace.display(path)
         if path == ctx.workspace.state_dir or path.is_relative_to(ctx.workspace.state_dir):

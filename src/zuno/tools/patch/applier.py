@@ -26,7 +26,7 @@ from zuno.declarations import BlockKind, Declarations
 from zuno.permissions import decide
 from zuno.receipts import Conflict, check_fresh, read_call, record_read, sha256_hex
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
-from zuno.tools.file_scan import in_thread, not_a_file, read_current
+from zuno.tools.file_scan import in_thread, not_a_file, read_current, refuse_directory_name
 from zuno.tools.patch import textfile
 from zuno.tools.patch.grammar import Chunk, FileOp, PatchSyntaxError, digest, first_path, parse
 from zuno.tools.patch.matcher import LEVEL_NAMES, Matcher
@@ -203,6 +203,10 @@ class ApplyPatchTool(Tool):
         plans: list[Planned] = []
         seen: dict[Path, int] = {}
         for n, op in enumerate(ops, 1):
+            for raw in (op.path, op.move_to):
+                if raw is not None:
+                    rule = f"apply_patch changes files only (operation {n}, line {op.line})"
+                    refuse_directory_name(raw, "patch", rule)
             src = ctx.workspace.resolve(op.path, field="patch")
             dest = ctx.workspace.resolve(op.move_to, field="patch") if op.move_to else None
             if dest == src:
