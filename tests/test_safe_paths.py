@@ -88,7 +88,14 @@ def _patch_add(path: str, text: str) -> str:
     return f"*** Begin Patch\n*** Add File: {path}\n+{text}\n*** End Patch"
 
 
-async def test_a_directory_swapped_for_a_symlink_never_lets_a_file_out(workspace: Path, session: Any) -> None:
+@pytest.mark.parametrize("walk", ["openat2", "openat-chain"])
+async def test_a_directory_swapped_for_a_symlink_never_lets_a_file_out(
+    workspace: Path, session: Any, monkeypatch: Any, walk: str
+) -> None:
+    if walk == "openat2" and not safefs.openat2_available():
+        pytest.skip("this kernel has no openat2")
+    if walk == "openat-chain":
+        monkeypatch.setattr(safefs, "_openat2_ok", False)
     outside = workspace.parent / "outside"
     outside.mkdir()
     (workspace / "d").mkdir()
