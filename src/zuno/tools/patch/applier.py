@@ -30,6 +30,7 @@ from zuno.tools.file_scan import in_thread, not_a_file, read_current, refuse_dir
 from zuno.tools.patch import textfile
 from zuno.tools.patch.grammar import Chunk, FileOp, PatchSyntaxError, digest, first_path, parse
 from zuno.tools.patch.matcher import LEVEL_NAMES, Matcher
+from zuno.tools.patch.retry import closest, without_final_blank
 from zuno.workspace import STATE_DIR
 
 ABSENT = "absent"
@@ -377,13 +378,13 @@ class ApplyPatchTool(Tool):
             unique = chunk.title is None
             found, level = matcher.find(old, region, at_end=chunk.end_of_file, want=2 if unique else 1)
             if not found:
-                retried = _without_final_blank(matcher, chunk, region, unique)
+                retried = without_final_blank(matcher, chunk, region, unique)
                 if retried is not None:
                     chunk, found, level = retried
                     old = chunk.old
             if not found:
                 where = "at the end of the file" if chunk.end_of_file else f"from line {region + 1} on"
-                hint, near = _closest(matcher, old, region)
+                hint, near = closest(matcher, old, region)
                 return mismatch(
                     chunk,
                     f"its {len(old)} context/removed line(s) starting {old[0]!r} do not match the current file {where}"
@@ -566,45 +567,6 @@ def _given(ctx: ToolContext, raw: str) -> Path:
     """The path as the model named it, before symbolic links are resolved."""
     p = Path(os.path.expanduser(raw))
     return p if p.is_absolute() else ctx.workspace.root / p
-
-
-def _without_final_blank(
-    matcher: Matcher, chunk: Chunk, region: int, unique: bool
-) -> tuple[Chunk, list[int], int] | None:
-    """A chunk whose last line is a blank context line that stands for the file's final newline
-    (a common habit of patch writers): retried without it, and accepted only when that is
-    unambiguous — the rest of the chunk then ends exactly at the file's last line, and (for a chunk
-    without an anchor) occurs nowhere else. The file keeps its own final-newline state."""
-    if not chunk.ops or chunk.ops[-1] != ("ctx", "") or len(chunk.old) < 2:
-        return None
-    trimmed = replace(chunk, ops=chunk.ops[:-1])
-    old = trimmed.old
-    at_end, level = matcher.find(old, region, at_end=True)
-    if not at_end:
-        return None
-    if unique:
-        anywhere, _ = matcher.find(old, region, want=2)
-        if len(anywhere) != 1:
-            return None
-    else:
-        first, _ = matcher.find(old, region)
-        if first != at_end:
-            return None
-    return trimmed, at_end, level
-
-
-def _closest(matcher: Matcher, old: list[str], start: int) -> tuple[str, int]:
-    """Where the longest run of the chunk's first lines does occur, to point the re-read:
-    (text, 0-based line of the first differing line, or -1)."""
-    best_n, best_at = 0, -1
-    for n in range(min(len(old), 8), 0, -1):
-        at, _ = matcher.find(old[:n], start)
-        if at:
-            best_n, best_at = n, at[0]
-            break
-    if best_n == 0:
-        return "; none of its first lines occurs there", -1
-    return f"; its first {best_n} line(s) occur at line {best_at + 1}, the next line differs", best_at + best_n
 
 
 def _encode_new(bom: bool, lines: list[str], eols: list[str]) -> bytes | None:
