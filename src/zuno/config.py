@@ -161,6 +161,52 @@ class ProviderConfig(_Strict):
     models: dict[str, ProviderModelConfig] = Field(default_factory=dict)
 
 
+class WebfetchConfig(_Strict):
+    # The timeout of a call that gives none (default 30 s; the per-call maximum is 120 s).
+    timeout_ms: int = Field(limits.WEBFETCH_DEFAULT_TIMEOUT_MS, ge=1, le=limits.WEBFETCH_MAX_TIMEOUT_MS)
+    # The body cap, counted after decompression.
+    max_bytes: int = Field(limits.WEBFETCH_DEFAULT_MAX_BYTES, ge=1, le=limits.WEBFETCH_MAX_BYTES_CEILING)
+    # CIDRs and hostnames that may be fetched although their addresses are not public. Exactly
+    # these are widened; every use is named in the result's metadata.
+    allow_private: list[str] = Field(default_factory=list)
+
+
+class WebSearchProviderConfig(_Strict):
+    # brave: the Brave Search API; searxng: a (self-hosted) SearXNG JSON API; tavily: Tavily's API.
+    type: Literal["brave", "searxng", "tavily"]
+    # Where the provider's API lives (each type has its public default; searxng needs one).
+    base_url: str | None = None
+    # The key: "{env:NAME}" reads it from the environment when a search runs; api_key_env names
+    # the variable directly. A literal key also works but then lives in the file.
+    api_key: str | None = None
+    api_key_env: str | None = None
+    timeout_ms: int = Field(limits.WEBFETCH_DEFAULT_TIMEOUT_MS, ge=1, le=limits.WEBFETCH_MAX_TIMEOUT_MS)
+
+
+class WebSearchConfig(_Strict):
+    # Which of the providers answers (default: the only one configured).
+    provider: str | None = None
+    providers: dict[str, WebSearchProviderConfig] = Field(default_factory=dict)
+    max_results: int = Field(limits.WEB_SEARCH_DEFAULT_RESULTS, ge=1, le=limits.WEB_SEARCH_MAX_RESULTS)
+    # Results outside allowed_domains (when set) or inside blocked_domains are dropped (subdomains too).
+    allowed_domains: list[str] = Field(default_factory=list)
+    blocked_domains: list[str] = Field(default_factory=list)
+
+
+class ContinuityConfig(_Strict):
+    # The optional continuity tools, history and notes (registered slots of the zuno profile),
+    # appear only when this is on (and the tool and permission filters keep them).
+    enabled: bool = False
+
+
+class MemoryConfig(_Strict):
+    # memory_read / memory_update appear only when memory is enabled.
+    enabled: bool = False
+    # "auto": updates apply at once; "review": an update is a proposal that waits for an
+    # explicit accept (zuno.tools.state.memory.accept_proposal).
+    review_policy: Literal["auto", "review"] = "auto"
+
+
 class Config(_Strict):
     # "<provider id>/<model name>"; checked when a provider is built (zuno.agent.providers).
     model: str | None = Field(None, min_length=1)
@@ -178,6 +224,10 @@ class Config(_Strict):
     shell: ShellConfig = Field(default_factory=ShellConfig)
     editing: EditingConfig = Field(default_factory=EditingConfig)
     compat: CompatConfig = Field(default_factory=CompatConfig)
+    webfetch: WebfetchConfig = Field(default_factory=WebfetchConfig)
+    web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
+    continuity: ContinuityConfig = Field(default_factory=ContinuityConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
 
 
 def _merge(base: dict[str, Any], top: Mapping[str, Any], origin: dict[str, str], src: str, prefix: str) -> None:

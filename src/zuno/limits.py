@@ -147,3 +147,54 @@ USER_SOURCES_MAX_CHARS = 16_000
 COMPACT_RESULT_MAX_CHARS = 2_000
 # How long a run waits for background jobs it started before it stops waiting (wake on completion).
 BACKGROUND_WAKE_MAX_S = 6 * 3600
+
+# webfetch / web_search (issue 12): "The default timeout is 30 seconds and the per-call maximum is
+# 120 seconds"; "at most five redirects".
+WEBFETCH_DEFAULT_TIMEOUT_MS = 30_000
+WEBFETCH_MAX_TIMEOUT_MS = 120_000
+WEBFETCH_MAX_REDIRECTS = 5
+# The body cap, counted after decompression (a gzip bomb is refused while it streams).
+WEBFETCH_DEFAULT_MAX_BYTES = 10 * 1024 * 1024
+WEBFETCH_MAX_BYTES_CEILING = 1 << 30
+# web_search: queries in one batch call, and results asked per query.
+WEB_SEARCH_MAX_QUERIES = 8
+WEB_SEARCH_DEFAULT_RESULTS = 8
+WEB_SEARCH_MAX_RESULTS = 20
+# A provider's JSON answer larger than this is refused (no provider sends that much for 20 hits).
+WEB_SEARCH_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+# Durable work state (zuno.tools.state). Notes: "A scope may contain at most 100 documents,
+# 256 KiB per document, and 1 MiB in total."
+NOTES_MAX_DOCUMENTS = 100
+NOTES_MAX_DOCUMENT_BYTES = 256 * 1024
+NOTES_MAX_TOTAL_BYTES = 1 << 20
+# A note's logical name (never a host path): at most this many UTF-8 bytes.
+NOTES_MAX_NAME_BYTES = 200
+# How many matching lines notes / history search_contents return before saying "truncated".
+STATE_SEARCH_MAX_HITS = 200
+# history list_items: the default and largest page; the preview of one item in a listing.
+HISTORY_PAGE_DEFAULT = 50
+HISTORY_PAGE_MAX = 500
+HISTORY_PREVIEW_CHARS = 200
+# Bounded memory (memory_read / memory_update), per workspace and agent. The spec says "bounded";
+# these are Zuno's numbers.
+MEMORY_MAX_ENTRIES = 100
+MEMORY_MAX_ENTRY_BYTES = 4 * 1024
+MEMORY_MAX_TOTAL_BYTES = 64 * 1024
+MEMORY_MAX_PENDING_PROPOSALS = 50
+# -- Issue 10: safe paths and bounded reads ----------------------------------------------------
+# A path component holds at most 255 bytes (NAME_MAX of Linux, macOS and Windows filesystems);
+# a longer one is invalid arguments naming the field, not an I/O failure inside the tool.
+PATH_NAME_MAX_BYTES = 255
+# A whole model-given path holds at most 4095 bytes (PATH_MAX less the terminating NUL).
+PATH_MAX_BYTES = 4_095
+# Files are read in chunks of this size: a read streams, hashing as it goes, and holds only the
+# window it returns.
+FILE_READ_CHUNK = 1024 * 1024
+# read scans a regular file up to this size on the event loop (a few syscalls and one chunk); a
+# larger one, a directory listing and every mutation's I/O run in a worker thread.
+READ_INLINE_MAX_BYTES = 256 * 1024
+# read holds at most this much of one line of the window; a longer line is shown up to it and
+# says how long it really is (the rest stays in the file, reachable with grep or shell).
+READ_LINE_HOLD_BYTES = 1024 * 1024
+# view_image decodes a source file of at most this many bytes (it holds the file to decode it).
+IMAGE_MAX_SOURCE_BYTES = 64 * 1024 * 1024

@@ -106,6 +106,12 @@ class Runtime:
 
         return get_receipt(self.store, receipt_id)
 
+    def state(self, session_id: str) -> dict[str, Any]:
+        """A session's durable work state: its Goal, Plan and Todo list, as the get tools return them."""
+        from zuno.tools.state.api import read_state
+
+        return read_state(self.store, validate_session_id(session_id))
+
     async def aclose(self) -> None:
         self.store.close()
 
