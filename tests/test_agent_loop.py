@@ -375,3 +375,17 @@ def test_a_completion_that_arrives_before_the_final_wakes_the_turn(workspace: Pa
     result, turns = run(go())
     assert result.final_text == "seen the completion" and len(p.requests) == 3
     assert [t["stop_reason"] for t in turns] == ["final"]
+
+
+def test_with_the_real_goal_and_plan_tools(workspace: Path) -> None:
+    goal = {"action": "create", "objective": "ship", "criteria": [{"text": "tests pass"}]}
+    p = ScriptedProvider([calls(call("goal_update", goal)), say("one"), say("two"), say("three"), say("four")])
+    result, *_ = run(drive(workspace, p, "pursue the goal", mode="goal"))
+    # The Goal section (from the state tools' refresher) keeps continuation while it is active;
+    # three identical observations pause it.
+    assert result.stop_reason == "no_progress" and len(p.requests) == 4
+    assert "Goal (revision 1, active): ship" in p.requests[1].system
+
+    reads = ScriptedProvider(lambda req, i: calls(call("plan_get", {})))
+    result, *_ = run(drive(workspace, reads, "look"))
+    assert result.stop_reason == "stagnant_tool_loop" and result.steps == 3
