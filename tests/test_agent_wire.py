@@ -403,3 +403,38 @@ def test_interactive_mode_on_a_terminal(workspace: Path, fake: FakeProvider) -> 
     assert "· read" in text and "→ ok" in text
     assert "Mode: Goal" in fake.requests[-1].body["messages"][0]["content"]
     assert (workspace.parent / "cfg" / "history").is_file()
+
+
+def test_compaction_by_a_configured_cheaper_model_over_the_wire(workspace: Path, fake: FakeProvider) -> None:
+    (workspace / "big.txt").write_text("".join(f"line {i} of filler text for the context\n" for i in range(120)))
+    configure(
+        workspace,
+        fake,
+        "openai-chat",
+        {
+            "agent": {"compaction": {"at_fraction": 0.5, "keep_fraction": 0.2, "model": "fake/cheap"}},
+        },
+    )
+    cfg = json.loads((workspace / "zuno.json").read_text())
+    cfg["provider"]["fake"]["models"]["m1"]["context"] = 4000
+    (workspace / "zuno.json").write_text(json.dumps(cfg))
+    rule = "RULE: keep every answer under ten words."
+    # Only the first reply calls a tool; every other reply is text, so a summary request and a
+    # turn request may take them in any order.
+    fake.script(Reply(calls=[Call("read", '{"path": "big.txt"}')]), *(Reply(text=f"text {i}") for i in range(3)))
+    first = zuno_cli(workspace, "run", "--json", rule)
+    assert first.returncode == 0, first.stderr
+    sid = json.loads(first.stdout)["session"]
+    for i in range(1, 4):
+        fake.script(*(Reply(text=f"text {i}.{k}") for k in range(3)))
+        p = zuno_cli(workspace, "run", "--json", "--session", sid, f"again {i}")
+        assert p.returncode == 0, p.stderr
+    summaries = [r for r in fake.requests if r.body["model"] == "cheap"]
+    assert summaries, [r.body["model"] for r in fake.requests]
+    assert all(not r.body.get("tools") for r in summaries)
+    last = [r for r in fake.requests if r.body["model"] == "m1"][-1]
+    assert rule in last.body["messages"][0]["content"]
+    assert "Summary of the earlier conversation" in json.dumps(last.body["messages"][1:])
+    db = sqlite3.connect(workspace / ".zuno" / "zuno.db")
+    (n,) = db.execute("SELECT COUNT(*) FROM agent_items WHERE kind = 'compaction'").fetchone()
+    assert n == len(summaries)
