@@ -75,7 +75,7 @@ CONTINUE_GOAL_TEXT = (
 )
 RESUME_TEXT = "The session was resumed: continue the work where it stopped, from the state shown."
 INTERRUPTED_BEFORE_STEP_TEXT = "[cancelled] The user interrupted the turn before this step started. Nothing ran."
-WAKE_TEXT = "A background job this session started has ended (see the notices above)."
+WAKE_TEXT = "The session was woken by a background completion: continue from the state shown."
 
 
 @dataclass(slots=True)
@@ -192,6 +192,7 @@ class AgentLoop:
             self.transcript.add_user(n, prompt, images)
             self._reset_cycle()
         elif source in ("resume", "wake"):
+            await self._take_notices(n)  # what woke or resumed the session comes first
             if not self._has_pending_input():
                 self.transcript.add_notice(n, RESUME_TEXT if source == "resume" else WAKE_TEXT, source)
         try:
