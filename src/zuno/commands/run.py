@@ -105,9 +105,15 @@ def _main(
             raise UsageError(NO_MODEL_HELP)
         agent = Agent(rt, model=args.model, mode=args.mode, session_id=sid)
         view = _View(json_mode=args.json)
-        if interactive:
-            return _interactive(agent, view)
-        return asyncio.run(_one_shot(agent, view, prompt, json_mode=args.json))
+        try:
+            if interactive:
+                return _interactive(agent, view)
+            return asyncio.run(_one_shot(agent, view, prompt, json_mode=args.json))
+        except (UsageError, KeyboardInterrupt):
+            raise
+        except Exception as e:  # a bug below the loop: one line, the transcript has the rest
+            print(f"zuno: the agent stopped on an internal error: {type(e).__name__}: {e}", file=sys.stderr)
+            return EXIT_NOT_OK
     finally:
         asyncio.run(rt.aclose())
         # The command is over: a Ctrl-C that comes while the interpreter shuts down (after it put
