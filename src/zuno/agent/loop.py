@@ -30,6 +30,7 @@ from zuno.agent.events import (
     AgentEvent,
     NoticeEvent,
     RequestEvent,
+    StopEvent,
     StopReason,
     TextEvent,
     ToolCallEvent,
@@ -203,8 +204,6 @@ class AgentLoop:
         self.store.add_event(
             self.session.id, "agent-turn-stopped", {"turn": n, "stop_reason": reason, "detail": detail}
         )
-        from zuno.agent.events import StopEvent
-
         self.emit(StopEvent(reason, detail, turn.final_text, n))
         return TurnResult(self.session.id, n, reason, detail, turn.final_text, turn.steps, turn.usage)
 
