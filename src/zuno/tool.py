@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
+import re
+import types
+import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, ValidationInfo, create_model, field_validator
 from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
 
 from zuno.declarations import BlockKind, Concurrency, Declarations, Effect, Outcome, Replay
 
@@ -28,11 +33,102 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
+_INTEGER_NUMERAL = re.compile(r"\s*[+-]?\d{1,30}\s*")
+_SCALAR_KINDS: dict[tuple[type, str], str | None] = {}
+
+
+def _scalar_kind(model: type[BaseModel], name: str) -> str | None:
+    """'integer', 'number' or 'boolean' when the field takes only that scalar (or null)."""
+    key = (model, name)
+    if key not in _SCALAR_KINDS:
+        field_info = model.model_fields.get(name)
+        kinds: set[Any] = set()
+        stack: list[Any] = [field_info.annotation if field_info is not None else None]
+        while stack:
+            t = stack.pop()
+            origin = typing.get_origin(t)
+            if origin is typing.Annotated:
+                stack.append(typing.get_args(t)[0])
+            elif origin is typing.Union or origin is types.UnionType:
+                stack.extend(typing.get_args(t))
+            elif t is not type(None):
+                kinds.add(t)
+        kind = None
+        if kinds == {bool}:
+            kind = "boolean"
+        elif kinds == {int}:
+            kind = "integer"
+        elif kinds and kinds <= {int, float}:
+            kind = "number"
+        _SCALAR_KINDS[key] = kind
+    return _SCALAR_KINDS[key]
+
+
+def _read_scalar(kind: str, value: Any) -> Any:
+    if value is None:
+        return value
+    if kind == "boolean":
+        if isinstance(value, bool):
+            return value
+        if value in ("true", "false"):
+            return value == "true"
+        raise PydanticCustomError("zuno_boolean", "must be true or false")
+    if isinstance(value, bool):
+        raise PydanticCustomError(
+            "zuno_not_boolean", f"must be {'an integer' if kind == 'integer' else 'a number'}, not a boolean"
+        )
+    if kind == "integer":
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float):
+            if math.isfinite(value) and value.is_integer():
+                return int(value)
+            raise PydanticCustomError("zuno_integer", "must be an integer (a whole number such as 5)")
+        if isinstance(value, str):
+            if _INTEGER_NUMERAL.fullmatch(value):
+                return int(value)
+            raise PydanticCustomError(
+                "zuno_integer", 'must be an integer; a string is read only when it is an integer numeral such as "5"'
+            )
+        raise PydanticCustomError("zuno_integer", "must be an integer")
+    if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise PydanticCustomError("zuno_number", "must be a finite number")
+        return value
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if math.isfinite(number):
+            return number
+        raise PydanticCustomError(
+            "zuno_number", 'must be a number; a string is read only when it is a numeral such as "2.5"'
+        )
+    raise PydanticCustomError("zuno_number", "must be a number")
+
 
 class ToolArgs(BaseModel):
-    """Base of every tool's argument model: unknown fields are refused, not ignored."""
+    """Base of every tool's argument model: unknown fields are refused, not ignored.
+
+    Scalars from a model are read by one rule, for every tool and extension (see
+    docs/results.md, "How arguments are read"): an integer argument takes a JSON integer, a float
+    only when it is integral (``5.0``), a string only when it is an integer numeral (``"5"``), and
+    never a boolean; a number argument takes any JSON number or a numeric string, never a boolean;
+    a boolean argument takes ``true`` / ``false`` (or exactly the strings ``"true"`` / ``"false"``),
+    never a number or ``"yes"``.
+    """
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _scalar_rule(cls, value: Any, info: ValidationInfo) -> Any:
+        name = info.field_name
+        if name is None:
+            return value
+        kind = _scalar_kind(cls, name)
+        return _read_scalar(kind, value) if kind else value
 
 
 @dataclass(slots=True)

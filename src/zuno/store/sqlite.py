@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 import threading
 import time
 import uuid
@@ -27,10 +28,58 @@ from zuno.store.schema import MIGRATIONS
 
 WAL_AUTOCHECKPOINT_PAGES = 10_000
 WAL_SIZE_LIMIT_BYTES = 64 << 20
+# How often acquire_session re-opens a lock file that a releasing holder removed meanwhile.
+SESSION_LOCK_RETRIES = 100
 
 
 class SessionBusy(Exception):
     """Another process is driving this session."""
+
+
+class StoreUnusable(Exception):
+    """The store path cannot be used (a directory, not a SQLite database, a parent that does not
+    exist, unreadable): one line naming the file, the problem and the fix. Nothing was created."""
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_store_path(path: Path, *, create: bool) -> bool:
+    """Whether the store at ``path`` exists; raises StoreUnusable when it cannot be one. With
+    ``create`` the parent directory must exist already unless it is the workspace's own state
+    directory (the caller makes that one): a mistyped ``--db`` never creates directories."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        if not path.parent.is_dir():
+            raise StoreUnusable(
+                f"store {path}: its directory {path.parent} does not exist. Create it first, or name a "
+                "database in an existing directory with --db (or $ZUNO_DB)."
+            ) from None
+        if create and not os.access(path.parent, os.W_OK | os.X_OK):
+            raise StoreUnusable(
+                f"store {path}: its directory {path.parent} is not writable. Choose another --db."
+            ) from None
+        return False
+    except OSError as e:
+        raise StoreUnusable(f"store {path}: cannot be read ({e.strerror}). Choose another --db.") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise StoreUnusable(
+            f"store {path} is a directory, not a database file. Name a file, e.g. --db {path / 'zuno.db'}."
+        )
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreUnusable(f"store {path} is not a regular file. Name a database file with --db.")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_SQLITE_MAGIC))
+    except OSError as e:
+        raise StoreUnusable(f"store {path}: cannot be read ({e.strerror}). Check its permissions.") from None
+    if head and head != _SQLITE_MAGIC:
+        raise StoreUnusable(
+            f"store {path} is not a SQLite database (it holds something else). Name another file with --db; "
+            "Zuno never overwrites it."
+        )
+    return True
 
 
 @dataclass(slots=True)
@@ -82,12 +131,43 @@ def _text(v: str) -> str:
 
 
 class Store:
-    def __init__(self, path: Path, extra_migrations: list[tuple[str, str]] | None = None) -> None:
+    """The store at ``path``. With ``readonly`` an existing database is opened for reading only
+    (nothing is created or migrated: the commands that only look use it); ``path`` must then
+    exist. Otherwise the database is created when missing, in a directory that must exist."""
+
+    def __init__(
+        self, path: Path, extra_migrations: list[tuple[str, str]] | None = None, *, readonly: bool = False
+    ) -> None:
         self.path = path
+        self.readonly = readonly
         self._migrations = [*MIGRATIONS, *(extra_migrations or [])]
-        path.parent.mkdir(parents=True, exist_ok=True)
+        exists = check_store_path(path, create=not readonly)
+        if readonly and not exists:
+            raise StoreUnusable(f"store {path} does not exist.")
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30.0)
+        self._session_locks: dict[str, tuple[int, Path]] = {}
+        self._pending_steps: dict[str, tuple[int, dict[str, Any] | None, float]] = {}
+        self._deliver_on_end: dict[tuple[str, int], int] = {}
+        self._pending_receipts: dict[tuple[str, str], dict[str, Any]] = {}
+        try:
+            if readonly:
+                self._db = sqlite3.connect(
+                    f"{path.absolute().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+                )
+                self._db.row_factory = sqlite3.Row
+                self._db.execute("PRAGMA busy_timeout=30000")
+                self._db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+                return
+            self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30.0)
+            self._open()
+        except sqlite3.DatabaseError as e:
+            with contextlib.suppress(Exception):
+                self._db.close()
+            raise StoreUnusable(
+                f"store {path} cannot be used as a SQLite database ({e}). Name another file with --db."
+            ) from None
+
+    def _open(self) -> None:
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -98,10 +178,6 @@ class Store:
         # durable call); the WAL is truncated back after a checkpoint, and checkpointed on close.
         self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
         self._db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
-        self._session_locks: dict[str, int] = {}
-        self._pending_steps: dict[str, tuple[int, dict[str, Any] | None, float]] = {}
-        self._deliver_on_end: dict[tuple[str, int], int] = {}
-        self._pending_receipts: dict[tuple[str, str], dict[str, Any]] = {}
         self._migrate()
 
     # -- plumbing -------------------------------------------------------------------------------
@@ -177,9 +253,11 @@ class Store:
 
     def close(self) -> None:
         with self._lock:
-            for fd in self._session_locks.values():
-                os.close(fd)
-            self._session_locks.clear()
+            for sid in list(self._session_locks):
+                self.release_session(sid)
+            if self.readonly:
+                self._db.close()
+                return
             if self._pending_steps or self._pending_receipts:
                 with self.transaction():
                     pass
@@ -193,31 +271,52 @@ class Store:
     def _lock_path(self, session_id: str) -> Path:
         safe = hashlib.sha256(session_id.encode()).hexdigest()[:24]
         d = self.path.parent / "locks"
-        d.mkdir(parents=True, exist_ok=True)
+        d.mkdir(exist_ok=True)
         return d / f"session-{safe}.lock"
 
     def acquire_session(self, session_id: str) -> None:
-        """Hold the session for this process; SessionBusy names the holder otherwise."""
+        """Hold the session for this process; SessionBusy names the holder otherwise.
+
+        The lock file is removed again on release, so the locks directory does not grow with every
+        session. Removal races with a process that opened the file just before it was unlinked: that
+        process would lock an orphan inode while a third creates a fresh file. So after acquiring the
+        lock, the holder checks that the path still names the inode it locked, and retries if not."""
         if session_id in self._session_locks:
             raise SessionBusy(f"session {session_id} is already open in this process.")
         lp = self._lock_path(session_id)
-        fd = os.open(lp, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise SessionBusy(
-                f"session {session_id} is being driven by another process (pid {holder}); "
-                "a session is driven by one process at a time. Wait for it to finish, or use another session."
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self._session_locks[session_id] = fd
+        for _ in range(SESSION_LOCK_RETRIES):
+            fd = os.open(lp, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                raise SessionBusy(
+                    f"session {session_id} is being driven by another process (pid {holder}); "
+                    "a session is driven by one process at a time. Wait for it to finish, or use another session."
+                ) from None
+            try:
+                same = os.stat(lp).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:  # the file was removed (and maybe re-created) by a releasing holder: retry
+                os.close(fd)
+                continue
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            self._session_locks[session_id] = (fd, lp)
+            return
+        raise SessionBusy(f"session {session_id}: its lock file kept changing under {lp.parent}; try again.")
 
     def release_session(self, session_id: str) -> None:
-        fd = self._session_locks.pop(session_id, None)
-        if fd is not None:
+        """Unlink the lock file while still holding the lock, then close (which releases it): a
+        waiter that opened the old file sees, after acquiring, that the path is gone and retries."""
+        held = self._session_locks.pop(session_id, None)
+        if held is not None:
+            fd, lp = held
+            with contextlib.suppress(OSError):
+                if os.stat(lp).st_ino == os.fstat(fd).st_ino:
+                    os.unlink(lp)
             os.close(fd)
 
     def ensure_session(self, session_id: str | None, root: str, profile: str) -> str:
@@ -241,6 +340,34 @@ class Store:
             params,
         )
         return str(rows[0][0]) if rows else None
+
+    def list_sessions(self, root: str | None = None) -> list[dict[str, Any]]:
+        """Every session (of this workspace root, when given), most recently active first: id,
+        root, profile, started (epoch seconds), last step (its number and start), calls, open jobs."""
+        where, params = ("WHERE s.root = ?", (root,)) if root is not None else ("", ())
+        has_jobs = bool(self.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'"))
+        jobs = "(SELECT COUNT(*) FROM jobs j WHERE j.session_id = s.id AND j.ended_at IS NULL)" if has_jobs else "0"
+        rows = self.query(
+            "SELECT s.id, s.root, s.profile, s.created_at, s.last_step,"
+            " (SELECT MAX(t.started_at) FROM steps t WHERE t.session_id = s.id) AS last_step_at,"
+            " (SELECT COUNT(*) FROM calls c WHERE c.session_id = s.id) AS calls,"
+            f" {jobs} AS open_jobs FROM sessions s {where}"
+            " ORDER BY COALESCE(last_step_at, s.created_at) DESC, s.rowid DESC",
+            params,
+        )
+        return [
+            {
+                "id": r["id"],
+                "root": r["root"],
+                "profile": r["profile"],
+                "started_at": r["created_at"],
+                "last_step": r["last_step"],
+                "last_step_at": r["last_step_at"],
+                "calls": r["calls"],
+                "open_jobs": r["open_jobs"],
+            }
+            for r in rows
+        ]
 
     def begin_step(self, session_id: str, event: dict[str, Any] | None = None) -> int:
         """Number the next step of the session. The step row and its step-started event are written
