@@ -67,7 +67,11 @@ def run_zuno(workspace: Path) -> RunZuno:
 
 
 def batch(run: RunZuno, calls: list[dict[str, Any]], *args: str, **kw: Any) -> dict[str, Any]:
-    """Run calls as one step through `zuno batch` and return the parsed JSON (asserting exit 0)."""
+    """Run calls as one step through `zuno batch` and return the parsed JSON, asserting the exit
+    status: 0 when every outcome was ok, 1 when one was not (docs/cli.md)."""
     proc = run("batch", "-", *args, input=json.dumps(calls), **kw)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    assert proc.returncode in (0, 1), proc.stderr
+    out = json.loads(proc.stdout)
+    all_ok = all(r["outcome"] == "ok" for r in out["results"])
+    assert proc.returncode == (0 if all_ok else 1), (proc.returncode, [r["outcome"] for r in out["results"]])
+    return out

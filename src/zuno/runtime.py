@@ -101,6 +101,9 @@ class Runtime:
                         "Make the workspace writable, or name a store elsewhere with --db."
                     ) from None
             self._store = Store(self.db_path, self._migrations)
+            if self._reader is not None:  # the writer answers reads from now on
+                self._reader.close()
+                self._reader = None
         return self._store
 
     def existing_store(self) -> Store | None:
@@ -109,6 +112,8 @@ class Runtime:
         if self._store is not None:
             return self._store
         if self._reader is None:
+            if self._default_db and not self.db_path.exists() and not self.db_path.is_symlink():
+                return None
             if not check_store_path(self.db_path, create=False):
                 return None
             self._reader = Store(self.db_path, self._migrations, readonly=True)
