@@ -95,7 +95,8 @@ def test_write_creates_and_replacing_needs_a_current_read(workspace: Path, run_z
     assert target.read_text() == "v2\n" and (target.stat().st_mode & 0o777) == 0o640
 
     # A receipt belongs to its session.
-    (other,) = batch(run_zuno, [call("write", path="notes.md", content="v3\n")], "--new-session", "ses_other")["results"]
+    other_session = batch(run_zuno, [call("write", path="notes.md", content="v3\n")], "--new-session", "ses_other")
+    (other,) = other_session["results"]
     assert other["metadata"]["conflict"]["kind"] == "ReadRequired"
 
 

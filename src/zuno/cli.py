@@ -78,6 +78,11 @@ def cmd_steps(args: argparse.Namespace) -> int:
             raise UsageError(f"steps file {args.file} does not exist. Check the path, or use - for standard input.")
         try:
             fd = os.open(p, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))  # closed when the input ends
+            try:
+                os.pread(fd, 1, 0)  # readable at all? (before the session opens and writes anything)
+            except OSError:
+                os.close(fd)
+                raise
         except OSError as e:
             raise UsageError(f"steps file {args.file} cannot be read ({e.strerror}). Check its permissions.") from None
 
@@ -89,6 +94,7 @@ def cmd_steps(args: argparse.Namespace) -> int:
         JobManager.for_session(session)
         loop = asyncio.get_running_loop()
         lines: asyncio.Queue[bytes | None] = asyncio.Queue()
+        read_error: list[str] = []
 
         def reader() -> None:
             # A daemon thread reading the descriptor itself (no buffered file object, whose lock a
@@ -102,7 +108,9 @@ def cmd_steps(args: argparse.Namespace) -> int:
                         loop.call_soon_threadsafe(lines.put_nowait, raw)
                 if pending:
                     loop.call_soon_threadsafe(lines.put_nowait, pending)
-            except (OSError, ValueError, RuntimeError):
+            except OSError as e:
+                read_error.append(e.strerror or str(e))
+            except (ValueError, RuntimeError):
                 pass
             finally:
                 with contextlib.suppress(RuntimeError):
@@ -145,6 +153,10 @@ def cmd_steps(args: argparse.Namespace) -> int:
                 _print_line(result.to_json())
                 if _step_status(result) != EXIT_OK:
                     status = EXIT_NOT_OK
+            if read_error:
+                where = "standard input" if args.file in (None, "-") else f"steps file {args.file}"
+                print(f"zuno: {where} cannot be read ({read_error[0]}). Check the file.", file=sys.stderr)
+                status = EXIT_USAGE if lineno == 0 else EXIT_NOT_OK
         finally:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGHUP)
