@@ -79,8 +79,13 @@ def test_the_demo_step_runs_against_a_checkout(tmp_path: Path, run_zuno: Any) ->
     repo = Path(__file__).resolve().parents[1]
     root = tmp_path / "checkout"
     subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(repo), str(root)], check=True)
-    # The step from this working tree, against a clean checkout (as ./scripts/demo runs it).
-    out = batch(run_zuno, json.loads((repo / "examples" / "first-step.json").read_text()), "--root", str(root))
+    # The step from this working tree, against a clean checkout (as ./scripts/demo runs it), twice:
+    # the second run continues the demo session and gives the same outcomes.
+    step = json.loads((repo / "examples" / "first-step.json").read_text())
+    out = batch(run_zuno, step, "--root", str(root), "--new-session", "demo")
+    again = batch(run_zuno, step, "--root", str(root), "--session", "demo")
+    assert [r["outcome"] for r in again["results"]] == [r["outcome"] for r in out["results"]]
+    assert again["results"][4]["text"].startswith("Replaced build/zuno-demo/hello.txt")
     outcomes = [(r["name"], r["outcome"]) for r in out["results"]]
     assert outcomes == [
         ("read", "ok"),
