@@ -181,7 +181,7 @@ def build_surface(
     extensions and follow the same rules (no shadowing, the tools switch, the allowlist)."""
     profile = profile or config.profile
     if profile not in PROFILE_DEFAULTS:
-        raise ConfigError(f"unknown profile {profile!r}: choose one of {sorted(PROFILE_DEFAULTS)}.")
+        raise ConfigError(f"unknown profile {profile!r}: choose one of {', '.join(sorted(PROFILE_DEFAULTS))}.")
     registry = registry or default_registry()
     built = registry.built(profile)
     known = set(PROFILE_DEFAULTS[profile]) | set(PROFILE_SLOTS[profile])
@@ -197,7 +197,7 @@ def build_surface(
             if name not in known and name not in extensions:
                 raise ConfigError(
                     f"config key agent.tools: {name!r} is not a tool of profile {profile!r}. "
-                    f"Known: {sorted(known | set(extensions))}."
+                    f"Known: {', '.join(sorted(known | set(extensions)))}."
                 )
         wanted = list(allow)
     else:
@@ -215,7 +215,8 @@ def build_surface(
     for name in config.tools:
         if name not in known and name not in extensions:
             raise ConfigError(
-                f"config key tools.{name}: not a tool of profile {profile!r}. Known: {sorted(known | set(extensions))}."
+                f"config key tools.{name}: not a tool of profile {profile!r}. "
+                f"Known: {', '.join(sorted(known | set(extensions)))}."
             )
     tools: dict[str, Tool] = {}
     for name in wanted:
