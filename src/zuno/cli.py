@@ -272,19 +272,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("batch", help="run a JSON array of calls as one model step")
     p.add_argument("file", nargs="?", default="-", help="a JSON file, or - for standard input")
-    _common(p)
+    _common(p, session=False)
+    add_session_arguments(p, new=True)
     p.set_defaults(func=cmd_batch)
 
     p = sub.add_parser("steps", help="run JSON Lines, one step (array of calls) per line, in one session")
     p.add_argument("file", nargs="?", default="-", help="a JSON Lines file, or - for standard input")
-    _common(p)
+    _common(p, session=False)
+    add_session_arguments(p, new=True)
     p.set_defaults(func=cmd_steps)
 
     p = sub.add_parser("call", help="run one call")
     p.add_argument("name")
     p.add_argument("arguments", nargs="?", default=None, help="the arguments as a JSON object")
     p.add_argument("--json", action="store_true", help="print the whole record as JSON")
-    _common(p)
+    _common(p, session=False)
+    add_session_arguments(p, new=True)
     p.set_defaults(func=cmd_call)
 
     p = sub.add_parser("tools", help="list the tool surface with declarations")

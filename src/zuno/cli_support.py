@@ -67,8 +67,10 @@ def add_common_arguments(p: argparse.ArgumentParser, session: bool = True) -> No
     p.add_argument("--profile", default=None, help="tool profile: zuno (default) or chord")
     p.add_argument("--db", default=None, help="the store (default: <root>/.zuno/zuno.db, or $ZUNO_DB)")
     p.add_argument("--approve", action="store_true", help="approve every call that asks for approval")
-    if session:
-        add_session_arguments(p, new=True)
+    if session:  # --session alone (as before); the commands that run calls use add_session_arguments
+        p.add_argument(
+            "--session", default=None, metavar="ID", help="continue this session ('zuno sessions' lists them)"
+        )
 
 
 def add_session_arguments(p: argparse.ArgumentParser, *, new: bool = False, required: bool = False) -> None:

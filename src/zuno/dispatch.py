@@ -19,7 +19,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from zuno import limits
-from zuno.config import Config, json_repr, json_type_name
+from zuno.admission import describe_validation, measure_call, sentence
+from zuno.config import Config, json_type_name
 from zuno.declarations import STRICT, BlockKind, Concurrency, Declarations, Effect, Outcome, Replay
 from zuno.hooks import applies, run_hook
 from zuno.output import Artifacts, apply_limits
@@ -55,104 +56,6 @@ class _Blocked:
     kind: BlockKind
     message: str
     metadata: dict[str, Any] = field(default_factory=dict)
-
-
-_PYDANTIC_WORDS = (
-    ("a valid dictionary", "a JSON object"),
-    ("a valid list", "a JSON array"),
-    ("a valid string", "a string"),
-    ("a valid integer", "an integer"),
-    ("a valid number", "a number"),
-    ("a valid boolean", "true or false"),
-    ("Input should be", "must be"),
-    ("Value error, ", ""),
-    ("None", "null"),
-)
-
-
-def _english(msg: str) -> str:
-    for py, js in _PYDANTIC_WORDS:
-        msg = msg.replace(py, js)
-    return msg.rstrip(".")
-
-
-def _expected(schema: dict[str, Any]) -> str:
-    """What a property takes, in JSON words."""
-    if "enum" in schema:
-        return "one of " + ", ".join(json_repr(v) for v in schema["enum"])
-    kinds = [schema.get("type")] if "type" in schema else [s.get("type") for s in schema.get("anyOf", [])]
-    words = {
-        "string": "a string",
-        "integer": "an integer",
-        "number": "a number",
-        "boolean": "true or false",
-        "array": "an array",
-        "object": "an object",
-    }
-    named = [words[k] for k in kinds if isinstance(k, str) and k in words]
-    return " or ".join(named) if named else "a value"
-
-
-def _describe_validation(tool: Tool, err: ValidationError) -> str:
-    props = tool.Args.model_json_schema().get("properties", {})
-    parts = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(arguments)"
-        top = str(e["loc"][0]) if e["loc"] else ""
-        if e["type"] == "missing":
-            parts.append(f"argument '{loc}' is required ({_expected(props.get(top, {}))}); add it")
-        elif e["type"] == "extra_forbidden":
-            known = ", ".join(sorted(props)) or "none"
-            parts.append(f"argument '{loc}' is not an argument of {tool.name}; remove it (known: {known})")
-        else:
-            parts.append(f"argument '{loc}' {_english(e['msg'])} (got {json_repr(e.get('input'))})")
-    return f"invalid arguments for {tool.name}: " + "; ".join(parts) + ". Correct the call and send it again."
-
-
-def _sentence(message: str) -> str:
-    """A message as a whole sentence, so text can follow it ("… Nothing ran.")."""
-    message = message.rstrip()
-    if message.endswith((".", "!", "?", '."', ".)", ".'")):
-        return message
-    return message + "."
-
-
-def _too_big(value: Any) -> str | None:
-    """Why a call is too deep or too large to admit (limits.CALL_MAX_DEPTH, CALL_MAX_BYTES), or
-    None. Iterative: a call nested any depth is measured without recursion."""
-    size = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > limits.CALL_MAX_DEPTH:
-                return (
-                    f"the call is nested more than {limits.CALL_MAX_DEPTH} levels deep; "
-                    "send flat arguments (a tool's arguments are a few levels deep)"
-                )
-            size += 2
-            if isinstance(item, dict):
-                for k, v in item.items():
-                    size += _text_size(k) + 1
-                    stack.append((v, depth + 1))
-            else:
-                stack.extend((v, depth + 1) for v in item)
-        elif isinstance(item, str):
-            size += _text_size(item)
-        else:
-            size += 8
-        if size > limits.CALL_MAX_BYTES:
-            return (
-                f"the call is larger than {limits.CALL_MAX_BYTES >> 20} MiB; "
-                "send less per call (split a large write, or put the data in a file)"
-            )
-    return None
-
-
-def _text_size(value: object) -> int:
-    if not isinstance(value, str):
-        return 8
-    return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass")) + 2
 
 
 def _is_valid_text(text: str) -> bool:
@@ -223,7 +126,7 @@ class Dispatcher:
     # -- admission ------------------------------------------------------------------------------
 
     async def _admit(self, step: int, idx: int, raw: Any) -> _Admitted | _Blocked:
-        too_big = _too_big(raw)
+        too_big = measure_call(raw)
         if too_big is not None:
             # Nothing of the call is read (its id and name could be nested too) or recorded as sent.
             name = raw.get("name") if isinstance(raw, dict) else None
@@ -292,7 +195,7 @@ class Dispatcher:
                     BlockKind.invalid_arguments,
                     f"arguments for {name} are nested too deeply to read; send flat arguments.",
                 )
-            too_big = _too_big(arguments)
+            too_big = measure_call(arguments)
             if too_big is not None:
                 arguments = {"withheld": too_big}
                 return refuse(BlockKind.invalid_arguments, f"arguments for {name}: {too_big}.")
@@ -320,7 +223,7 @@ class Dispatcher:
         try:
             args = tool.Args.model_validate(rest)
         except ValidationError as e:
-            return refuse(BlockKind.invalid_arguments, _describe_validation(tool, e), decl=tool.declarations)
+            return refuse(BlockKind.invalid_arguments, describe_validation(tool, e), decl=tool.declarations)
         # 3. classify
         decl = tool.classify(args)
         # 4. hooks
@@ -335,7 +238,7 @@ class Dispatcher:
             if applies(hook, name):
                 verdict = await run_hook(hook, payload, self.workspace.root)
                 if not verdict.allowed:
-                    return refuse(BlockKind.denied, _sentence(verdict.reason), decl=decl)
+                    return refuse(BlockKind.denied, sentence(verdict.reason), decl=decl)
         # 5. permission
         subject = tool.subject(args)
         decision = decide(self.config.permission, name, subject, decl)
@@ -467,7 +370,7 @@ class Dispatcher:
 
     def _persist_blocked(self, n: int, b: _Blocked) -> Callable[[int | None], CallRecord]:
         def persist(end_step: int | None) -> CallRecord:
-            text = f"[blocked: {b.kind}] {_sentence(b.message)} Nothing ran."
+            text = f"[blocked: {b.kind}] {sentence(b.message)} Nothing ran."
             self.store.insert_settled_call(
                 session_id=self.session_id,
                 step=n,
@@ -555,7 +458,7 @@ class Dispatcher:
                 call_seq=seq,
                 call_id=adm.call_id,
             )
-            text = f"[blocked: {out.kind}] {_sentence(out.message)} Nothing ran."
+            text = f"[blocked: {out.kind}] {sentence(out.message)} Nothing ran."
             rec = CallRecord(
                 adm.call_id,
                 adm.name,

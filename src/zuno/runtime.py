@@ -20,7 +20,7 @@ from zuno.permissions import Approver, NoApprover
 from zuno.records import StepResult
 from zuno.session_ids import SessionNotFound, validate_session_id
 from zuno.store import Store
-from zuno.store.sqlite import StoreUnusable, check_store_path
+from zuno.store.paths import StoreUnusable, check_store_path
 from zuno.surface import Registry, Surface, build_surface, default_registry
 from zuno.tool import Services, Tool
 from zuno.workspace import Workspace

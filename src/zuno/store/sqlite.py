@@ -9,12 +9,9 @@ the kernel releases when the holder dies (so a kill -9 never leaves a session st
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
-import os
 import sqlite3
-import stat
 import threading
 import time
 import uuid
@@ -24,62 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zuno.store.locks import hold_lock_file, release_lock_file
+from zuno.store.paths import StoreUnusable, check_store_path
 from zuno.store.schema import MIGRATIONS
 
 WAL_AUTOCHECKPOINT_PAGES = 10_000
 WAL_SIZE_LIMIT_BYTES = 64 << 20
-# How often acquire_session re-opens a lock file that a releasing holder removed meanwhile.
-SESSION_LOCK_RETRIES = 100
 
 
 class SessionBusy(Exception):
     """Another process is driving this session."""
-
-
-class StoreUnusable(Exception):
-    """The store path cannot be used (a directory, not a SQLite database, a parent that does not
-    exist, unreadable): one line naming the file, the problem and the fix. Nothing was created."""
-
-
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-def check_store_path(path: Path, *, create: bool) -> bool:
-    """Whether the store at ``path`` exists; raises StoreUnusable when it cannot be one. With
-    ``create`` the parent directory must exist already unless it is the workspace's own state
-    directory (the caller makes that one): a mistyped ``--db`` never creates directories."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        if not path.parent.is_dir():
-            raise StoreUnusable(
-                f"store {path}: its directory {path.parent} does not exist. Create it first, or name a "
-                "database in an existing directory with --db (or $ZUNO_DB)."
-            ) from None
-        if create and not os.access(path.parent, os.W_OK | os.X_OK):
-            raise StoreUnusable(
-                f"store {path}: its directory {path.parent} is not writable. Choose another --db."
-            ) from None
-        return False
-    except OSError as e:
-        raise StoreUnusable(f"store {path}: cannot be read ({e.strerror}). Choose another --db.") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise StoreUnusable(
-            f"store {path} is a directory, not a database file. Name a file, e.g. --db {path / 'zuno.db'}."
-        )
-    if not stat.S_ISREG(st.st_mode):
-        raise StoreUnusable(f"store {path} is not a regular file. Name a database file with --db.")
-    try:
-        with open(path, "rb") as f:
-            head = f.read(len(_SQLITE_MAGIC))
-    except OSError as e:
-        raise StoreUnusable(f"store {path}: cannot be read ({e.strerror}). Check its permissions.") from None
-    if head and head != _SQLITE_MAGIC:
-        raise StoreUnusable(
-            f"store {path} is not a SQLite database (it holds something else). Name another file with --db; "
-            "Zuno never overwrites it."
-        )
-    return True
 
 
 @dataclass(slots=True)
@@ -275,49 +226,25 @@ class Store:
         return d / f"session-{safe}.lock"
 
     def acquire_session(self, session_id: str) -> None:
-        """Hold the session for this process; SessionBusy names the holder otherwise.
-
-        The lock file is removed again on release, so the locks directory does not grow with every
-        session. Removal races with a process that opened the file just before it was unlinked: that
-        process would lock an orphan inode while a third creates a fresh file. So after acquiring the
-        lock, the holder checks that the path still names the inode it locked, and retries if not."""
+        """Hold the session for this process; SessionBusy names the holder otherwise. The lock file
+        is removed again on release (``zuno.store.locks``), so the locks directory does not grow."""
         if session_id in self._session_locks:
             raise SessionBusy(f"session {session_id} is already open in this process.")
         lp = self._lock_path(session_id)
-        for _ in range(SESSION_LOCK_RETRIES):
-            fd = os.open(lp, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-                os.close(fd)
-                raise SessionBusy(
-                    f"session {session_id} is being driven by another process (pid {holder}); "
-                    "a session is driven by one process at a time. Wait for it to finish, or use another session."
-                ) from None
-            try:
-                same = os.stat(lp).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                same = False
-            if not same:  # the file was removed (and maybe re-created) by a releasing holder: retry
-                os.close(fd)
-                continue
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, str(os.getpid()).encode(), 0)
-            self._session_locks[session_id] = (fd, lp)
-            return
-        raise SessionBusy(f"session {session_id}: its lock file kept changing under {lp.parent}; try again.")
+        fd = hold_lock_file(lp)
+        if fd is None:
+            raise SessionBusy(f"session {session_id}: its lock file kept changing under {lp.parent}; try again.")
+        if isinstance(fd, str):
+            raise SessionBusy(
+                f"session {session_id} is being driven by another process (pid {fd}); "
+                "a session is driven by one process at a time. Wait for it to finish, or use another session."
+            )
+        self._session_locks[session_id] = (fd, lp)
 
     def release_session(self, session_id: str) -> None:
-        """Unlink the lock file while still holding the lock, then close (which releases it): a
-        waiter that opened the old file sees, after acquiring, that the path is gone and retries."""
         held = self._session_locks.pop(session_id, None)
         if held is not None:
-            fd, lp = held
-            with contextlib.suppress(OSError):
-                if os.stat(lp).st_ino == os.fstat(fd).st_ino:
-                    os.unlink(lp)
-            os.close(fd)
+            release_lock_file(*held)
 
     def ensure_session(self, session_id: str | None, root: str, profile: str) -> str:
         sid = session_id or f"ses_{uuid.uuid4().hex[:16]}"
