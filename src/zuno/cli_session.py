@@ -100,15 +100,19 @@ class StopSignals:
         signals = ((signal.SIGINT, EXIT_INTERRUPTED), (signal.SIGTERM, EXIT_TERMINATED))
         added = []
         for sig, status in signals:
+            before = signal.getsignal(sig)
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self._on, status)
-                added.append(sig)
+                added.append((sig, before))
         try:
             yield self
         finally:
-            for sig in added:
+            for sig, before in added:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.remove_signal_handler(sig)
+                if before is not None:  # the loop restores the default; put back what was there
+                    with contextlib.suppress(ValueError, TypeError):
+                        signal.signal(sig, before)
 
 
 Body = Callable[[Session, StopSignals], Awaitable[int]]
