@@ -4,6 +4,7 @@ never Python reprs; every message a whole sentence), and how deep and large a ca
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -23,14 +24,22 @@ _PYDANTIC_WORDS = (
     ("a valid boolean", "true or false"),
     ("Input should be", "must be"),
     ("Value error, ", ""),
-    ("None", "null"),
 )
+_PYTHON_NAMES = re.compile(r"\b(None|True|False|dict|dictionary|NoneType)\b")
+_JSON_NAMES = {
+    "None": "null",
+    "NoneType": "null",
+    "True": "true",
+    "False": "false",
+    "dict": "object",
+    "dictionary": "object",
+}
 
 
 def _english(msg: str) -> str:
     for py, js in _PYDANTIC_WORDS:
         msg = msg.replace(py, js)
-    return msg.rstrip(".")
+    return _PYTHON_NAMES.sub(lambda m: _JSON_NAMES[m.group(1)], msg).rstrip(".")
 
 
 def _expected(schema: dict[str, Any]) -> str:

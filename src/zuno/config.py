@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -248,9 +249,11 @@ def _english(err: Mapping[str, Any]) -> str:
     if kind == "literal_error":
         expected = err.get("ctx", {}).get("expected")
         return f"must be one of {expected}" if expected else str(err["msg"])
-    msg = str(err["msg"])
-    for py, js in (("dictionary", "object"), ("None", "null"), ("list", "array")):
-        msg = msg.replace(py, js)
+    msg = re.sub(
+        r"\b(dictionary|None|list)\b",
+        lambda m: {"dictionary": "object", "None": "null", "list": "array"}[m[1]],
+        str(err["msg"]),
+    )
     return msg[:1].lower() + msg[1:]
 
 
