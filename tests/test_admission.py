@@ -29,9 +29,9 @@ async def echo_obj(value: dict[str, Any]) -> str:
 
 
 @zuno.tool(effect="ReadOnly", replay="Safe", concurrency="ParallelSafe")
-async def scalars(n: int = 0, ratio: float = 0.0, flag: bool = False) -> str:
+async def scalars(n: int = 0, ratio: float = 0.0, flag: bool = False, counts: list[int] | None = None) -> str:
     """Echo scalars."""
-    return json.dumps([n, ratio, flag])
+    return json.dumps([n, ratio, flag] + ([counts] if counts is not None else []))
 
 
 async def _step(workspace: Path, calls: list[Any]) -> Any:
@@ -109,6 +109,8 @@ def test_the_cli_refuses_a_batch_it_cannot_parse_and_blocks_a_deep_call(workspac
         ({"name": "scalars", "arguments": {"flag": 1}}, False),
         ({"name": "scalars", "arguments": {"flag": "yes"}}, False),
         ({"name": "scalars", "arguments": {"flag": "true"}}, True),
+        ({"name": "scalars", "arguments": {"counts": [1, "2", 3.0]}}, True),
+        ({"name": "scalars", "arguments": {"counts": [1, True]}}, False),
     ],
 )
 async def test_one_rule_reads_scalars_for_every_tool_and_extension(

@@ -34,34 +34,73 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 _INTEGER_NUMERAL = re.compile(r"\s*[+-]?\d{1,30}\s*")
-_SCALAR_KINDS: dict[tuple[type, str], str | None] = {}
+_SCALAR_KINDS: dict[tuple[type, str], tuple[str, str] | None] = {}
 
 
-def _scalar_kind(model: type[BaseModel], name: str) -> str | None:
-    """'integer', 'number' or 'boolean' when the field takes only that scalar (or null)."""
+def _kind_of(annotation: Any) -> str | None:
+    """'integer', 'number' or 'boolean' when the annotation takes only that scalar (or null)."""
+    kinds: set[Any] = set()
+    stack: list[Any] = [annotation]
+    while stack:
+        t = stack.pop()
+        origin = typing.get_origin(t)
+        if origin is typing.Annotated:
+            stack.append(typing.get_args(t)[0])
+        elif origin is typing.Union or origin is types.UnionType:
+            stack.extend(typing.get_args(t))
+        elif t is not type(None):
+            kinds.add(t)
+    if kinds == {bool}:
+        return "boolean"
+    if kinds == {int}:
+        return "integer"
+    if kinds and kinds <= {int, float}:
+        return "number"
+    return None
+
+
+def _unwrap(annotation: Any) -> Any:
+    """The annotation without Annotated[...] and without an Optional's None."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin is typing.Union or origin is types.UnionType:
+            rest = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(rest) != 1:
+                return annotation
+            annotation = rest[0]
+        else:
+            return annotation
+
+
+def _scalar_kind(model: type[BaseModel], name: str) -> tuple[str, str] | None:
+    """How the field's scalars are read: ("value", kind) for a scalar field, ("items", kind) for a
+    list of them, ("values", kind) for an object of them; None when the rule does not apply."""
     key = (model, name)
     if key not in _SCALAR_KINDS:
         field_info = model.model_fields.get(name)
-        kinds: set[Any] = set()
-        stack: list[Any] = [field_info.annotation if field_info is not None else None]
-        while stack:
-            t = stack.pop()
-            origin = typing.get_origin(t)
-            if origin is typing.Annotated:
-                stack.append(typing.get_args(t)[0])
-            elif origin is typing.Union or origin is types.UnionType:
-                stack.extend(typing.get_args(t))
-            elif t is not type(None):
-                kinds.add(t)
-        kind = None
-        if kinds == {bool}:
-            kind = "boolean"
-        elif kinds == {int}:
-            kind = "integer"
-        elif kinds and kinds <= {int, float}:
-            kind = "number"
-        _SCALAR_KINDS[key] = kind
+        annotation = _unwrap(field_info.annotation if field_info is not None else None)
+        shape: tuple[str, str] | None = None
+        if (kind := _kind_of(annotation)) is not None:
+            shape = ("value", kind)
+        else:
+            origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+            if origin in (list, tuple, set, frozenset) and len(args) == 1 and (kind := _kind_of(args[0])):
+                shape = ("items", kind)
+            elif origin is dict and len(args) == 2 and (kind := _kind_of(args[1])):
+                shape = ("values", kind)
+        _SCALAR_KINDS[key] = shape
     return _SCALAR_KINDS[key]
+
+
+def _read_field(shape: tuple[str, str], value: Any) -> Any:
+    where, kind = shape
+    if where == "items" and isinstance(value, list):
+        return [_read_scalar(kind, v) for v in value]
+    if where == "values" and isinstance(value, dict):
+        return {k: _read_scalar(kind, v) for k, v in value.items()}
+    return _read_scalar(kind, value) if where == "value" else value
 
 
 def _read_scalar(kind: str, value: Any) -> Any:
@@ -127,8 +166,8 @@ class ToolArgs(BaseModel):
         name = info.field_name
         if name is None:
             return value
-        kind = _scalar_kind(cls, name)
-        return _read_scalar(kind, value) if kind else value
+        shape = _scalar_kind(cls, name)
+        return _read_field(shape, value) if shape else value
 
 
 @dataclass(slots=True)
