@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from zuno import limits
 
@@ -106,7 +106,78 @@ class EditingConfig(_Strict):
     style: Literal["edit", "patch"] = "edit"
 
 
+class ProviderModelConfig(_Strict):
+    # None: the provider's built-in default (zuno.agent.providers.registry), else a generic one.
+    context: int | None = Field(None, ge=1, le=1 << 26)
+    output: int | None = Field(None, ge=1, le=1 << 24)
+    images: bool | None = None
+    # openai-responses: a reasoning model (its encrypted reasoning items are asked for and echoed).
+    reasoning: bool | None = None
+
+
+class ProviderOptions(_Strict):
+    baseURL: str | None = Field(None, min_length=1)  # the contract spells these in camelCase
+    apiKey: SecretStr | None = None
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+
+
+class ProviderConfig(_Strict):
+    # Built-in ids (openai, anthropic) have a default api; any other id must name one.
+    api: Literal["openai-chat", "openai-responses", "anthropic"] | None = None
+    options: ProviderOptions = Field(default_factory=ProviderOptions)
+    models: dict[str, ProviderModelConfig] = Field(default_factory=dict)
+
+
+class WebfetchConfig(_Strict):
+    # The timeout of a call that gives none (default 30 s; the per-call maximum is 120 s).
+    timeout_ms: int = Field(limits.WEBFETCH_DEFAULT_TIMEOUT_MS, ge=1, le=limits.WEBFETCH_MAX_TIMEOUT_MS)
+    # The body cap, counted after decompression.
+    max_bytes: int = Field(limits.WEBFETCH_DEFAULT_MAX_BYTES, ge=1, le=limits.WEBFETCH_MAX_BYTES_CEILING)
+    # CIDRs and hostnames that may be fetched although their addresses are not public. Exactly
+    # these are widened; every use is named in the result's metadata.
+    allow_private: list[str] = Field(default_factory=list)
+
+
+class WebSearchProviderConfig(_Strict):
+    # brave: the Brave Search API; searxng: a (self-hosted) SearXNG JSON API; tavily: Tavily's API.
+    type: Literal["brave", "searxng", "tavily"]
+    # Where the provider's API lives (each type has its public default; searxng needs one).
+    base_url: str | None = None
+    # The key: "{env:NAME}" reads it from the environment when a search runs; api_key_env names
+    # the variable directly. A literal key also works but then lives in the file.
+    api_key: str | None = None
+    api_key_env: str | None = None
+    timeout_ms: int = Field(limits.WEBFETCH_DEFAULT_TIMEOUT_MS, ge=1, le=limits.WEBFETCH_MAX_TIMEOUT_MS)
+
+
+class WebSearchConfig(_Strict):
+    # Which of the providers answers (default: the only one configured).
+    provider: str | None = None
+    providers: dict[str, WebSearchProviderConfig] = Field(default_factory=dict)
+    max_results: int = Field(limits.WEB_SEARCH_DEFAULT_RESULTS, ge=1, le=limits.WEB_SEARCH_MAX_RESULTS)
+    # Results outside allowed_domains (when set) or inside blocked_domains are dropped (subdomains too).
+    allowed_domains: list[str] = Field(default_factory=list)
+    blocked_domains: list[str] = Field(default_factory=list)
+
+
+class ContinuityConfig(_Strict):
+    # The optional continuity tools, history and notes (registered slots of the zuno profile),
+    # appear only when this is on (and the tool and permission filters keep them).
+    enabled: bool = False
+
+
+class MemoryConfig(_Strict):
+    # memory_read / memory_update appear only when memory is enabled.
+    enabled: bool = False
+    # "auto": updates apply at once; "review": an update is a proposal that waits for an
+    # explicit accept (zuno.tools.state.memory.accept_proposal).
+    review_policy: Literal["auto", "review"] = "auto"
+
+
 class Config(_Strict):
+    # "<provider id>/<model name>"; checked when a provider is built (zuno.agent.providers).
+    model: str | None = Field(None, min_length=1)
+    provider: dict[str, ProviderConfig] = Field(default_factory=dict)
     profile: Literal["zuno", "chord"] = "zuno"
     tools: dict[str, bool] = Field(default_factory=dict)
     concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
@@ -119,6 +190,10 @@ class Config(_Strict):
     search: SearchConfig = Field(default_factory=SearchConfig)
     shell: ShellConfig = Field(default_factory=ShellConfig)
     editing: EditingConfig = Field(default_factory=EditingConfig)
+    webfetch: WebfetchConfig = Field(default_factory=WebfetchConfig)
+    web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
+    continuity: ContinuityConfig = Field(default_factory=ContinuityConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
 
 
 def _merge(base: dict[str, Any], top: Mapping[str, Any], origin: dict[str, str], src: str, prefix: str) -> None:
@@ -214,11 +289,45 @@ def _field_range(loc: tuple[Any, ...]) -> tuple[Any, Any] | None:
     return lo, hi
 
 
-def _describe(err: Mapping[str, Any], origin: Mapping[str, str]) -> str:
+_ENV_REF = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _expand_env(node: Any, env: Mapping[str, str], key: str, refs: dict[str, str]) -> Any:
+    """Replace every "{env:NAME}" in string values (anywhere in the config) by the variable's
+    value. A reference to an unset variable stays as written: the part that needs the value
+    raises ``unset_env_error`` for it then (a provider, an MCP server, a search key), so an unset
+    key of one feature does not stop every command. ``refs`` keeps the original text of each
+    expanded key, so that an error about that key shows the reference and never the value
+    (which is often a secret)."""
+    if isinstance(node, dict):
+        return {k: _expand_env(v, env, f"{key}.{k}" if key else str(k), refs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_expand_env(v, env, f"{key}.{i}", refs) for i, v in enumerate(node)]
+    if not isinstance(node, str) or "{env:" not in node:
+        return node
+    refs[key] = node
+    return _ENV_REF.sub(lambda m: env.get(m.group(1), m.group(0)), node)
+
+
+def unset_env_error(key: str, value: str | None) -> ConfigError | None:
+    """The ConfigError for a config value still holding an "{env:NAME}" reference (its variable
+    was unset when the config was loaded), naming the key and the variable; None otherwise."""
+    m = _ENV_REF.search(value or "")
+    if m is None:
+        return None
+    return ConfigError(
+        f"config key {key} reads the environment variable {m.group(1)} ({m.group(0)}), which is not set. "
+        f"Set {m.group(1)}, or change {key}."
+    )
+
+
+def _describe(err: Mapping[str, Any], origin: Mapping[str, str], refs: Mapping[str, str] | None = None) -> str:
     loc = tuple(err["loc"])
     key = ".".join(str(p) for p in loc)
     src = origin.get(key) or next((origin[k] for k in origin if key.startswith(k + ".")), "defaults")
     value = err.get("input")
+    if refs and (key in refs or any(r.startswith(key + ".") for r in refs)):
+        value = refs.get(key, "(a value read from the environment)")
     kind = err["type"]
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
         rng = _field_range(loc)
@@ -291,8 +400,10 @@ def load_config(
         _merge(merged, _parse(text, name), origin, name, "")
     if overrides:
         _merge(merged, overrides, origin, "arguments", "")
+    refs: dict[str, str] = {}
+    merged = _expand_env(merged, env, "", refs)
     try:
         return Config.model_validate(merged)
     except ValidationError as e:
-        lines = [_describe(err, origin) for err in e.errors()]
+        lines = [_describe(err, origin, refs) for err in e.errors()]
         raise ConfigError("\n".join(lines)) from None

@@ -130,3 +130,37 @@ CHORD_BUDGET_RESERVE_LINES = 8
 # its strings plus a few bytes per value.
 CALL_MAX_DEPTH = 64
 CALL_MAX_BYTES = 32 << 20
+
+# webfetch / web_search (issue 12): "The default timeout is 30 seconds and the per-call maximum is
+# 120 seconds"; "at most five redirects".
+WEBFETCH_DEFAULT_TIMEOUT_MS = 30_000
+WEBFETCH_MAX_TIMEOUT_MS = 120_000
+WEBFETCH_MAX_REDIRECTS = 5
+# The body cap, counted after decompression (a gzip bomb is refused while it streams).
+WEBFETCH_DEFAULT_MAX_BYTES = 10 * 1024 * 1024
+WEBFETCH_MAX_BYTES_CEILING = 1 << 30
+# web_search: queries in one batch call, and results asked per query.
+WEB_SEARCH_MAX_QUERIES = 8
+WEB_SEARCH_DEFAULT_RESULTS = 8
+WEB_SEARCH_MAX_RESULTS = 20
+# A provider's JSON answer larger than this is refused (no provider sends that much for 20 hits).
+WEB_SEARCH_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+# Durable work state (zuno.tools.state). Notes: "A scope may contain at most 100 documents,
+# 256 KiB per document, and 1 MiB in total."
+NOTES_MAX_DOCUMENTS = 100
+NOTES_MAX_DOCUMENT_BYTES = 256 * 1024
+NOTES_MAX_TOTAL_BYTES = 1 << 20
+# A note's logical name (never a host path): at most this many UTF-8 bytes.
+NOTES_MAX_NAME_BYTES = 200
+# How many matching lines notes / history search_contents return before saying "truncated".
+STATE_SEARCH_MAX_HITS = 200
+# history list_items: the default and largest page; the preview of one item in a listing.
+HISTORY_PAGE_DEFAULT = 50
+HISTORY_PAGE_MAX = 500
+HISTORY_PREVIEW_CHARS = 200
+# Bounded memory (memory_read / memory_update), per workspace and agent. The spec says "bounded";
+# these are Zuno's numbers.
+MEMORY_MAX_ENTRIES = 100
+MEMORY_MAX_ENTRY_BYTES = 4 * 1024
+MEMORY_MAX_TOTAL_BYTES = 64 * 1024
+MEMORY_MAX_PENDING_PROPOSALS = 50

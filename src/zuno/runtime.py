@@ -161,6 +161,12 @@ class Runtime:
         store = self.existing_store()
         return get_receipt(store, receipt_id) if store is not None else None
 
+    def state(self, session_id: str) -> dict[str, Any]:
+        """A session's durable work state: its Goal, Plan and Todo list, as the get tools return them."""
+        from zuno.tools.state.api import read_state
+
+        return read_state(self.store, validate_session_id(session_id))
+
     async def aclose(self) -> None:
         for store in (self._reader, self._store):
             if store is not None:

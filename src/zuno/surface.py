@@ -88,6 +88,15 @@ PROFILE_SLOTS: dict[str, list[str]] = {
 # chord's editing styles: what each hides. "patch": apply_patch also creates and deletes files.
 EDITING_HIDDEN: dict[str, tuple[str, ...]] = {"edit": ("apply_patch",), "patch": ("edit", "write", "delete")}
 
+# Registered slots that appear only when a config section enables them (and then on the default
+# surface too): the name -> (how to tell, what to set).
+GATED_SLOTS: dict[str, tuple[Callable[[Config], bool], str]] = {
+    "history": (lambda c: c.continuity.enabled, "continuity.enabled"),
+    "notes": (lambda c: c.continuity.enabled, "continuity.enabled"),
+    "memory_read": (lambda c: c.memory.enabled, "memory.enabled"),
+    "memory_update": (lambda c: c.memory.enabled, "memory.enabled"),
+}
+
 # Tool families live in the zuno.tools package: every module (or subpackage) there that defines
 # register(registry) is registered, and its MIGRATIONS (if any) are applied by the store.
 TOOLS_PACKAGE = "zuno.tools"
@@ -218,6 +227,14 @@ def build_surface(
                 f"config key tools.{name}: not a tool of profile {profile!r}. "
                 f"Known: {', '.join(sorted(known | set(extensions)))}."
             )
+    if allow is None:
+        wanted += [n for n, (on, _key) in GATED_SLOTS.items() if n in known and on(config) and n not in wanted]
+    for name, (on, key) in GATED_SLOTS.items():
+        if name in known and not on(config):
+            if name in wanted:
+                wanted.remove(name)
+            if name in built:
+                disabled[name] = f"off: set {key} = true to enable it"
     tools: dict[str, Tool] = {}
     for name in wanted:
         if config.tools.get(name) is False:

@@ -1,0 +1,1 @@
+"""What Zuno consumes: web search providers (and, later, MCP client servers)."""
