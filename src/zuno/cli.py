@@ -99,15 +99,18 @@ def cmd_steps(args: argparse.Namespace) -> int:
         def reader() -> None:
             # A daemon thread reading the descriptor itself (no buffered file object, whose lock a
             # blocked read would hold at interpreter exit): a blocked read never holds the process.
-            pending = b""
+            parts: list[bytes] = []  # the line read so far (only new bytes are searched for newlines)
             try:
                 while chunk := os.read(fd, 1 << 16):
-                    pending += chunk
-                    *complete, pending = pending.split(b"\n")
-                    for raw in complete:
-                        loop.call_soon_threadsafe(lines.put_nowait, raw)
-                if pending:
-                    loop.call_soon_threadsafe(lines.put_nowait, pending)
+                    *complete, rest = chunk.split(b"\n")
+                    if complete:
+                        complete[0] = b"".join([*parts, complete[0]])
+                        for raw in complete:
+                            loop.call_soon_threadsafe(lines.put_nowait, raw)
+                        parts = []
+                    parts.append(rest)
+                if tail := b"".join(parts):
+                    loop.call_soon_threadsafe(lines.put_nowait, tail)
             except OSError as e:
                 read_error.append(e.strerror or str(e))
             except (ValueError, RuntimeError):
