@@ -121,6 +121,8 @@ def test_commands_that_only_look_create_nothing(workspace: Path, run_zuno: Any) 
         ("version", "--json"),
         ("events", "-c"),
         ("receipt", "rcp_00000000"),
+        ("memory",),
+        ("memory", "--json"),
     ):
         run_zuno(*argv)
         assert not (workspace / ".zuno").exists(), argv
@@ -128,7 +130,7 @@ def test_commands_that_only_look_create_nothing(workspace: Path, run_zuno: Any) 
     run_zuno("call", "read", '{"path": "."}')
     db = workspace / ".zuno" / "zuno.db"
     before = (db.stat().st_size, db.stat().st_mtime_ns)
-    for argv in (("sessions", "--json"), ("events", "-c", "--json"), ("receipt", "rcp_00000000"), ("tools",)):
+    for argv in (("sessions", "--json"), ("events", "-c", "--json"), ("receipt", "rcp_00000000"), ("memory",)):
         run_zuno(*argv)
     assert (db.stat().st_size, db.stat().st_mtime_ns) == before
     version = json.loads(run_zuno("version", "--json").stdout)
