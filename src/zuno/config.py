@@ -252,13 +252,56 @@ def _walk_keys(m: Mapping[str, Any], prefix: str) -> list[str]:
     return out
 
 
+_JSON_TYPE_NAMES = {
+    "dict": "an object",
+    "list": "an array",
+    "str": "a string",
+    "int": "a number",
+    "float": "a number",
+    "bool": "a boolean",
+    "NoneType": "null",
+}
+
+
+def json_type_name(value: Any) -> str:
+    """The JSON name of a parsed value's type ("an array", "null"), never the Python one."""
+    return _JSON_TYPE_NAMES.get(type(value).__name__, type(value).__name__)
+
+
+def json_repr(value: Any, limit: int = 200) -> str:
+    """A value as JSON text, shortened: how a message quotes what the user or model sent."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def read_config_text(path: Path, src: str) -> str:
+    """The text of a config file, or a ConfigError naming the file, the problem and the fix."""
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise ConfigError(f"config {src} is a directory, not a file. Name a JSON file.") from None
+    except OSError as e:
+        raise ConfigError(f"config {src} cannot be read ({e.strerror}). Check its permissions, or remove it.") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"config {src} is not UTF-8 text (byte {e.start} is not valid UTF-8). Save it as UTF-8 JSON."
+        ) from None
+
+
 def _parse(text: str, src: str) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ConfigError(f"config {src}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno}).") from e
+    except RecursionError:
+        raise ConfigError(f"config {src}: nested too deeply to read. A config is a few levels deep.") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"config {src}: the top level must be a JSON object, not {type(data).__name__}.")
+        raise ConfigError(f"config {src}: the top level must be a JSON object, not {json_type_name(data)}.")
     return data
 
 
@@ -324,12 +367,37 @@ def _describe(err: Mapping[str, Any], origin: Mapping[str, str], refs: Mapping[s
         rng = _field_range(loc)
         lo, hi = rng if rng else (None, None)
         allowed = f"{lo}..={hi}" if lo is not None and hi is not None else err["msg"]
-        return f"config key {key} = {value!r} is out of range: allowed {allowed} (from {src})."
+        return f"config key {key} = {json_repr(value)} is out of range: allowed {allowed} (from {src})."
     if kind == "extra_forbidden":
         return f"config key {key} is not a known key (from {src}). Remove it or check its spelling."
+    if kind == "missing":
+        return f"config key {key} is required (from {src}). Add it."
+    return f"config key {key} = {json_repr(value)}: {_english(err)} (from {src})."
+
+
+def _english(err: Mapping[str, Any]) -> str:
+    """pydantic's message in JSON words: "a valid dictionary" is "an object", and so on."""
+    kind = err["type"]
+    words = {
+        "dict_type": "must be a JSON object",
+        "model_type": "must be a JSON object",
+        "list_type": "must be a JSON array",
+        "string_type": "must be a string",
+        "int_type": "must be an integer",
+        "bool_type": "must be true or false",
+        "float_type": "must be a number",
+    }
+    if kind in words:
+        return words[kind]
     if kind == "literal_error":
-        return f"config key {key} = {value!r}: {err['msg']} (from {src})."
-    return f"config key {key} = {value!r}: {err['msg']} (from {src})."
+        expected = err.get("ctx", {}).get("expected")
+        return f"must be one of {expected}" if expected else str(err["msg"])
+    msg = re.sub(
+        r"\b(dictionary|None|list)\b",
+        lambda m: {"dictionary": "object", "None": "null", "list": "array"}[m[1]],
+        str(err["msg"]),
+    )
+    return msg[:1].lower() + msg[1:]
 
 
 def load_config(
@@ -349,16 +417,19 @@ def load_config(
     named = config_file or env.get("ZUNO_CONFIG")
     if named:
         p = Path(named)
-        if not p.is_file():
-            raise ConfigError(f"config file {p} (from {'--config' if config_file else 'ZUNO_CONFIG'}) does not exist.")
+        via = "--config" if config_file else "ZUNO_CONFIG"
+        if p.is_dir():
+            raise ConfigError(f"config file {p} (from {via}) is a directory, not a file. Name a JSON file.")
+        if not p.exists():
+            raise ConfigError(f"config file {p} (from {via}) does not exist. Check the path.")
         sources.append((str(p), p, None))
     if env.get("ZUNO_CONFIG_CONTENT"):
         sources.append(("ZUNO_CONFIG_CONTENT", None, env["ZUNO_CONFIG_CONTENT"]))
     for name, path, text in sources:
         if path is not None:
-            if not path.is_file():
+            if not path.exists() and not path.is_symlink():
                 continue
-            text = path.read_text(encoding="utf-8")
+            text = read_config_text(path, name)
         assert text is not None
         _merge(merged, _parse(text, name), origin, name, "")
     if overrides:

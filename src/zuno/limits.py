@@ -148,6 +148,13 @@ COMPACT_RESULT_MAX_CHARS = 2_000
 # How long a run waits for background jobs it started before it stops waiting (wake on completion).
 BACKGROUND_WAKE_MAX_S = 6 * 3600
 
+# Admission (issue 10): how deep and how large one call may be before it is refused as
+# invalid_arguments, unread (a call nested ~1,000 deep used to raise RecursionError and leave the
+# step open). JSON nesting levels, counting the call object itself as level 1; and the UTF-8 size of
+# its strings plus a few bytes per value.
+CALL_MAX_DEPTH = 64
+CALL_MAX_BYTES = 32 << 20
+
 # webfetch / web_search (issue 12): "The default timeout is 30 seconds and the per-call maximum is
 # 120 seconds"; "at most five redirects".
 WEBFETCH_DEFAULT_TIMEOUT_MS = 30_000

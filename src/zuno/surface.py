@@ -179,14 +179,22 @@ class Surface:
         return list(self.tools)
 
 
-def build_surface(config: Config, root: Path, registry: Registry | None = None, profile: str | None = None) -> Surface:
+def build_surface(
+    config: Config,
+    root: Path,
+    registry: Registry | None = None,
+    profile: str | None = None,
+    extra_tools: list[Tool] | None = None,
+) -> Surface:
+    """The surface of a profile. ``extra_tools`` (``Runtime(tools=...)``) join the config's
+    extensions and follow the same rules (no shadowing, the tools switch, the allowlist)."""
     profile = profile or config.profile
     if profile not in PROFILE_DEFAULTS:
-        raise ConfigError(f"unknown profile {profile!r}: choose one of {sorted(PROFILE_DEFAULTS)}.")
+        raise ConfigError(f"unknown profile {profile!r}: choose one of {', '.join(sorted(PROFILE_DEFAULTS))}.")
     registry = registry or default_registry()
     built = registry.built(profile)
     known = set(PROFILE_DEFAULTS[profile]) | set(PROFILE_SLOTS[profile])
-    extensions = {t.name: t for t in load_extensions(config.extensions, root)}
+    extensions = {t.name: t for t in [*load_extensions(config.extensions, root), *(extra_tools or [])]}
     for name in extensions:
         if name in known:
             raise ConfigError(f"config key extensions: tool {name!r} would shadow the built-in tool of that name.")
@@ -198,7 +206,7 @@ def build_surface(config: Config, root: Path, registry: Registry | None = None, 
             if name not in known and name not in extensions:
                 raise ConfigError(
                     f"config key agent.tools: {name!r} is not a tool of profile {profile!r}. "
-                    f"Known: {sorted(known | set(extensions))}."
+                    f"Known: {', '.join(sorted(known | set(extensions)))}."
                 )
         wanted = list(allow)
     else:
@@ -216,7 +224,8 @@ def build_surface(config: Config, root: Path, registry: Registry | None = None, 
     for name in config.tools:
         if name not in known and name not in extensions:
             raise ConfigError(
-                f"config key tools.{name}: not a tool of profile {profile!r}. Known: {sorted(known | set(extensions))}."
+                f"config key tools.{name}: not a tool of profile {profile!r}. "
+                f"Known: {', '.join(sorted(known | set(extensions)))}."
             )
     if allow is None:
         wanted += [n for n, (on, _key) in GATED_SLOTS.items() if n in known and on(config) and n not in wanted]

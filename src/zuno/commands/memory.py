@@ -7,10 +7,12 @@ zuno memory accept MP_ID | reject MP_ID
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sqlite3
 import sys
 from typing import Any
 
-from zuno.cli_support import EXIT_NOT_OK, EXIT_OK, add_common_arguments, print_json, runtime_from_args
+from zuno.cli_support import EXIT_NOT_OK, EXIT_OK, EXIT_USAGE, add_common_arguments, print_json, runtime_from_args
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -26,7 +28,7 @@ def _run(args: argparse.Namespace) -> int:
                     f"zuno: memory {args.op} needs a proposal id (mp_…); run 'zuno memory' to list them.",
                     file=sys.stderr,
                 )
-                return EXIT_NOT_OK
+                return EXIT_USAGE
             try:
                 if args.op == "accept":
                     result = accept_proposal(rt.store, args.proposal)
@@ -38,13 +40,23 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"zuno: {r.message} {r.required_action}", file=sys.stderr)
                 return EXIT_NOT_OK
             return EXIT_OK
-        rows = rt.store.query(
-            "SELECT agent, key, revision, content FROM state_memory WHERE root = ? ORDER BY agent, key", (root,)
-        )
-        entries = [dict(r) for r in rows]
-        pending = [
-            {k: p[k] for k in ("id", "agent", "op", "key", "content", "session_id")} for p in proposals(rt.store, root)
-        ]
+        # Listing only looks: no store yet is no memory, and nothing is created (docs/cli.md).
+        store = rt.existing_store()
+        entries: list[dict[str, Any]] = []
+        pending: list[dict[str, Any]] = []
+        if store is not None:
+            try:
+                rows = store.query(
+                    "SELECT agent, key, revision, content FROM state_memory WHERE root = ? ORDER BY agent, key", (root,)
+                )
+                entries = [dict(r) for r in rows]
+                pending = [
+                    {k: p[k] for k in ("id", "agent", "op", "key", "content", "session_id")}
+                    for p in proposals(store, root)
+                ]
+            except sqlite3.OperationalError as e:
+                if "no such table" not in str(e):  # a store from before the memory tables: no memory
+                    raise
         if args.json:
             print_json({"root": root, "memory": entries, "pending": pending})
             return EXIT_OK
@@ -57,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
             print("no memory")
         return EXIT_OK
     finally:
-        rt.store.close()
+        asyncio.run(rt.aclose())
 
 
 def add_parser(sub: Any) -> None:

@@ -31,6 +31,7 @@ from zuno.cli_support import (
     EXIT_TERMINATED,
     UsageError,
     add_common_arguments,
+    add_session_arguments,
     print_json,
     runtime_from_args,
 )
@@ -49,8 +50,8 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="run the agent on a prompt (interactive without one on a terminal)")
     p.add_argument("prompt", nargs="?", default=None, help="the prompt (default: standard input, or interactive)")
     _agent_options(p)
-    add_common_arguments(p)
-    p.add_argument("--continue", "-c", dest="continue_latest", action="store_true", help="continue the latest session")
+    add_common_arguments(p, session=False)
+    add_session_arguments(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("resume", help="resume an agent session (after an interruption or a crash)")
@@ -68,8 +69,6 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    if args.session and args.continue_latest:
-        raise UsageError("--session and --continue name the session twice: give one of them.")
     prompt = args.prompt
     interactive = False
     if prompt is None:

@@ -8,6 +8,7 @@ provider time (the wire attempts) apart from the turn's elapsed time, and usage.
 from __future__ import annotations
 
 import argparse
+import asyncio
 from typing import Any
 
 from zuno.agent.transcript import Transcript
@@ -40,7 +41,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(render(t), end="")
         return EXIT_OK
     finally:
-        rt.store.close()
+        asyncio.run(rt.aclose())
 
 
 def transcript_json(t: Transcript) -> dict[str, Any]:
