@@ -389,3 +389,19 @@ def test_with_the_real_goal_and_plan_tools(workspace: Path) -> None:
     reads = ScriptedProvider(lambda req, i: calls(call("plan_get", {})))
     result, *_ = run(drive(workspace, reads, "look"))
     assert result.stop_reason == "stagnant_tool_loop" and result.steps == 3
+
+
+def test_a_running_remote_observer_makes_the_stop_waiting_background(workspace: Path) -> None:
+    observe = {"command": "sleep 5", "run_in_background": True, "backgroundPurpose": "remoteObserver"}
+    p = ScriptedProvider([calls(call("shell", observe)), say("the CI run is being watched")])
+
+    async def go() -> Any:
+        overrides = {"permission": {"rules": [{"tool": "shell", "action": "allow"}]}}
+        async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt:
+            async with rt.agent(provider=p, wait_background=False) as agent:
+                return await agent.run("watch the CI run"), rt.store.events(agent.id)
+
+    result, events = run(go())
+    assert result.stop_reason == "waiting_background" and "remote observer" in result.detail
+    assert "backgroundPurpose remoteObserver" in p.requests[1].system
+    assert any(e["kind"] == "waiting_background" for e in events)
