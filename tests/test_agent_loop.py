@@ -385,6 +385,16 @@ def test_with_the_real_goal_and_plan_tools(workspace: Path) -> None:
     # three identical observations pause it.
     assert result.stop_reason == "no_progress" and len(p.requests) == 4
     assert "Goal (revision 1, active): ship" in p.requests[1].system
+    # The Goal's own durable status says so too (the state family's goal pauser).
+    from zuno.tools.state import read_goal
+
+    async def stored_goal() -> Any:
+        async with zuno.Runtime(root=workspace) as rt:
+            return read_goal(rt.store, result.session)
+
+    goal_now = run(stored_goal())
+    assert goal_now["goal"]["status"] == "paused", goal_now
+    assert goal_now["goal"]["pause_reason"]["kind"] == "no_progress", goal_now
 
     reads = ScriptedProvider(lambda req, i: calls(call("plan_get", {})))
     result, *_ = run(drive(workspace, reads, "look"))

@@ -36,6 +36,11 @@ class ContextSection:
 
 Refresher = Callable[["Store", str], ContextSection | None]
 
+# The tool family that owns the Goal's status registers a pauser (``registry.goal_pausers``): when
+# three identical observations stop a Goal turn with no_progress, the loop calls it so the Goal's
+# own durable status says so too. ``fn(store, session_id, detail)``.
+GoalPauser = Callable[["Store", str, str], None]
+
 
 class RefreshFailed(Exception):
     """A refresher failed: the dynamic context cannot be rebuilt, so the turn pauses."""

@@ -116,6 +116,7 @@ class AgentLoop:
             self.set_mode(mode)
         self.transcript.set_model(provider.id)
         self.refreshers = list(session.runtime.registry.refreshers)
+        self.goal_pausers = list(session.runtime.registry.goal_pausers)
         self.compactor = Compactor(self, summary_provider or provider)
         self.emit: Callable[[AgentEvent], None] = emit or (lambda _e: None)
         self._stream_task: asyncio.Task[Finished] | None = None
@@ -502,8 +503,14 @@ class AgentLoop:
             data["goal_fingerprint"], data["goal_repeats"] = fp, repeats
             self.transcript.save_data(data)
             if repeats >= limits.GOAL_NO_PROGRESS_OBSERVATIONS:
+                detail = f"{repeats} consecutive identical observations of the active Goal"
                 self.store.add_event(self.session.id, "goal-paused", {"reason": "no_progress", "observations": repeats})
-                return "no_progress", f"{repeats} consecutive identical observations of the active Goal"
+                for pause in self.goal_pausers:  # the Goal's own status says paused: no_progress
+                    try:
+                        pause(self.store, self.session.id, detail)
+                    except Exception as e:
+                        self.store.add_event(self.session.id, "goal-pause-failed", {"error": f"{type(e).__name__}: {e}"})
+                return "no_progress", detail
             if any(s.runnable for s in sections):
                 if turn.continuations >= self.config.agent.limits.continuations:
                     return "continuation_limit", (

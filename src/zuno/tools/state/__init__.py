@@ -15,7 +15,7 @@ from __future__ import annotations
 from zuno.surface import Registry
 from zuno.tools.state.api import plan_instruction, read_goal, read_plan, read_state, read_todo
 from zuno.tools.state.docstore import MIGRATIONS as _DOC_MIGRATIONS
-from zuno.tools.state.goal import GoalGetTool, GoalUpdateTool
+from zuno.tools.state.goal import GoalGetTool, GoalUpdateTool, pause_for_no_progress
 from zuno.tools.state.history import HistoryTool, record_compaction
 from zuno.tools.state.memory import MIGRATIONS as _MEMORY_MIGRATIONS
 from zuno.tools.state.memory import MemoryReadTool, MemoryUpdateTool, accept_proposal, reject_proposal
@@ -47,6 +47,7 @@ def register(registry: Registry) -> None:
     registry.refreshers.append(("goal", refresh_goal))
     registry.refreshers.append(("plan", refresh_plan))
     registry.refreshers.append(("todo", refresh_todo))
+    registry.goal_pausers.append(pause_for_no_progress)
 
 
 __all__ = [
