@@ -509,7 +509,8 @@ class AgentLoop:
                     try:
                         pause(self.store, self.session.id, detail)
                     except Exception as e:
-                        self.store.add_event(self.session.id, "goal-pause-failed", {"error": f"{type(e).__name__}: {e}"})
+                        failure = {"error": f"{type(e).__name__}: {e}"}
+                        self.store.add_event(self.session.id, "goal-pause-failed", failure)
                 return "no_progress", detail
             if any(s.runnable for s in sections):
                 if turn.continuations >= self.config.agent.limits.continuations:
