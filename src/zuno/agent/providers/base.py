@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
@@ -16,6 +17,9 @@ from typing import ClassVar, Literal
 
 from zuno.agent.providers.retry import Failure, RetryPolicy, classify
 from zuno.agent.types import Attempt, Finished, ModelRequest, ProviderError, RequestOutcome, StreamEvent
+
+# Built-in openai model names that are reasoning models (their encrypted reasoning is asked for).
+REASONING_MODEL = re.compile(r"^(o\d|gpt-5|codex)")
 
 log = logging.getLogger("zuno.agent.providers")
 

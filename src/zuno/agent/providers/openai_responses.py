@@ -3,7 +3,6 @@ always; reasoning items and hosted web-search calls kept opaque and echoed back 
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,7 +29,6 @@ OPAQUE_KEY = "openai-responses"  # AssistantMessage.opaque entries: {"api": OPAQ
 
 # Built-in model names that are reasoning models (their reasoning items are echoed back
 # encrypted, as store=false requires); any other model says so with models.<name>.reasoning.
-REASONING_MODEL = re.compile(r"^(o\d|gpt-5|codex)")
 
 _INCOMPLETE: dict[str, StopReason] = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
 _FAILED_CODES = {"rate_limit_exceeded": "rate_limited", "server_error": "server", "vector_store_timeout": "timeout"}

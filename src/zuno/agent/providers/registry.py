@@ -7,10 +7,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from zuno.agent.providers.anthropic_messages import AnthropicProvider
-from zuno.agent.providers.base import Api, ProviderSettings, StreamingProvider
-from zuno.agent.providers.openai_chat import OpenAIChatProvider
-from zuno.agent.providers.openai_responses import REASONING_MODEL, OpenAIResponsesProvider
+from zuno.agent.providers.base import REASONING_MODEL, Api, ProviderSettings, StreamingProvider
 from zuno.agent.providers.retry import RetryPolicy
 from zuno.config import Config, ConfigError, ProviderConfig, unset_env_error
 
@@ -109,10 +106,17 @@ def resolve_settings(
 def provider_from_settings(
     settings: ProviderSettings, retry: RetryPolicy | None = None, *, builtin: bool = False
 ) -> StreamingProvider:
+    # Each adapter (and so its SDK) is imported only when a provider of its API is built.
     if settings.api == "openai-chat":
+        from zuno.agent.providers.openai_chat import OpenAIChatProvider
+
         return OpenAIChatProvider(settings, retry, builtin=builtin)
     if settings.api == "openai-responses":
+        from zuno.agent.providers.openai_responses import OpenAIResponsesProvider
+
         return OpenAIResponsesProvider(settings, retry)
+    from zuno.agent.providers.anthropic_messages import AnthropicProvider
+
     return AnthropicProvider(settings, retry)
 
 

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import email.utils
 import random
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-import anthropic
-import httpx2
-import openai
 
 # How many wire attempts one request gets (the first one included).
 MAX_ATTEMPTS = 4
@@ -163,9 +160,19 @@ def redact(text: str, secrets: tuple[str, ...]) -> str:
     return text
 
 
-_STATUS_ERRORS = (openai.APIStatusError, anthropic.APIStatusError)
-_TIMEOUTS = (openai.APITimeoutError, anthropic.APITimeoutError)
-_CONNECTION = (openai.APIConnectionError, anthropic.APIConnectionError)
+_SDKS = ("openai", "anthropic")
+
+
+def _sdk_errors(name: str) -> tuple[type[BaseException], ...]:
+    """The SDKs' exception classes called ``name``, from the SDKs that are imported: an exception
+    of an SDK can only exist once that SDK was imported, so none is imported here (the anthropic
+    SDK alone takes seconds to import, and a run uses one API)."""
+    return tuple(getattr(sys.modules[m], name) for m in _SDKS if m in sys.modules)
+
+
+def _http_errors(name: str) -> tuple[type[BaseException], ...]:
+    module = sys.modules.get("httpx2")
+    return (getattr(module, name),) if module is not None else ()
 
 
 def classify(exc: BaseException, secrets: tuple[str, ...]) -> Failure | None:
@@ -173,7 +180,7 @@ def classify(exc: BaseException, secrets: tuple[str, ...]) -> Failure | None:
     provider failure (a bug: let it propagate)."""
     if isinstance(exc, StreamFailure):
         return Failure(exc.category, exc.status, redact(exc.detail, secrets))
-    if isinstance(exc, _STATUS_ERRORS):
+    if isinstance(exc, _sdk_errors("APIStatusError")):
         status = int(exc.status_code)
         kind, msg, code = _error_fields(exc.body)
         headers = exc.response.headers if exc.response is not None else None
@@ -185,18 +192,18 @@ def classify(exc: BaseException, secrets: tuple[str, ...]) -> Failure | None:
         retry_after = parse_retry_after(headers) if category in TRANSIENT_CATEGORIES else None
         detail = f"HTTP {status}" + (f": {redact(msg, secrets)}" if msg else "")
         return Failure(category, status if status >= 400 else None, detail, retry_after)
-    if isinstance(exc, _TIMEOUTS):
+    if isinstance(exc, _sdk_errors("APITimeoutError")):
         return Failure("timeout", None, "the request timed out")
-    if isinstance(exc, _CONNECTION):
+    if isinstance(exc, _sdk_errors("APIConnectionError")):
         cause = exc.__cause__
         name = type(cause).__name__ if cause is not None else "connection error"
         return Failure("connection", None, f"connection failed ({name})")
     # The anthropic SDK lets the HTTP client's errors out of a stream unwrapped.
-    if isinstance(exc, httpx2.TimeoutException):
+    if isinstance(exc, _http_errors("TimeoutException")):
         return Failure("timeout", None, f"the request timed out ({type(exc).__name__})")
-    if isinstance(exc, httpx2.TransportError):
+    if isinstance(exc, _http_errors("TransportError")):
         return Failure("connection", None, f"connection failed ({type(exc).__name__})")
-    if isinstance(exc, openai.APIError | anthropic.APIError):
+    if isinstance(exc, _sdk_errors("APIError")):
         kind, msg, _code = _error_fields(getattr(exc, "body", None))
         category = {"overloaded_error": "overloaded", "rate_limit_error": "rate_limited"}.get(kind or "", "server")
         return Failure(category, None, redact(msg or "the stream reported an error", secrets))
