@@ -7,21 +7,24 @@ async with zuno.Runtime(root=".") as rt:
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from pydantic import ValidationError
+
 from zuno.config import Config, load_config
-from zuno.declarations import Outcome
-from zuno.dispatch import Dispatcher
-from zuno.permissions import Approver, NoApprover
+from zuno.declarations import Declarations, Outcome
+from zuno.dispatch import CROSS_CUTTING, Dispatcher
+from zuno.permissions import Approver, NoApprover, decide
 from zuno.records import StepResult
 from zuno.session_ids import SessionNotFound, validate_session_id
 from zuno.store import Store
 from zuno.surface import Registry, Surface, build_surface, default_registry
-from zuno.tool import Services
+from zuno.tool import Services, Tool
 from zuno.workspace import Workspace
 
 UNCERTAIN_RECOVERY_TEXT = (
@@ -173,6 +176,50 @@ class Session:
                     "replay": row.replay,
                 },
             )
+
+    def _resolve(self, call: Any) -> tuple[Tool, Any] | None:
+        if not isinstance(call, dict):
+            return None
+        tool = self.runtime.surface.tools.get(str(call.get("name") or ""))
+        if tool is None:
+            return None
+        arguments: Any = call.get("arguments", {})
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError:
+                return None
+        if not isinstance(arguments, dict):
+            return None
+        rest = {k: v for k, v in arguments.items() if k not in CROSS_CUTTING}
+        try:
+            return tool, tool.Args.model_validate(rest)
+        except ValidationError:
+            return None
+
+    def classify(self, call: Any) -> Declarations | None:
+        """The declarations the dispatcher would give this call (resolve -> validate -> classify),
+        without running it, recording anything or asking anyone; None when the call would be
+        refused before it could run (unknown tool, bad arguments). Transports that order requests
+        themselves (``zuno mcp``) use it; the step still admits the call in full."""
+        resolved = self._resolve(call)
+        return None if resolved is None else resolved[0].classify(resolved[1])
+
+    def approval_needed(self, call: Any) -> tuple[str, str | None] | None:
+        """(reason, subject) when the permission rules or strict mode would ask before this call
+        runs, else None (it is allowed, denied, or refused before permission). Nothing is recorded;
+        the step decides again in full."""
+        resolved = self._resolve(call)
+        if resolved is None:
+            return None
+        tool, args = resolved
+        subject = tool.subject(args)
+        decision = decide(self.runtime.config.permission, tool.name, subject, tool.classify(args))
+        return (decision.reason, subject) if decision.action == "ask" else None
+
+    def visible_tools(self) -> list[Tool]:
+        """The tools whose schemas the model should see now, in surface order."""
+        return list(self.runtime.surface.tools.values())
 
     async def step(self, calls: list[Any]) -> StepResult:
         if self._dispatcher is None:
