@@ -31,7 +31,13 @@ def add_parser(sub: Any) -> None:
     add_common_arguments(p)
     p.add_argument("--continue", "-c", dest="continue_latest", action="store_true", help="continue the latest session")
     p.add_argument("--http", default=None, metavar="HOST:PORT", help="serve streamable HTTP at /mcp instead of stdio")
-    p.add_argument("--token", default=None, help="the bearer token HTTP clients must send (generated when not given)")
+    p.add_argument(
+        "--token",
+        action="append",
+        default=None,
+        help="a bearer token HTTP clients must send (generated when not given); repeat it to name several "
+        "clients, each its own session",
+    )
     p.add_argument(
         "--allow-remote",
         action="store_true",
@@ -71,7 +77,7 @@ def _parse_http(value: str, allow_remote: bool) -> tuple[str, int]:
 
 
 async def _serve(
-    rt: Any, session_id: str | None, approver: Any, http: tuple[str, int] | None, token: str | None
+    rt: Any, session_id: str | None, approver: Any, http: tuple[str, int] | None, token: list[str] | None
 ) -> int:
     from zuno.serve.mcp.server import Frontend
 
