@@ -9,9 +9,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from conftest import zuno_env
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+
+from conftest import zuno_env
 
 MODES = ["legacy", "2026-07-28"]
 
@@ -60,8 +61,18 @@ class HttpZuno:
 
         env = zuno_env({"ZUNO_CONFIG_CONTENT": json.dumps(self.config)} if self.config else None)
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "zuno", "mcp", "--root", str(self.root), "--http", f"127.0.0.1:{self.port}",
-            *self.extra, env=env, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+            sys.executable,
+            "-m",
+            "zuno",
+            "mcp",
+            "--root",
+            str(self.root),
+            "--http",
+            f"127.0.0.1:{self.port}",
+            *self.extra,
+            env=env,
+            stderr=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.DEVNULL,
         )
         assert self.proc.stderr is not None
         while True:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import ext_tools
 import zuno
+
+import ext_tools
 
 
 async def test_cancelling_one_step_settles_only_its_calls(workspace: Path) -> None:

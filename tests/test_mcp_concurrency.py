@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+
 from mcp_peers import MODES, zuno_client
 
 SLOW = '''

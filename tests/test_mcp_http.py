@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
+
 from conftest import zuno_env
 from mcp_peers import MODES, HttpZuno
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
 from mcp_peers import MODES, zuno_client
 
 

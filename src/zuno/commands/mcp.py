@@ -1,7 +1,7 @@
 """``zuno mcp``: serve the surface to an MCP client over stdio (default) or streamable HTTP.
 
-    zuno mcp [--root DIR] [--profile P] [--session ID | --continue] [--approve]
-    zuno mcp --http 127.0.0.1:PORT [--token TOKEN]
+zuno mcp [--root DIR] [--profile P] [--session ID | --continue] [--approve]
+zuno mcp --http 127.0.0.1:PORT [--token TOKEN]
 """
 
 from __future__ import annotations
