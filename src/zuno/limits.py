@@ -123,3 +123,16 @@ CHORD_CONTEXT_LINE_MAX_BYTES = 256
 # chord grep: bytes/lines of the output budget kept back for the status lines around the body.
 CHORD_BUDGET_RESERVE_BYTES = 1_024
 CHORD_BUDGET_RESERVE_LINES = 8
+
+
+# -- MCP (issue 11) ------------------------------------------------------------------------------
+# A connected server's call (and its start) times out after timeout_ms: default 60 s, at most 1 h.
+MCP_TIMEOUT_DEFAULT_MS = 60_000
+MCP_TIMEOUT_MAX_MS = 3_600_000
+# Tool names as providers take them: ^[A-Za-z0-9_-]{1,64}$.
+MCP_TOOL_NAME_MAX = 64
+# tool_search returns at most this many matches (default 5).
+TOOL_SEARCH_DEFAULT_RESULTS = 5
+TOOL_SEARCH_MAX_RESULTS = 20
+# A server's stderr log is cut back to its newest half past this size.
+MCP_STDERR_LOG_MAX_BYTES = 8 << 20

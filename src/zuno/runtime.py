@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from fnmatch import fnmatchcase
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -64,6 +65,29 @@ class Runtime:
             db_path = self.workspace.ensure_state_dir() / "zuno.db"
         self.store = Store(db_path, registry.migrations)
         self.approver: Approver = approver or NoApprover()
+        # The user's MCP servers (config "mcp"): connected when the first session opens.
+        self.mcp: Any = None
+        self.deferred: frozenset[str] = frozenset()
+        self._mcp_started = False
+        if any(cfg.enabled for cfg in self.config.mcp.values()):
+            from zuno.connect.mcp import McpHub
+
+            self.mcp = McpHub(self.config, self.root, self.workspace.ensure_state_dir() / "logs" / "mcp")
+
+    async def start_mcp(self) -> None:
+        """Connect the configured MCP servers (once) and put their tools on the surface; with
+        deferred schemas, withhold them from the visible tools and add tool_search."""
+        if self.mcp is None or self._mcp_started:
+            return
+        self._mcp_started = True
+        from zuno.connect.mcp import ToolSearchTool, should_defer
+
+        added = await self.mcp.start(set(self.surface.tools))
+        self.surface.tools.update(added)
+        connected = list(self.mcp.tools.values())
+        if should_defer(self.config.tool_search.defer, connected):
+            self.deferred = frozenset(t.name for t in connected)
+            self.surface.tools["tool_search"] = ToolSearchTool(lambda: [self.surface.tools[n] for n in self.deferred])
 
     def session(self, session_id: str | None = None) -> Session:
         if session_id is not None:
@@ -98,7 +122,11 @@ class Runtime:
         return get_receipt(self.store, receipt_id)
 
     async def aclose(self) -> None:
-        self.store.close()
+        try:
+            if self.mcp is not None:
+                await self.mcp.aclose()
+        finally:
+            self.store.close()
 
     async def __aenter__(self) -> Runtime:
         return self
@@ -120,6 +148,7 @@ class Session:
 
     async def open(self) -> Session:
         rt = self.runtime
+        await rt.start_mcp()
         self.id = rt.store.ensure_session(self._requested_id, str(rt.root), rt.surface.profile)
         rt.store.acquire_session(self.id)
         self._recover()
@@ -133,6 +162,11 @@ class Session:
             approver=rt.approver,
         )
         rt.store.add_event(self.id, "session-opened", {"pid": os.getpid(), "profile": rt.surface.profile})
+        if rt.mcp is not None:
+            for server, why in rt.mcp.failures.items():
+                rt.store.add_notice(
+                    self.id, "mcp_server_failed", f"{why}; its tools are not available.", {"server": server}
+                )
         return self
 
     def _recover(self) -> None:
@@ -218,8 +252,19 @@ class Session:
         return (decision.reason, subject) if decision.action == "ask" else None
 
     def visible_tools(self) -> list[Tool]:
-        """The tools whose schemas the model should see now, in surface order."""
-        return list(self.runtime.surface.tools.values())
+        """The tools whose schemas the model should see now, in surface order: the surface less the
+        tools a deny rule (without a pattern) refuses outright, and less the connected MCP tools whose
+        schemas are deferred and that no tool_search of this session has matched yet."""
+        rt = self.runtime
+        tools = list(rt.surface.tools.values())
+        denied = [r.tool for r in rt.config.permission.rules if r.action == "deny" and r.pattern is None]
+        tools = [t for t in tools if not any(fnmatchcase(t.name, d) for d in denied)]
+        if rt.deferred:
+            from zuno.connect.mcp import expanded_names
+
+            shown = expanded_names(rt.store, self.id) if self.id else set()
+            tools = [t for t in tools if t.name not in rt.deferred or t.name in shown]
+        return tools
 
     async def step(self, calls: list[Any]) -> StepResult:
         if self._dispatcher is None:
