@@ -129,6 +129,8 @@ CHORD_BUDGET_RESERVE_LINES = 8
 # A connected server's call (and its start) times out after timeout_ms: default 60 s, at most 1 h.
 MCP_TIMEOUT_DEFAULT_MS = 60_000
 MCP_TIMEOUT_MAX_MS = 3_600_000
+# Starting a server (spawn + handshake) may take longer than a short call timeout: at least 30 s.
+MCP_START_TIMEOUT_MIN_S = 30.0
 # Tool names as providers take them: ^[A-Za-z0-9_-]{1,64}$.
 MCP_TOOL_NAME_MAX = 64
 # tool_search returns at most this many matches (default 5).

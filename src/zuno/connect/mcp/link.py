@@ -143,7 +143,10 @@ class Link:
                 await stop.wait()
         except BaseException as e:
             if not ready.done():
-                ready.set_exception(e)
+                if isinstance(e, asyncio.CancelledError):
+                    ready.cancel()
+                else:
+                    ready.set_exception(e)
             if not stop.is_set():
                 self.ended_because = f"the connection ended ({_describe(e)})"
             if isinstance(e, asyncio.CancelledError):
@@ -167,14 +170,17 @@ class Link:
             stop = asyncio.Event()
             owner = asyncio.create_task(self._own(ready, stop), name=f"zuno-mcp-{self.name}")
             try:
-                client = await asyncio.wait_for(asyncio.shield(ready), self.timeout_s)
+                client = await asyncio.wait_for(
+                    asyncio.shield(ready), max(self.timeout_s, limits.MCP_START_TIMEOUT_MIN_S)
+                )
             except TimeoutError:
                 stop.set()
                 owner.cancel()
                 raise LinkError(
                     self.name,
                     "start",
-                    f"MCP server {self.name!r} did not finish starting within {self.cfg.timeout_ms} ms",
+                    f"MCP server {self.name!r} did not finish starting within "
+                    f"{max(self.timeout_s, limits.MCP_START_TIMEOUT_MIN_S):g} s",
                 ) from None
             except Exception as e:
                 raise LinkError(
