@@ -140,6 +140,10 @@ class Frontend:
     ) -> types.InputRequiredResult | None:
         """Decide how this call's approval (if any) is asked; an InputRequiredResult to return now
         on a 2026-07-28 connection that has not answered yet."""
+        caps = ctx.session.client_capabilities
+        can_ask = caps is not None and caps.elicitation is not None
+        if not can_ask:
+            return None  # nobody can answer: the step refuses the call, naming how to allow it
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             needed = session.approval_needed(call)
             if needed is None:
@@ -162,13 +166,10 @@ class Frontend:
             answer = (params.input_responses or {}).get(APPROVAL_KEY)
             approval.answer = consent(getattr(answer, "action", None), getattr(answer, "content", None))
             return None
-        caps = ctx.session.client_capabilities
-        if caps is not None and caps.elicitation is not None:
+        async def ask(request: ApprovalRequest) -> bool | None:
+            return await self._elicit(ctx, request)
 
-            async def ask(request: ApprovalRequest) -> bool | None:
-                return await self._elicit(ctx, request)
-
-            approval.ask = ask
+        approval.ask = ask
         return None
 
     async def _elicit(self, ctx: ServerRequestContext[Any, Any], request: ApprovalRequest) -> bool:
