@@ -166,6 +166,7 @@ class Frontend:
             answer = (params.input_responses or {}).get(APPROVAL_KEY)
             approval.answer = consent(getattr(answer, "action", None), getattr(answer, "content", None))
             return None
+
         async def ask(request: ApprovalRequest) -> bool | None:
             return await self._elicit(ctx, request)
 
