@@ -153,3 +153,25 @@ def test_names_are_sanitised_and_capped_at_64() -> None:
     assert at_limit == "mcp_s_" + "t" * 58 and len(at_limit) == limits.MCP_TOOL_NAME_MAX
     over = tool_name("s", "t" * 59)
     assert len(over) == limits.MCP_TOOL_NAME_MAX and over != tool_name("s", "t" * 60)
+
+
+@pytest.mark.parametrize(("defer", "deferred"), [(0, True), (10_000_000, False), ("never", False), ("always", True)])
+async def test_the_defer_threshold(workspace: Path, defer: Any, deferred: bool) -> None:
+    cfg = _cfg()
+    cfg["tool_search"] = {"defer": defer}
+    async with zuno.Runtime(root=workspace, config_overrides=cfg) as rt:
+        async with rt.session() as s:
+            visible = {t.name for t in s.visible_tools()}
+    assert ("tool_search" in visible) is deferred
+    assert ("mcp_bad_peek" in visible) is not deferred
+
+
+async def test_mcp_connections_bounds_requests_in_flight(workspace: Path) -> None:
+    cfg = _cfg(trusted=True, _extra={"concurrency": {"mcp_connections": 1}})
+    async with zuno.Runtime(root=workspace, config_overrides=cfg) as rt:
+        async with rt.session() as s:
+            step = await s.step([{"name": "mcp_bad_slow", "arguments": {"ms": 400}} for _ in range(2)])
+    a, b = step.results
+    assert a.outcome is b.outcome is zuno.Outcome.ok
+    # both were started by the dispatcher together; the one connection slot made them one after the other
+    assert max(a.ended_at, b.ended_at) - min(a.started_at, b.started_at) >= 0.75
