@@ -100,3 +100,52 @@ async def test_a_background_job_is_read_in_later_requests_and_its_notice_arrives
     assert "bg-out" in again.content[0].text
     assert seen.count("job_completed") <= 1
     assert "job_completed" not in [n["kind"] for n in _facts(again)["notices"]]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_resumed_session_gets_the_recovery_notice_in_the_next_result_once(workspace: Path, mode: str) -> None:
+    import zuno
+
+    async with zuno.Runtime(root=workspace) as rt:
+        async with rt.session() as s:
+            sid = s.id
+            n = rt.store.begin_step(sid)
+            rt.store.insert_call(
+                session_id=sid, step=n, idx=0, call_id="call_lost", name="write",
+                arguments={"path": "x", "content": "y"}, declarations=zuno.Declarations().as_dict(), started_at=1.0,
+            )  # fmt: skip
+    async with zuno_client(workspace, mode, "--session", sid) as c:
+        first = await c.call_tool("read", {"path": "."})
+        second = await c.call_tool("read", {"path": "."})
+    async with zuno_client(workspace, mode, "--continue") as c:
+        third = await c.call_tool("read", {"path": "."})
+    kinds = [n["kind"] for n in _facts(first)["notices"]]
+    assert kinds == ["uncertain_call"] and "call_lost" in first.content[-1].text
+    assert _facts(first)["session"] == sid == _facts(third)["session"]
+    assert _facts(second)["notices"] == [] and _facts(third)["notices"] == []
+
+
+async def test_connected_mcp_tools_are_served_with_open_world_and_untrusted_declarations(workspace: Path) -> None:
+    import sys
+
+    server = str(Path(__file__).with_name("mcp_misbehaving_server.py"))
+    config = {"mcp": {"bad": {"command": sys.executable, "args": [server]}}, "tool_search": {"defer": "never"}}
+    async with zuno_client(workspace, "legacy", config=config) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+    peek = tools["mcp_bad_peek"].annotations
+    assert peek.open_world_hint is True and peek.read_only_hint is False and peek.destructive_hint is True
+    assert tools["mcp_resource_read"].annotations.read_only_hint is True
+
+
+async def test_an_unknown_session_is_a_usage_error(workspace: Path) -> None:
+    import subprocess
+    import sys
+
+    from conftest import zuno_env
+
+    p = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "zuno", "mcp", "--root", str(workspace), "--session", "ses_nope"],
+        env=zuno_env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert p.returncode == 2 and "ses_nope" in p.stderr and "Traceback" not in p.stderr
