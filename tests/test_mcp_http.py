@@ -57,3 +57,20 @@ def test_a_non_loopback_address_is_refused_without_allow_remote(workspace: Path)
         timeout=60,
     )
     assert p.returncode == 2 and "loopback" in p.stderr and "--allow-remote" in p.stderr
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_strict_approval_over_http(workspace: Path, mode: str) -> None:
+    import mcp_types as types
+
+    asked: list[str] = []
+
+    async def accept(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with HttpZuno(workspace, "--token", "t", config={"permission": {"strict": True}}) as z:
+        async with z.client(mode, "t", elicitation_callback=accept) as c:
+            r = await c.call_tool("write", {"path": "h.txt", "content": "over http\n"})
+    assert not r.is_error, r.content[0].text
+    assert asked and (workspace / "h.txt").read_text() == "over http\n"
