@@ -24,9 +24,16 @@ def _calls(root: Path) -> list[dict]:
 async def test_a_cancelled_shell_call_settles_with_its_partial_output(workspace: Path, mode: str) -> None:
     async with zuno_client(workspace, mode) as c:
         call = asyncio.create_task(
-            c.call_tool("shell", {"command": "echo partial-out; sleep 30", "yield_time_ms": 0, "timeout_ms": 60000})
+            c.call_tool(
+                "shell",
+                {"command": "echo partial-out; touch started; sleep 30", "yield_time_ms": 0, "timeout_ms": 60000},
+            )
         )
-        await asyncio.sleep(2.0)
+        for _ in range(300):  # cancel once the command has printed
+            if (workspace / "started").exists():
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
