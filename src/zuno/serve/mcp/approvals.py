@@ -85,10 +85,12 @@ class McpApprover:
 
 class RequestStateSeal:
     """Seals the state of an approval round trip: which call it approves, and until when. A state
-    that was altered, is stale, or belongs to another call or client is refused."""
+    that was altered, is stale, was already answered, or belongs to another call or client is
+    refused (the client is asked again)."""
 
     def __init__(self, key: bytes | None = None) -> None:
         self._key = key or secrets.token_bytes(32)
+        self._used: dict[str, float] = {}  # a state answers one round trip: a replay is refused
 
     @staticmethod
     def call_digest(identity: str, name: str, arguments: Any) -> str:
@@ -96,7 +98,7 @@ class RequestStateSeal:
         return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
     def seal(self, digest: str) -> str:
-        body = json.dumps({"d": digest, "exp": time.time() + REQUEST_STATE_TTL_S}).encode()
+        body = json.dumps({"d": digest, "exp": time.time() + REQUEST_STATE_TTL_S, "n": secrets.token_hex(8)}).encode()
         mac = hmac.new(self._key, body, hashlib.sha256).digest()
         return base64.urlsafe_b64encode(body).decode() + "." + base64.urlsafe_b64encode(mac).decode()
 
@@ -113,4 +115,9 @@ class RequestStateSeal:
             data = json.loads(body)
         except ValueError:
             return False
-        return data.get("d") == digest and float(data.get("exp", 0)) >= time.time()
+        now = time.time()
+        if data.get("d") != digest or float(data.get("exp", 0)) < now or token in self._used:
+            return False
+        self._used = {t: exp for t, exp in self._used.items() if exp >= now}
+        self._used[token] = float(data["exp"])
+        return True
