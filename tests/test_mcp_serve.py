@@ -149,3 +149,25 @@ async def test_an_unknown_session_is_a_usage_error(workspace: Path) -> None:
         env=zuno_env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert p.returncode == 2 and "ses_nope" in p.stderr and "Traceback" not in p.stderr
+
+
+async def test_tool_search_over_mcp_expands_the_listing(workspace: Path) -> None:
+    import sys
+
+    import mcp_types as types
+
+    server = str(Path(__file__).with_name("mcp_misbehaving_server.py"))
+    config = {"mcp": {"bad": {"command": sys.executable, "args": [server]}}, "tool_search": {"defer": "always"}}
+    changed: list[str] = []
+
+    async def on_message(message) -> None:
+        if isinstance(message, types.ServerNotification) and "list_changed" in str(message):
+            changed.append("tools")
+
+    async with zuno_client(workspace, "legacy", config=config, message_handler=on_message) as c:
+        before = {t.name for t in (await c.list_tools()).tools}
+        found = await c.call_tool("tool_search", {"query": "mcp_bad_env"})
+        after = {t.name for t in (await c.list_tools(cache_mode="refresh")).tools}
+    assert "tool_search" in before and "mcp_bad_env" not in before
+    assert _facts(found)["metadata"]["matches"][0] == "mcp_bad_env"
+    assert "mcp_bad_env" in after and changed

@@ -10,6 +10,7 @@ progress when the client sent a progress token.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -127,6 +128,11 @@ class Frontend:
             return failure_result(f"[error] zuno could not run {params.name}: {type(e).__name__}: {e}")
         finally:
             CURRENT.reset(token)
+        if result.results and result.results[0].metadata.get("matches"):
+            # tool_search expanded the visible surface: a legacy client re-lists on this notification.
+            with contextlib.suppress(Exception):
+                if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+                    await ctx.session.send_tool_list_changed()
         return call_tool_result(result)
 
     def _approval(

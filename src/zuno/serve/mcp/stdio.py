@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.stdio import stdio_server
 
 from zuno.serve.mcp.server import STDIO_IDENTITY, Frontend, build_server
@@ -13,4 +14,5 @@ async def serve_stdio(frontend: Frontend) -> None:
     # recovery notices are ready for the first result.
     await frontend.client(STDIO_IDENTITY)
     async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+        options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+        await server.run(read_stream, write_stream, options)
