@@ -128,7 +128,7 @@ class Frontend:
             return failure_result(f"[error] zuno could not run {params.name}: {type(e).__name__}: {e}")
         finally:
             CURRENT.reset(token)
-        if result.results and result.results[0].metadata.get("matches"):
+        if params.name == "tool_search" and result.results and result.results[0].metadata.get("matches"):
             # tool_search expanded the visible surface: a legacy client re-lists on this notification.
             with contextlib.suppress(Exception):
                 if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
