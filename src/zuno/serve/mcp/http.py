@@ -113,6 +113,8 @@ def build_app(frontend: Frontend, host: str, port: int, tokens: list[str]) -> AS
 
 
 async def serve_http(frontend: Frontend, host: str, port: int, token: str | list[str] | None) -> None:
+    # Connected MCP servers start now: a name collision is an error at start, not on a first request.
+    await frontend.runtime.start_mcp()
     tokens = [token] if isinstance(token, str) else list(token or [])
     if not tokens:
         tokens = [secrets.token_urlsafe(32)]
