@@ -175,3 +175,30 @@ async def test_mcp_connections_bounds_requests_in_flight(workspace: Path) -> Non
     assert a.outcome is b.outcome is zuno.Outcome.ok
     # both were started by the dispatcher together; the one connection slot made them one after the other
     assert max(a.ended_at, b.ended_at) - min(a.started_at, b.started_at) >= 0.75
+
+
+async def test_a_streamable_http_server_with_a_bearer_from_the_environment(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_peers import HttpZuno
+
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    (inner / "a.txt").write_text("served over http\n")
+    monkeypatch.setenv("INNER_TOKEN", "inner-secret")
+    async with HttpZuno(inner, "--token", "inner-secret") as z:
+        cfg = {
+            "mcp": {
+                "inner": {"url": z.url, "bearer": "{env:INNER_TOKEN}", "allowed_tools": ["read"]},
+                "off": {"command": str(workspace / "never-started"), "enabled": False},
+            },
+            "tool_search": {"defer": "never"},
+        }
+        async with zuno.Runtime(root=workspace, config_overrides=cfg) as rt:
+            async with rt.session() as s:
+                names = sorted(n for n in rt.surface.tools if n.startswith("mcp_"))
+                r = await _one(s, "mcp_inner_read", path="a.txt")
+                failures = dict(rt.mcp.failures)
+    assert "mcp_inner_read" in names and not [n for n in names if n.startswith("mcp_off_")]
+    assert r.outcome is zuno.Outcome.ok and "served over http" in r.text
+    assert failures == {}
