@@ -171,3 +171,24 @@ async def test_tool_search_over_mcp_expands_the_listing(workspace: Path) -> None
     assert "tool_search" in before and "mcp_bad_env" not in before
     assert _facts(found)["metadata"]["matches"][0] == "mcp_bad_env"
     assert "mcp_bad_env" in after and changed
+
+
+async def test_sigterm_stops_the_stdio_server_at_once_with_143(workspace: Path) -> None:
+    import signal
+    import sys
+
+    from conftest import zuno_env
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "zuno", "mcp", "--root", str(workspace),
+        env=zuno_env(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    for _ in range(200):  # the session is opened before the server reads anything
+        if (workspace / ".zuno" / "zuno.db").exists():
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)  # stdin stays open: the server must not wait for a line
+    rc = await asyncio.wait_for(proc.wait(), 20)
+    assert rc == 143

@@ -85,14 +85,17 @@ async def _serve(
     main = asyncio.current_task()
     stopped: dict[str, int] = {}
 
+    frontend = Frontend(rt, session_id=session_id, approver=approver)
+
     def stop(status: int) -> None:
         stopped.setdefault("status", status)
-        if main is not None:
+        if frontend.stop is not None:
+            frontend.stop()
+        elif main is not None:
             main.cancel()
 
     loop.add_signal_handler(signal.SIGTERM, stop, EXIT_TERMINATED)
     loop.add_signal_handler(signal.SIGINT, stop, EXIT_INTERRUPTED)
-    frontend = Frontend(rt, session_id=session_id, approver=approver)
     try:
         if http is None:
             from zuno.serve.mcp.stdio import serve_stdio

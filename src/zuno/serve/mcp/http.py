@@ -9,11 +9,13 @@ connection, so its identity is its token alone: give each such client its own ``
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import ipaddress
 import secrets
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
@@ -25,6 +27,13 @@ from zuno.serve.mcp.server import Frontend, build_server
 
 MCP_PATH = "/mcp"
 IDENTITY_KEY = "zuno_client"
+
+
+class _Uvicorn(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # zuno mcp owns SIGINT / SIGTERM: its handler asks this server to shut down gracefully.
+        yield
 
 
 def parse_bind(value: str, allow_remote: bool = False) -> tuple[str, int]:
@@ -120,7 +129,8 @@ async def serve_http(frontend: Frontend, host: str, port: int, token: str | list
         tokens = [secrets.token_urlsafe(32)]
         print(f"zuno mcp: bearer token (shown once): {tokens[0]}", file=sys.stderr, flush=True)
     config = uvicorn.Config(build_app(frontend, host, port, tokens), host=host, port=port, log_level="warning")
-    server = uvicorn.Server(config)
+    server = _Uvicorn(config)
+    frontend.stop = lambda: setattr(server, "should_exit", True)
     shown = f"[{host}]" if ":" in host else host
     print(f"zuno mcp: serving http://{shown}:{port}{MCP_PATH}", file=sys.stderr, flush=True)
     await server.serve()

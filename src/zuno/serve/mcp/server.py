@@ -74,6 +74,8 @@ class Frontend:
         self.seal = RequestStateSeal()
         self._clients: dict[str, Client] = {}
         self._opening = asyncio.Lock()
+        # How a transport that shuts down by itself is asked to (HTTP); None: cancel the server task.
+        self.stop: Callable[[], None] | None = None
 
     async def client(self, identity: str) -> Client:
         found = self._clients.get(identity)
