@@ -202,3 +202,15 @@ async def test_a_streamable_http_server_with_a_bearer_from_the_environment(
     assert "mcp_inner_read" in names and not [n for n in names if n.startswith("mcp_off_")]
     assert r.outcome is zuno.Outcome.ok and "served over http" in r.text
     assert failures == {}
+
+
+async def test_a_server_that_sends_garbage_gives_a_typed_error_naming_it(workspace: Path) -> None:
+    junk = str(Path(__file__).with_name("mcp_garbage_server.py"))
+    cfg = {"mcp": {"junk": {"command": sys.executable, "args": [junk], "timeout_ms": 5000}}}
+    cfg["tool_search"] = {"defer": "never"}
+    async with zuno.Runtime(root=workspace, config_overrides=cfg) as rt:
+        async with rt.session() as s:
+            r = await _one(s, "mcp_junk_mangle")
+    assert r.outcome is zuno.Outcome.uncertain and "MCP server 'junk'" in r.text
+    assert r.metadata["mcpError"]["server"] == "junk"
+    assert r.ended_at - r.started_at < 10
