@@ -27,6 +27,8 @@ from zuno.serve.mcp.server import Frontend, build_server
 
 MCP_PATH = "/mcp"
 IDENTITY_KEY = "zuno_client"
+# On SIGTERM, requests still running after this long are cancelled (their calls settle and are recorded).
+HTTP_SHUTDOWN_GRACE_S = 5
 
 
 class _Uvicorn(uvicorn.Server):
@@ -128,7 +130,13 @@ async def serve_http(frontend: Frontend, host: str, port: int, token: str | list
     if not tokens:
         tokens = [secrets.token_urlsafe(32)]
         print(f"zuno mcp: bearer token (shown once): {tokens[0]}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(build_app(frontend, host, port, tokens), host=host, port=port, log_level="warning")
+    config = uvicorn.Config(
+        build_app(frontend, host, port, tokens),
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=HTTP_SHUTDOWN_GRACE_S,
+    )
     server = _Uvicorn(config)
     frontend.stop = lambda: setattr(server, "should_exit", True)
     shown = f"[{host}]" if ":" in host else host
