@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import re
+import threading
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -64,10 +65,10 @@ class _StderrSink:
         r, w = os.pipe()
         self.write_end = os.fdopen(w, "w")
         self._r = r
-        self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(asyncio.to_thread(self._pump))  # type: ignore[arg-type]
+        # A daemon thread: a server's child that keeps stderr open never holds up Zuno's exit.
+        threading.Thread(target=self._pump, name=f"zuno-mcp-stderr-{self.path.stem}", daemon=True).start()
 
     def _pump(self) -> None:
         written = dropped = 0
