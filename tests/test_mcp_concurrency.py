@@ -50,9 +50,18 @@ async def test_two_writes_serialise_and_two_parallel_reads_overlap(workspace: Pa
         )
         r1, r2 = await asyncio.gather(c.call_tool("slow_look", {"ms": 400}), c.call_tool("slow_look", {"ms": 400}))
         plain = await asyncio.gather(*(c.call_tool("read", {"path": p}) for p in ("one.txt", "two.txt")))
+
+        async def read_later():
+            await asyncio.sleep(0.2)
+            return await asyncio.gather(*(c.call_tool("read", {"path": p}) for p in ("one.txt", "two.txt")))
+
+        look, reads = await asyncio.gather(c.call_tool("slow_look", {"ms": 1500}), read_later())
     assert not _overlap(_span(w1), _span(w2))
     assert _overlap(_span(r1), _span(r2))
     assert all(not p.is_error for p in plain)
+    # real read requests are not held back by a ParallelSafe call in flight: they run inside its span
+    for r in reads:
+        assert _span(look)[0] < _span(r)[0] and _span(r)[1] < _span(look)[1]
 
 
 @pytest.mark.parametrize("mode", MODES)
