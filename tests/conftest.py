@@ -67,7 +67,48 @@ def run_zuno(workspace: Path) -> RunZuno:
 
 
 def batch(run: RunZuno, calls: list[dict[str, Any]], *args: str, **kw: Any) -> dict[str, Any]:
-    """Run calls as one step through `zuno batch` and return the parsed JSON (asserting exit 0)."""
+    """Run calls as one step through `zuno batch` and return the parsed JSON, asserting the exit
+    status: 0 when every outcome was ok, 1 when one was not (docs/cli.md)."""
     proc = run("batch", "-", *args, input=json.dumps(calls), **kw)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    assert proc.returncode in (0, 1), proc.stderr
+    out = json.loads(proc.stdout)
+    all_ok = all(r["outcome"] == "ok" for r in out["results"])
+    assert proc.returncode == (0 if all_ok else 1), (proc.returncode, [r["outcome"] for r in out["results"]])
+    return out
+
+
+# Interpreters beyond bash that some tests run commands under. scripts/test installs the missing
+# ones with apt-get (and says so); the run ends with a line per interpreter naming the tests that
+# need it, so a machine without one knows what failed for that reason.
+EXTRA_INTERPRETERS = ("zsh", "ksh", "dash", "pwsh")
+_NEEDS_INTERPRETER: dict[str, list[str]] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "interpreter(name): the test runs commands under this shell (scripts/test installs zsh, ksh, dash)"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params.values() if callspec is not None else ()
+        for name in {p for p in params if isinstance(p, str) and p in EXTRA_INTERPRETERS}:
+            item.add_marker(pytest.mark.interpreter(name))
+        for mark in item.iter_markers("interpreter"):
+            _NEEDS_INTERPRETER.setdefault(str(mark.args[0]), []).append(item.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    import shutil
+
+    needs = _NEEDS_INTERPRETER
+    if not needs:
+        return
+    terminalreporter.section("interpreters these tests need")
+    for name, ids in sorted(needs.items()):
+        where = shutil.which(name)
+        state = f"installed at {where}" if where else "NOT installed (scripts/test installs zsh, ksh and dash)"
+        files = sorted({i.split("::")[0] for i in ids})
+        terminalreporter.write_line(f"{name}: {len(ids)} tests in {', '.join(files)}; {state}")

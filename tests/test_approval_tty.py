@@ -50,5 +50,5 @@ def test_the_terminal_is_asked_and_yes_runs_the_call(workspace: Path) -> None:
 
 def test_the_terminal_is_asked_and_no_refuses_it(workspace: Path) -> None:
     out, code = _run_in_pty(workspace, b"n", "no.txt")
-    assert code == 0 and "declined" in out
+    assert code == 1 and "declined" in out  # blocked: ran but not ok (docs/cli.md)
     assert not (workspace / "no.txt").exists()

@@ -32,7 +32,7 @@ def test_unusable_input_exits_2_and_runs_nothing(workspace: Path, run_zuno: Any)
         (("batch", "-"), '{"name": "read"}', "a batch is a JSON array"),
         (("batch", "missing.json"), None, "does not exist"),
         (("batch", "-", "--profile", "nope"), "[]", "unknown profile 'nope'"),
-        (("call", "write", "{bad"), None, "ARGS_JSON is not valid JSON"),
+        (("call", "write", "{bad"), None, "ARGS_JSON: not valid JSON"),
         (("events", "--session", "ses_none"), None, "no session 'ses_none'"),
     ]
     for args, stdin, message in cases:
@@ -42,14 +42,14 @@ def test_unusable_input_exits_2_and_runs_nothing(workspace: Path, run_zuno: Any)
     assert not (workspace / ".zuno" / "artifacts").exists()
 
 
-def test_a_batch_that_ran_exits_0_whatever_its_outcomes(workspace: Path, run_zuno: Any) -> None:
+def test_a_batch_that_ran_exits_1_when_an_outcome_was_not_ok(workspace: Path, run_zuno: Any) -> None:
     calls = [
         {"name": "read", "arguments": {"path": "nothing-here"}, "id": "c1"},
         {"name": "read", "arguments": json.dumps({"path": "."})},
         {"name": "nope", "arguments": {}},
     ]
     proc = run_zuno("batch", "-", input=json.dumps(calls))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # it ran; not every outcome was ok
     out = json.loads(proc.stdout)
     assert set(out) == {"session", "step", "notices", "results"} and out["step"] == 1
     assert [set(r) for r in out["results"]] == [RECORD_KEYS] * 3
@@ -61,7 +61,7 @@ def test_a_batch_that_ran_exits_0_whatever_its_outcomes(workspace: Path, run_zun
 
 def test_call_prints_text_or_the_record_and_sessions_continue(workspace: Path, run_zuno: Any) -> None:
     (workspace / "a.txt").write_text("alpha\n")
-    text = run_zuno("call", "read", '{"path": "a.txt"}', "--session", "ses_c")
+    text = run_zuno("call", "read", '{"path": "a.txt"}', "--new-session", "ses_c")
     assert text.returncode == 0 and text.stdout == "1\talpha\n"
     rec = json.loads(
         run_zuno("call", "write", '{"path": "a.txt", "content": "beta\\n"}', "--session", "ses_c", "--json").stdout
@@ -79,8 +79,13 @@ def test_the_demo_step_runs_against_a_checkout(tmp_path: Path, run_zuno: Any) ->
     repo = Path(__file__).resolve().parents[1]
     root = tmp_path / "checkout"
     subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(repo), str(root)], check=True)
-    # The step from this working tree, against a clean checkout (as ./scripts/demo runs it).
-    out = batch(run_zuno, json.loads((repo / "examples" / "first-step.json").read_text()), "--root", str(root))
+    # The step from this working tree, against a clean checkout (as ./scripts/demo runs it), twice:
+    # the second run continues the demo session and gives the same outcomes.
+    step = json.loads((repo / "examples" / "first-step.json").read_text())
+    out = batch(run_zuno, step, "--root", str(root), "--new-session", "demo")
+    again = batch(run_zuno, step, "--root", str(root), "--session", "demo")
+    assert [r["outcome"] for r in again["results"]] == [r["outcome"] for r in out["results"]]
+    assert again["results"][4]["text"].startswith("Replaced build/zuno-demo/hello.txt")
     outcomes = [(r["name"], r["outcome"]) for r in out["results"]]
     assert outcomes == [
         ("read", "ok"),
@@ -120,7 +125,7 @@ def test_invalid_unicode_in_a_call_is_refused_not_a_crash(workspace: Path, run_z
         ' {"name": "re\\udc80ad", "id": "\\ud800", "arguments": {}}]'
     )
     proc = run_zuno("batch", "-", input=text)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr
     first, second, third = json.loads(proc.stdout)["results"]
     assert (first["outcome"], first["block_kind"]) == ("blocked", "invalid_arguments")
     assert "argument 'path' is not valid Unicode" in first["text"]

@@ -45,9 +45,9 @@ def test_each_concurrency_bound_itself_is_accepted(tmp_path: Path, field: str, v
     [
         ({"tool_output": {"max_bytes": 0}}, "tool_output.max_bytes = 0 is out of range"),
         ({"tool_output": {"max_lines": -1}}, "tool_output.max_lines = -1 is out of range"),
-        ({"concurrency": {"tool_calls": "eight"}}, "concurrency.tool_calls = 'eight'"),
-        ({"profile": "claude"}, "config key profile = 'claude'"),
-        ({"permission": {"rules": [{"tool": "x", "action": "maybe"}]}}, "permission.rules.0.action = 'maybe'"),
+        ({"concurrency": {"tool_calls": "eight"}}, 'concurrency.tool_calls = "eight": must be an integer'),
+        ({"profile": "claude"}, 'config key profile = "claude": must be one of'),
+        ({"permission": {"rules": [{"tool": "x", "action": "maybe"}]}}, 'permission.rules.0.action = "maybe"'),
         ({"tools": {"webfetch": "no"}}, "tools.webfetch"),
         ({"concurency": {}}, "config key concurency is not a known key"),
     ],

@@ -63,7 +63,7 @@ def test_write_creates_and_replacing_needs_a_current_read(workspace: Path, run_z
     out = batch(
         run_zuno,
         [call("write", path="new/dir/a.txt", content="hello\n"), call("write", path="notes.md", content="clobbered\n")],
-        "--session",
+        "--new-session",
         "ses_w",
     )
     created, no_read = out["results"]
@@ -95,7 +95,8 @@ def test_write_creates_and_replacing_needs_a_current_read(workspace: Path, run_z
     assert target.read_text() == "v2\n" and (target.stat().st_mode & 0o777) == 0o640
 
     # A receipt belongs to its session.
-    (other,) = batch(run_zuno, [call("write", path="notes.md", content="v3\n")], "--session", "ses_other")["results"]
+    other_session = batch(run_zuno, [call("write", path="notes.md", content="v3\n")], "--new-session", "ses_other")
+    (other,) = other_session["results"]
     assert other["metadata"]["conflict"]["kind"] == "ReadRequired"
 
 
@@ -111,7 +112,7 @@ def test_write_keeps_exact_bytes_and_refuses_the_state_folder(workspace: Path, r
 
 def test_every_read_records_a_receipt(workspace: Path, run_zuno: Any) -> None:
     (workspace / "r.txt").write_text("abc\n")
-    out = batch(run_zuno, [call("read", path="r.txt"), call("read", path="r.txt", limit=1)], "--session", "ses_r")
+    out = batch(run_zuno, [call("read", path="r.txt"), call("read", path="r.txt", limit=1)], "--new-session", "ses_r")
     assert all(r["outcome"] == "ok" for r in out["results"])
     import sqlite3
 
@@ -151,7 +152,7 @@ def test_a_receipt_is_durable_with_the_result_that_showed_the_bytes(workspace: P
     import sqlite3
 
     (workspace / "r.txt").write_text("abc\n")
-    batch(run_zuno, [call("read", path="r.txt")], "--session", "ses_d")
+    batch(run_zuno, [call("read", path="r.txt")], "--new-session", "ses_d")
     db = sqlite3.connect(workspace / ".zuno" / "zuno.db")
     assert db.execute("SELECT COUNT(*) FROM read_receipts WHERE session_id = 'ses_d'").fetchone()[0] == 1
     # Another process continues the session: the receipt carried over, so the write goes through.

@@ -18,7 +18,7 @@ EXT = str(Path(__file__).with_name("ext_tools.py"))
 
 def _start_hanging_batch(workspace: Path, session: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "zuno", "batch", "-", "--session", session],
+        [sys.executable, "-m", "zuno", "batch", "-", "--new-session", session],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -85,7 +85,7 @@ def test_two_processes_in_one_workspace_lose_no_record(workspace: Path) -> None:
     calls = json.dumps([{"name": "read", "arguments": {"path": "."}} for _ in range(20)])
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "zuno", "batch", "-", "--session", f"ses_par{i}"],
+            [sys.executable, "-m", "zuno", "batch", "-", "--new-session", f"ses_par{i}"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -173,7 +173,7 @@ async def test_forced_add_of_zuno_state_is_refused(repo: Path) -> None:
 
 async def test_commit_with_zuno_state_staged_is_refused(repo: Path) -> None:
     async with zuno.Runtime(root=repo) as rt:
-        pass  # creates .zuno/
+        assert rt.store  # opening the store creates .zuno/
     _git(repo, "add", "-f", ".zuno/.gitignore")
     rec = await run_shell(repo, {"command": "git commit -qm oops"}, {"shell": {"env": GIT_ENV}})
     assert rec.outcome == "blocked" and rec.block_kind == "denied"
@@ -185,8 +185,8 @@ async def test_commit_with_zuno_state_staged_is_refused(repo: Path) -> None:
 
 
 async def test_commit_all_with_tracked_zuno_state_modified_is_refused(repo: Path) -> None:
-    async with zuno.Runtime(root=repo):
-        pass
+    async with zuno.Runtime(root=repo) as rt:
+        assert rt.store  # opening the store creates .zuno/
     _git(repo, "add", "-f", ".zuno/.gitignore")
     _git(repo, "add", "a.txt")
     _git(repo, "commit", "-qm", "base")

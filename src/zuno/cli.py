@@ -1,7 +1,11 @@
-"""The zuno command: batch, steps, call, tools, events, receipt.
+"""The zuno command: batch, steps, call, tools, events, receipt (and the commands in
+``zuno.commands``: sessions, version).
 
-A batch that ran exits 0 whatever its outcomes; unusable input (bad JSON, bad config, unknown
-profile, a session held by another process) exits 2 with a clear message and runs nothing.
+Exit statuses, every command (docs/cli.md): 0 the work succeeded (``zuno call``: the call's
+outcome was ok; ``zuno batch`` / ``zuno steps``: every call's outcome was ok); 1 it ran but did not
+succeed (an outcome other than ok, or a ``zuno steps`` line that could not be run); 2 usage or
+configuration error, nothing run; 130 interrupted (SIGINT); 143 terminated (SIGTERM). No command
+prints a traceback: an unusable input is one line naming the file, the problem and the fix.
 """
 
 from __future__ import annotations
@@ -12,156 +16,159 @@ import contextlib
 import json
 import os
 import signal
+import sqlite3
 import sys
 import threading
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from zuno.cli_support import EXIT_OK, EXIT_USAGE, UsageError, add_common_arguments, print_json, runtime_from_args
+from zuno.cli_session import StopSignals, decode_utf8, parse_json, read_calls, run
+from zuno.cli_support import (
+    EXIT_INTERRUPTED,
+    EXIT_NOT_OK,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    Terminated,
+    UsageError,
+    add_common_arguments,
+    add_session_arguments,
+    print_json,
+    runtime_from_args,
+)
 from zuno.commands import command_modules
-from zuno.config import ConfigError
+from zuno.commands.version import zuno_version
+from zuno.config import ConfigError, json_type_name
+from zuno.declarations import Outcome
+from zuno.records import StepResult
 from zuno.runtime import Session
-from zuno.store import SessionBusy
+from zuno.session_ids import InvalidSessionId, SessionNotFound
+from zuno.store import SessionBusy, StoreUnusable
 
 _print_json = print_json
 _runtime = runtime_from_args
 _common = add_common_arguments
 
 
-def _read_calls(source: str | None) -> list[Any]:
-    if source in (None, "-"):
-        text = sys.stdin.read()
-        where = "standard input"
-    else:
-        p = Path(source)
-        if not p.is_file():
-            raise UsageError(f"batch file {source} does not exist.")
-        text = p.read_text(encoding="utf-8")
-        where = source
-    try:
-        calls = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{where}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno}).") from e
-    if not isinstance(calls, list):
-        raise UsageError(f"{where}: a batch is a JSON array of calls, not a {type(calls).__name__}.")
-    return calls
-
-
-async def _with_session(args: argparse.Namespace, body: Callable[[Session], Awaitable[int]]) -> int:
-    rt = _runtime(args)
-    try:
-        session = rt.session(args.session)
-        await session.open()
-        loop = asyncio.get_running_loop()
-        interrupted = {"n": 0}
-
-        def on_sigint() -> None:
-            interrupted["n"] += 1
-            if interrupted["n"] == 1:
-                print("\nzuno: cancelling the step (Ctrl-C again to abandon it)", file=sys.stderr)
-                session.cancel()
-            else:
-                os._exit(130)
-
-        try:
-            loop.add_signal_handler(signal.SIGINT, on_sigint)
-        except (NotImplementedError, RuntimeError):
-            pass
-        try:
-            return await body(session)
-        finally:
-            try:
-                loop.remove_signal_handler(signal.SIGINT)
-            except (NotImplementedError, RuntimeError):
-                pass
-            await session.close()
-    finally:
-        await rt.aclose()
+def _step_status(result: StepResult) -> int:
+    return EXIT_OK if all(r.outcome is Outcome.ok for r in result.results) else EXIT_NOT_OK
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
-    calls = _read_calls(args.file)
+    calls = read_calls(args.file)
 
-    async def body(session: Session) -> int:
+    async def body(session: Session, stop: StopSignals) -> int:
         result = await session.step(calls)
         _print_json(result.to_json())
-        return EXIT_OK
+        return _step_status(result)
 
-    return asyncio.run(_with_session(args, body))
+    return run(args, body)
 
 
 def cmd_steps(args: argparse.Namespace) -> int:
     """JSON Lines in, one step (a JSON array of calls) per line; one single-line JSON object out per
     step, in the batch shape. One session, one process: background jobs live until the input ends,
     then their groups are stopped and their end recorded (the session's close)."""
-    if args.file not in (None, "-") and not Path(args.file).is_file():
-        raise UsageError(f"steps file {args.file} does not exist.")
+    fd = sys.stdin.fileno() if args.file in (None, "-") else -1
+    if args.file not in (None, "-"):
+        p = Path(args.file)
+        if p.is_dir():
+            raise UsageError(f"steps file {args.file} is a directory, not a file. Name a JSON Lines file.")
+        if not p.exists():
+            raise UsageError(f"steps file {args.file} does not exist. Check the path, or use - for standard input.")
+        try:
+            fd = os.open(p, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))  # closed when the input ends
+            try:
+                os.pread(fd, 1, 0)  # readable at all? (before the session opens and writes anything)
+            except OSError:
+                os.close(fd)
+                raise
+        except OSError as e:
+            raise UsageError(f"steps file {args.file} cannot be read ({e.strerror}). Check its permissions.") from None
 
-    async def body(session: Session) -> int:
+    async def body(session: Session, stop: StopSignals) -> int:
         from zuno.jobs import JobManager
 
         # The session's job service from the start: jobs an earlier process of this session left
         # behind (it died; its guards killed their groups) are recorded and reported in step 1.
         JobManager.for_session(session)
         loop = asyncio.get_running_loop()
-        stream = sys.stdin if args.file in (None, "-") else open(args.file, encoding="utf-8")  # noqa: ASYNC230
-        lines: asyncio.Queue[str] = asyncio.Queue()
+        lines: asyncio.Queue[bytes | None] = asyncio.Queue()
+        read_error: list[str] = []
 
-        def reader() -> None:  # a daemon thread: a blocked read never holds the process open
+        def reader() -> None:
+            # A daemon thread reading the descriptor itself (no buffered file object, whose lock a
+            # blocked read would hold at interpreter exit): a blocked read never holds the process.
+            parts: list[bytes] = []  # the line read so far (only new bytes are searched for newlines)
             try:
-                for raw in iter(stream.readline, ""):
-                    loop.call_soon_threadsafe(lines.put_nowait, raw)
-            except (OSError, ValueError):
+                while chunk := os.read(fd, 1 << 16):
+                    *complete, rest = chunk.split(b"\n")
+                    if complete:
+                        complete[0] = b"".join([*parts, complete[0]])
+                        for raw in complete:
+                            loop.call_soon_threadsafe(lines.put_nowait, raw)
+                        parts = []
+                    parts.append(rest)
+                if tail := b"".join(parts):
+                    loop.call_soon_threadsafe(lines.put_nowait, tail)
+            except OSError as e:
+                read_error.append(e.strerror or str(e))
+            except (ValueError, RuntimeError):
                 pass
             finally:
                 with contextlib.suppress(RuntimeError):
-                    loop.call_soon_threadsafe(lines.put_nowait, "")
+                    loop.call_soon_threadsafe(lines.put_nowait, None)
 
-        def on_term() -> None:  # SIGTERM / SIGHUP end the input: jobs are stopped and recorded
-            print("zuno: terminating: stopping background jobs", file=sys.stderr)
-            lines.put_nowait("")
+        def end_input() -> None:  # SIGINT / SIGTERM / SIGHUP end the input: jobs are stopped and recorded
+            print("zuno: stopping background jobs", file=sys.stderr)
+            lines.put_nowait(None)
 
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, on_term)
+        stop.listeners.append(end_input)
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGHUP, end_input)
         threading.Thread(target=reader, name="zuno-steps-input", daemon=True).start()
-        bad = 0
+        status = EXIT_OK
         try:
             lineno = 0
             while True:
-                line = await lines.get()
-                if not line:
+                raw = await lines.get()
+                if raw is None or stop.status is not None:
                     break
                 lineno += 1
-                if not line.strip():
+                if not raw.strip():
                     continue
                 try:
-                    calls = json.loads(line)
-                except json.JSONDecodeError as e:
-                    bad += 1
-                    _print_line({"line": lineno, "error": f"not valid JSON ({e.msg} at column {e.colno}); not run."})
+                    calls = parse_json(decode_utf8(raw, f"line {lineno}"), f"line {lineno}")
+                except UsageError as e:
+                    status = EXIT_NOT_OK
+                    _print_line({"line": lineno, "error": f"{e} Not run."})
                     continue
                 if not isinstance(calls, list):
-                    bad += 1
+                    status = EXIT_NOT_OK
                     _print_line(
                         {
                             "line": lineno,
-                            "error": f"a step is a JSON array of calls, not a {type(calls).__name__}; not run.",
+                            "error": f"a step is a JSON array of calls, not {json_type_name(calls)}. Not run.",
                         }
                     )
                     continue
                 result = await session.step(calls)
                 _print_line(result.to_json())
+                if _step_status(result) != EXIT_OK:
+                    status = EXIT_NOT_OK
+            if read_error:
+                where = "standard input" if args.file in (None, "-") else f"steps file {args.file}"
+                print(f"zuno: {where} cannot be read ({read_error[0]}). Check the file.", file=sys.stderr)
+                status = EXIT_USAGE if lineno == 0 else EXIT_NOT_OK
         finally:
-            for sig in (signal.SIGTERM, signal.SIGHUP):
-                with contextlib.suppress(NotImplementedError, RuntimeError):
-                    loop.remove_signal_handler(sig)
-            if stream is not sys.stdin:
-                stream.close()
-        return EXIT_USAGE if bad else EXIT_OK
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGHUP)
+            if args.file not in (None, "-"):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        return status
 
-    return asyncio.run(_with_session(args, body))
+    return run(args, body)
 
 
 def _print_line(obj: Any) -> None:
@@ -170,24 +177,23 @@ def _print_line(obj: Any) -> None:
 
 
 def cmd_call(args: argparse.Namespace) -> int:
-    try:
-        arguments = json.loads(args.arguments) if args.arguments else {}
-    except json.JSONDecodeError as e:
-        raise UsageError(f"ARGS_JSON is not valid JSON ({e.msg} at column {e.colno}).") from e
+    arguments = parse_json(args.arguments, "ARGS_JSON") if args.arguments else {}
     call = {"name": args.name, "arguments": arguments}
 
-    async def body(session: Session) -> int:
+    async def body(session: Session, stop: StopSignals) -> int:
+        if not args.json:
+            print(f"zuno: session {session.id} (continue it with -c or --session {session.id})", file=sys.stderr)
         result = await session.step([call])
+        rec = result.results[0]
         if args.json:
-            rec = result.results[0].to_json()
-            _print_json({"session": result.session, "step": result.step, "notices": result.notices, **rec})
+            _print_json({"session": result.session, "step": result.step, "notices": result.notices, **rec.to_json()})
         else:
             for n in result.notices:
                 print(f"[notice] {n['text']}", file=sys.stderr)
-            sys.stdout.write(result.results[0].text + "\n")
-        return EXIT_OK
+            sys.stdout.write(rec.text + "\n")
+        return EXIT_OK if rec.outcome is Outcome.ok else EXIT_NOT_OK
 
-    return asyncio.run(_with_session(args, body))
+    return run(args, body)
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
@@ -225,11 +231,12 @@ def cmd_tools(args: argparse.Namespace) -> int:
 def cmd_events(args: argparse.Namespace) -> int:
     rt = _runtime(args)
     try:
-        if not rt.store.session_exists(args.session):
-            raise UsageError(f"no session {args.session!r} in {rt.store.path}.")
-        events = rt.store.events(args.session)
+        sid = rt.resolve_session(args.session, continue_latest=args.continue_latest)
+        store = rt.existing_store()
+        assert sid is not None and store is not None
+        events = store.events(sid)
         if args.json:
-            _print_json({"session": args.session, "events": events})
+            _print_json({"session": sid, "events": events})
         else:
             for e in events:
                 who = f" {e['call_id']}" if e["call_id"] else ""
@@ -243,15 +250,15 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_receipt(args: argparse.Namespace) -> int:
-    from zuno.tools.shell.receipts import get_receipt, render_receipt
+    from zuno.tools.shell.receipts import render_receipt
 
     if not args.receipt_id.startswith("rcp_"):
         raise UsageError(f"{args.receipt_id!r} is not a verification receipt id (they look like rcp_…).")
     rt = _runtime(args)
     try:
-        r = get_receipt(rt.store, args.receipt_id)
+        r = rt.receipt(args.receipt_id)
         if r is None:
-            raise UsageError(f"no verification receipt {args.receipt_id!r} in {rt.store.path}.")
+            raise UsageError(f"no verification receipt {args.receipt_id!r} in {rt.db_path}.")
         if args.json:
             _print_json(r)
         else:
@@ -263,23 +270,27 @@ def cmd_receipt(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zuno", description="A tool runtime for coding agents.")
+    parser.add_argument("--version", action="version", version=f"zuno {zuno_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("batch", help="run a JSON array of calls as one model step")
     p.add_argument("file", nargs="?", default="-", help="a JSON file, or - for standard input")
-    _common(p)
+    _common(p, session=False)
+    add_session_arguments(p, new=True)
     p.set_defaults(func=cmd_batch)
 
     p = sub.add_parser("steps", help="run JSON Lines, one step (array of calls) per line, in one session")
     p.add_argument("file", nargs="?", default="-", help="a JSON Lines file, or - for standard input")
-    _common(p)
+    _common(p, session=False)
+    add_session_arguments(p, new=True)
     p.set_defaults(func=cmd_steps)
 
     p = sub.add_parser("call", help="run one call")
     p.add_argument("name")
     p.add_argument("arguments", nargs="?", default=None, help="the arguments as a JSON object")
     p.add_argument("--json", action="store_true", help="print the whole record as JSON")
-    _common(p)
+    _common(p, session=False)
+    add_session_arguments(p, new=True)
     p.set_defaults(func=cmd_call)
 
     p = sub.add_parser("tools", help="list the tool surface with declarations")
@@ -290,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("events", help="list a session's durable events")
     p.add_argument("--json", action="store_true")
     _common(p, session=False)
-    p.add_argument("--session", required=True)
+    add_session_arguments(p, required=True)
     p.set_defaults(func=cmd_events)
 
     p = sub.add_parser("receipt", help="show a stored verification receipt (rcp_…) of a shell call")
@@ -305,17 +316,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     except AttributeError:
         pass
+    # Outside a running session (whose loop handles it: the step is cancelled and settles), SIGTERM
+    # stops the command with 143 rather than killing it mid-write without a word.
+    with contextlib.suppress(ValueError):  # not the main thread (an embedding caller)
+        signal.signal(signal.SIGTERM, _terminate)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
-    except (UsageError, ConfigError, SessionBusy) as e:
+    except (UsageError, ConfigError, SessionBusy, StoreUnusable, InvalidSessionId, SessionNotFound) as e:
         print(f"zuno: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except sqlite3.Error as e:
+        where = getattr(args, "db", None) or os.environ.get("ZUNO_DB") or "the store"
+        print(f"zuno: {where} cannot be used ({e}). Check the file, or name another with --db.", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
-        return 130
+        print("zuno: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Terminated:
+        print("zuno: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
+    except BrokenPipeError:
+        with contextlib.suppress(OSError):  # the reader went away: say nothing more on stdout
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_NOT_OK
+    except Exception as e:  # a bug in zuno itself: one line, never a traceback
+        print(
+            f"zuno: internal error: {type(e).__name__}: {e}. Nothing more was run; please report it.",
+            file=sys.stderr,
+        )
+        return EXIT_NOT_OK

@@ -1,9 +1,10 @@
 """What every zuno command shares: the exit statuses, the usage error, the common options, the
-runtime built from them, JSON printing.
+runtime built from them, the session they continue, JSON printing.
 
-Exit statuses (every command): 0 the work succeeded (for ``zuno call``, the call's outcome was
-ok); 1 it ran but did not succeed; 2 usage or configuration error, nothing run; 130 interrupted
-(SIGINT); 143 terminated (SIGTERM).
+Exit statuses (every command; docs/cli.md): 0 the work succeeded (for ``zuno call``, the call's
+outcome was ok; for ``zuno batch`` / ``zuno steps``, every call's outcome was ok); 1 it ran but
+did not succeed (an outcome other than ok); 2 usage or configuration error, nothing run; 130
+interrupted (SIGINT); 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from zuno.permissions import Approver, AutoApprover, NoApprover, TerminalApprover
 from zuno.runtime import Runtime
+from zuno.session_ids import validate_session_id
 
 EXIT_OK = 0
 EXIT_NOT_OK = 1
@@ -26,6 +28,10 @@ EXIT_TERMINATED = 143
 
 class UsageError(Exception):
     """Unusable input: one clear line naming the problem and the fix; exit 2, nothing run."""
+
+
+class Terminated(Exception):
+    """SIGTERM arrived outside a running step: the command stops, exit 143."""
 
 
 def print_json(obj: Any) -> None:
@@ -61,5 +67,32 @@ def add_common_arguments(p: argparse.ArgumentParser, session: bool = True) -> No
     p.add_argument("--profile", default=None, help="tool profile: zuno (default) or chord")
     p.add_argument("--db", default=None, help="the store (default: <root>/.zuno/zuno.db, or $ZUNO_DB)")
     p.add_argument("--approve", action="store_true", help="approve every call that asks for approval")
-    if session:
-        p.add_argument("--session", default=None, help="continue (or name) a session")
+    if session:  # --session alone (as before); the commands that run calls use add_session_arguments
+        p.add_argument(
+            "--session", default=None, metavar="ID", help="continue this session ('zuno sessions' lists them)"
+        )
+
+
+def add_session_arguments(p: argparse.ArgumentParser, *, new: bool = False, required: bool = False) -> None:
+    """--session ID (continue that session; an error when it does not exist), -c/--continue (the
+    workspace's most recent session) and, with ``new``, --new-session ID (start one with that id)."""
+    g = p.add_mutually_exclusive_group(required=required)
+    g.add_argument("--session", default=None, metavar="ID", help="continue this session ('zuno sessions' lists them)")
+    g.add_argument(
+        "-c", "--continue", dest="continue_latest", action="store_true", help="continue the most recent session"
+    )
+    if new:
+        g.add_argument("--new-session", default=None, metavar="ID", help="start a new session with this id")
+
+
+def session_from_args(rt: Runtime, args: argparse.Namespace) -> str | None:
+    """The session a command continues (validated, existing), the new id it names, or None for a
+    new session. Raises InvalidSessionId / SessionNotFound / UsageError; writes nothing."""
+    new = getattr(args, "new_session", None)
+    if new is not None:
+        validate_session_id(new)
+        store = rt.existing_store()
+        if store is not None and store.session_exists(new):
+            raise UsageError(f"session {new!r} already exists: continue it with --session {new}, or choose another id.")
+        return new
+    return rt.resolve_session(getattr(args, "session", None), continue_latest=getattr(args, "continue_latest", False))

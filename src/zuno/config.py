@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from zuno import limits
 
@@ -105,6 +106,74 @@ class EditingConfig(_Strict):
     style: Literal["edit", "patch"] = "edit"
 
 
+class ProviderModelConfig(_Strict):
+    # None: the provider's built-in default (zuno.agent.providers.registry), else a generic one.
+    context: int | None = Field(None, ge=1, le=1 << 26)
+    output: int | None = Field(None, ge=1, le=1 << 24)
+    images: bool | None = None
+    # openai-responses: a reasoning model (its encrypted reasoning items are asked for and echoed).
+    reasoning: bool | None = None
+
+
+class ProviderOptions(_Strict):
+    baseURL: str | None = Field(None, min_length=1)  # the contract spells these in camelCase
+    apiKey: SecretStr | None = None
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+
+
+class ProviderConfig(_Strict):
+    # Built-in ids (openai, anthropic) have a default api; any other id must name one.
+    api: Literal["openai-chat", "openai-responses", "anthropic"] | None = None
+    options: ProviderOptions = Field(default_factory=ProviderOptions)
+    models: dict[str, ProviderModelConfig] = Field(default_factory=dict)
+
+
+class WebfetchConfig(_Strict):
+    # The timeout of a call that gives none (default 30 s; the per-call maximum is 120 s).
+    timeout_ms: int = Field(limits.WEBFETCH_DEFAULT_TIMEOUT_MS, ge=1, le=limits.WEBFETCH_MAX_TIMEOUT_MS)
+    # The body cap, counted after decompression.
+    max_bytes: int = Field(limits.WEBFETCH_DEFAULT_MAX_BYTES, ge=1, le=limits.WEBFETCH_MAX_BYTES_CEILING)
+    # CIDRs and hostnames that may be fetched although their addresses are not public. Exactly
+    # these are widened; every use is named in the result's metadata.
+    allow_private: list[str] = Field(default_factory=list)
+
+
+class WebSearchProviderConfig(_Strict):
+    # brave: the Brave Search API; searxng: a (self-hosted) SearXNG JSON API; tavily: Tavily's API.
+    type: Literal["brave", "searxng", "tavily"]
+    # Where the provider's API lives (each type has its public default; searxng needs one).
+    base_url: str | None = None
+    # The key: "{env:NAME}" reads it from the environment when a search runs; api_key_env names
+    # the variable directly. A literal key also works but then lives in the file.
+    api_key: str | None = None
+    api_key_env: str | None = None
+    timeout_ms: int = Field(limits.WEBFETCH_DEFAULT_TIMEOUT_MS, ge=1, le=limits.WEBFETCH_MAX_TIMEOUT_MS)
+
+
+class WebSearchConfig(_Strict):
+    # Which of the providers answers (default: the only one configured).
+    provider: str | None = None
+    providers: dict[str, WebSearchProviderConfig] = Field(default_factory=dict)
+    max_results: int = Field(limits.WEB_SEARCH_DEFAULT_RESULTS, ge=1, le=limits.WEB_SEARCH_MAX_RESULTS)
+    # Results outside allowed_domains (when set) or inside blocked_domains are dropped (subdomains too).
+    allowed_domains: list[str] = Field(default_factory=list)
+    blocked_domains: list[str] = Field(default_factory=list)
+
+
+class ContinuityConfig(_Strict):
+    # The optional continuity tools, history and notes (registered slots of the zuno profile),
+    # appear only when this is on (and the tool and permission filters keep them).
+    enabled: bool = False
+
+
+class MemoryConfig(_Strict):
+    # memory_read / memory_update appear only when memory is enabled.
+    enabled: bool = False
+    # "auto": updates apply at once; "review": an update is a proposal that waits for an
+    # explicit accept (zuno.tools.state.memory.accept_proposal).
+    review_policy: Literal["auto", "review"] = "auto"
+
+
 class McpToolDeclarations(_Strict):
     """A per-tool override of a connected MCP tool's declarations; it wins over annotations and trust."""
 
@@ -146,6 +215,9 @@ class ToolSearchConfig(_Strict):
 
 
 class Config(_Strict):
+    # "<provider id>/<model name>"; checked when a provider is built (zuno.agent.providers).
+    model: str | None = Field(None, min_length=1)
+    provider: dict[str, ProviderConfig] = Field(default_factory=dict)
     profile: Literal["zuno", "chord"] = "zuno"
     tools: dict[str, bool] = Field(default_factory=dict)
     concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
@@ -158,6 +230,10 @@ class Config(_Strict):
     search: SearchConfig = Field(default_factory=SearchConfig)
     shell: ShellConfig = Field(default_factory=ShellConfig)
     editing: EditingConfig = Field(default_factory=EditingConfig)
+    webfetch: WebfetchConfig = Field(default_factory=WebfetchConfig)
+    web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
+    continuity: ContinuityConfig = Field(default_factory=ContinuityConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
     mcp: dict[str, McpServerConfig] = Field(default_factory=dict)
     tool_search: ToolSearchConfig = Field(default_factory=ToolSearchConfig)
 
@@ -184,13 +260,56 @@ def _walk_keys(m: Mapping[str, Any], prefix: str) -> list[str]:
     return out
 
 
+_JSON_TYPE_NAMES = {
+    "dict": "an object",
+    "list": "an array",
+    "str": "a string",
+    "int": "a number",
+    "float": "a number",
+    "bool": "a boolean",
+    "NoneType": "null",
+}
+
+
+def json_type_name(value: Any) -> str:
+    """The JSON name of a parsed value's type ("an array", "null"), never the Python one."""
+    return _JSON_TYPE_NAMES.get(type(value).__name__, type(value).__name__)
+
+
+def json_repr(value: Any, limit: int = 200) -> str:
+    """A value as JSON text, shortened: how a message quotes what the user or model sent."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def read_config_text(path: Path, src: str) -> str:
+    """The text of a config file, or a ConfigError naming the file, the problem and the fix."""
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise ConfigError(f"config {src} is a directory, not a file. Name a JSON file.") from None
+    except OSError as e:
+        raise ConfigError(f"config {src} cannot be read ({e.strerror}). Check its permissions, or remove it.") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"config {src} is not UTF-8 text (byte {e.start} is not valid UTF-8). Save it as UTF-8 JSON."
+        ) from None
+
+
 def _parse(text: str, src: str) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ConfigError(f"config {src}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno}).") from e
+    except RecursionError:
+        raise ConfigError(f"config {src}: nested too deeply to read. A config is a few levels deep.") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"config {src}: the top level must be a JSON object, not {type(data).__name__}.")
+        raise ConfigError(f"config {src}: the top level must be a JSON object, not {json_type_name(data)}.")
     return data
 
 
@@ -212,22 +331,81 @@ def _field_range(loc: tuple[Any, ...]) -> tuple[Any, Any] | None:
     return lo, hi
 
 
-def _describe(err: Mapping[str, Any], origin: Mapping[str, str]) -> str:
+_ENV_REF = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _expand_env(node: Any, env: Mapping[str, str], key: str, refs: dict[str, str]) -> Any:
+    """Replace every "{env:NAME}" in string values (anywhere in the config) by the variable's
+    value. A reference to an unset variable stays as written: the part that needs the value
+    raises ``unset_env_error`` for it then (a provider, an MCP server, a search key), so an unset
+    key of one feature does not stop every command. ``refs`` keeps the original text of each
+    expanded key, so that an error about that key shows the reference and never the value
+    (which is often a secret)."""
+    if isinstance(node, dict):
+        return {k: _expand_env(v, env, f"{key}.{k}" if key else str(k), refs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_expand_env(v, env, f"{key}.{i}", refs) for i, v in enumerate(node)]
+    if not isinstance(node, str) or "{env:" not in node:
+        return node
+    refs[key] = node
+    return _ENV_REF.sub(lambda m: env.get(m.group(1), m.group(0)), node)
+
+
+def unset_env_error(key: str, value: str | None) -> ConfigError | None:
+    """The ConfigError for a config value still holding an "{env:NAME}" reference (its variable
+    was unset when the config was loaded), naming the key and the variable; None otherwise."""
+    m = _ENV_REF.search(value or "")
+    if m is None:
+        return None
+    return ConfigError(
+        f"config key {key} reads the environment variable {m.group(1)} ({m.group(0)}), which is not set. "
+        f"Set {m.group(1)}, or change {key}."
+    )
+
+
+def _describe(err: Mapping[str, Any], origin: Mapping[str, str], refs: Mapping[str, str] | None = None) -> str:
     loc = tuple(err["loc"])
     key = ".".join(str(p) for p in loc)
     src = origin.get(key) or next((origin[k] for k in origin if key.startswith(k + ".")), "defaults")
     value = err.get("input")
+    if refs and (key in refs or any(r.startswith(key + ".") for r in refs)):
+        value = refs.get(key, "(a value read from the environment)")
     kind = err["type"]
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
         rng = _field_range(loc)
         lo, hi = rng if rng else (None, None)
         allowed = f"{lo}..={hi}" if lo is not None and hi is not None else err["msg"]
-        return f"config key {key} = {value!r} is out of range: allowed {allowed} (from {src})."
+        return f"config key {key} = {json_repr(value)} is out of range: allowed {allowed} (from {src})."
     if kind == "extra_forbidden":
         return f"config key {key} is not a known key (from {src}). Remove it or check its spelling."
+    if kind == "missing":
+        return f"config key {key} is required (from {src}). Add it."
+    return f"config key {key} = {json_repr(value)}: {_english(err)} (from {src})."
+
+
+def _english(err: Mapping[str, Any]) -> str:
+    """pydantic's message in JSON words: "a valid dictionary" is "an object", and so on."""
+    kind = err["type"]
+    words = {
+        "dict_type": "must be a JSON object",
+        "model_type": "must be a JSON object",
+        "list_type": "must be a JSON array",
+        "string_type": "must be a string",
+        "int_type": "must be an integer",
+        "bool_type": "must be true or false",
+        "float_type": "must be a number",
+    }
+    if kind in words:
+        return words[kind]
     if kind == "literal_error":
-        return f"config key {key} = {value!r}: {err['msg']} (from {src})."
-    return f"config key {key} = {value!r}: {err['msg']} (from {src})."
+        expected = err.get("ctx", {}).get("expected")
+        return f"must be one of {expected}" if expected else str(err["msg"])
+    msg = re.sub(
+        r"\b(dictionary|None|list)\b",
+        lambda m: {"dictionary": "object", "None": "null", "list": "array"}[m[1]],
+        str(err["msg"]),
+    )
+    return msg[:1].lower() + msg[1:]
 
 
 def load_config(
@@ -247,22 +425,27 @@ def load_config(
     named = config_file or env.get("ZUNO_CONFIG")
     if named:
         p = Path(named)
-        if not p.is_file():
-            raise ConfigError(f"config file {p} (from {'--config' if config_file else 'ZUNO_CONFIG'}) does not exist.")
+        via = "--config" if config_file else "ZUNO_CONFIG"
+        if p.is_dir():
+            raise ConfigError(f"config file {p} (from {via}) is a directory, not a file. Name a JSON file.")
+        if not p.exists():
+            raise ConfigError(f"config file {p} (from {via}) does not exist. Check the path.")
         sources.append((str(p), p, None))
     if env.get("ZUNO_CONFIG_CONTENT"):
         sources.append(("ZUNO_CONFIG_CONTENT", None, env["ZUNO_CONFIG_CONTENT"]))
     for name, path, text in sources:
         if path is not None:
-            if not path.is_file():
+            if not path.exists() and not path.is_symlink():
                 continue
-            text = path.read_text(encoding="utf-8")
+            text = read_config_text(path, name)
         assert text is not None
         _merge(merged, _parse(text, name), origin, name, "")
     if overrides:
         _merge(merged, overrides, origin, "arguments", "")
+    refs: dict[str, str] = {}
+    merged = _expand_env(merged, env, "", refs)
     try:
         return Config.model_validate(merged)
     except ValidationError as e:
-        lines = [_describe(err, origin) for err in e.errors()]
+        lines = [_describe(err, origin, refs) for err in e.errors()]
         raise ConfigError("\n".join(lines)) from None

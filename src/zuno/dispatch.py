@@ -19,7 +19,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from zuno import limits
-from zuno.config import Config
+from zuno.admission import describe_validation, measure_call, sentence
+from zuno.config import Config, json_type_name
 from zuno.declarations import STRICT, BlockKind, Concurrency, Declarations, Effect, Outcome, Replay
 from zuno.hooks import applies, run_hook
 from zuno.output import Artifacts, apply_limits
@@ -72,22 +73,6 @@ class _Blocked:
     kind: BlockKind
     message: str
     metadata: dict[str, Any] = field(default_factory=dict)
-
-
-def _describe_validation(tool: Tool, err: ValidationError) -> str:
-    props = tool.Args.model_json_schema().get("properties", {})
-    parts = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(arguments)"
-        top = str(e["loc"][0]) if e["loc"] else ""
-        if e["type"] == "missing":
-            expected = props.get(top, {}).get("type") or "a value"
-            parts.append(f"argument '{loc}' is required ({expected}); add it")
-        elif e["type"] == "extra_forbidden":
-            parts.append(f"argument '{loc}' is not an argument of {tool.name}; remove it (known: {sorted(props)})")
-        else:
-            parts.append(f"argument '{loc}': {e['msg']} (got {e.get('input')!r})")
-    return f"invalid arguments for {tool.name}: " + "; ".join(parts) + ". Correct the call and send it again."
 
 
 def _is_valid_text(text: str) -> bool:
@@ -157,6 +142,20 @@ class Dispatcher:
     # -- admission ------------------------------------------------------------------------------
 
     async def _admit(self, step: int, idx: int, raw: Any) -> _Admitted | _Blocked:
+        too_big = measure_call(raw)
+        if too_big is not None:
+            # Nothing of the call is read (its id and name could be nested too) or recorded as sent.
+            name = raw.get("name") if isinstance(raw, dict) else None
+            name = _as_text(name) if isinstance(name, str) and len(name) <= 256 else ""
+            return _Blocked(
+                idx,
+                f"call_{step:04d}_{idx:02d}",
+                name,
+                {"withheld": too_big},
+                STRICT,
+                BlockKind.invalid_arguments,
+                too_big + ".",
+            )
         if not isinstance(raw, dict):
             return _Blocked(
                 idx,
@@ -180,7 +179,7 @@ class Dispatcher:
                 arguments,
                 STRICT,
                 BlockKind.invalid_arguments,
-                'the call has no tool "name"; name one of: ' + ", ".join(self.surface.names()),
+                'the call has no tool "name"; name one of: ' + ", ".join(self.surface.names()) + ".",
             )
 
         def refuse(kind: BlockKind, message: str, decl: Declarations = STRICT) -> _Blocked:
@@ -206,10 +205,20 @@ class Dispatcher:
                     BlockKind.invalid_arguments,
                     f"arguments for {name} are not valid JSON ({e.msg} at column {e.colno}); send a JSON object.",
                 )
+            except RecursionError:
+                arguments = {"withheld": "nested too deeply to read"}
+                return refuse(
+                    BlockKind.invalid_arguments,
+                    f"arguments for {name} are nested too deeply to read; send flat arguments.",
+                )
+            too_big = measure_call(arguments)
+            if too_big is not None:
+                arguments = {"withheld": too_big}
+                return refuse(BlockKind.invalid_arguments, f"arguments for {name}: {too_big}.")
         if not isinstance(arguments, dict):
             return refuse(
                 BlockKind.invalid_arguments,
-                f"arguments for {name} must be a JSON object, not {type(arguments).__name__}.",
+                f"arguments for {name} must be a JSON object, not {json_type_name(arguments)}.",
             )
         bad = _lone_surrogate(arguments)
         if bad is not None:
@@ -230,7 +239,7 @@ class Dispatcher:
         try:
             args = tool.Args.model_validate(rest)
         except ValidationError as e:
-            return refuse(BlockKind.invalid_arguments, _describe_validation(tool, e), decl=tool.declarations)
+            return refuse(BlockKind.invalid_arguments, describe_validation(tool, e), decl=tool.declarations)
         # 3. classify
         decl = tool.classify(args)
         # 4. hooks
@@ -245,7 +254,7 @@ class Dispatcher:
             if applies(hook, name):
                 verdict = await run_hook(hook, payload, self.workspace.root)
                 if not verdict.allowed:
-                    return refuse(BlockKind.denied, verdict.reason, decl=decl)
+                    return refuse(BlockKind.denied, sentence(verdict.reason), decl=decl)
         # 5. permission
         subject = tool.subject(args)
         decision = decide(self.config.permission, name, subject, decl)
@@ -385,7 +394,7 @@ class Dispatcher:
 
     def _persist_blocked(self, n: int, b: _Blocked) -> Callable[[int | None], CallRecord]:
         def persist(end_step: int | None) -> CallRecord:
-            text = f"[blocked: {b.kind}] {b.message} Nothing ran."
+            text = f"[blocked: {b.kind}] {sentence(b.message)} Nothing ran."
             self.store.insert_settled_call(
                 session_id=self.session_id,
                 step=n,
@@ -474,7 +483,7 @@ class Dispatcher:
                 call_seq=seq,
                 call_id=adm.call_id,
             )
-            text = f"[blocked: {out.kind}] {out.message} Nothing ran."
+            text = f"[blocked: {out.kind}] {sentence(out.message)} Nothing ran."
             rec = CallRecord(
                 adm.call_id,
                 adm.name,

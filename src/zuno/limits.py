@@ -124,6 +124,63 @@ CHORD_CONTEXT_LINE_MAX_BYTES = 256
 CHORD_BUDGET_RESERVE_BYTES = 1_024
 CHORD_BUDGET_RESERVE_LINES = 8
 
+# Admission (issue 10): how deep and how large one call may be before it is refused as
+# invalid_arguments, unread (a call nested ~1,000 deep used to raise RecursionError and leave the
+# step open). JSON nesting levels, counting the call object itself as level 1; and the UTF-8 size of
+# its strings plus a few bytes per value.
+CALL_MAX_DEPTH = 64
+CALL_MAX_BYTES = 32 << 20
+
+# webfetch / web_search (issue 12): "The default timeout is 30 seconds and the per-call maximum is
+# 120 seconds"; "at most five redirects".
+WEBFETCH_DEFAULT_TIMEOUT_MS = 30_000
+WEBFETCH_MAX_TIMEOUT_MS = 120_000
+WEBFETCH_MAX_REDIRECTS = 5
+# The body cap, counted after decompression (a gzip bomb is refused while it streams).
+WEBFETCH_DEFAULT_MAX_BYTES = 10 * 1024 * 1024
+WEBFETCH_MAX_BYTES_CEILING = 1 << 30
+# web_search: queries in one batch call, and results asked per query.
+WEB_SEARCH_MAX_QUERIES = 8
+WEB_SEARCH_DEFAULT_RESULTS = 8
+WEB_SEARCH_MAX_RESULTS = 20
+# A provider's JSON answer larger than this is refused (no provider sends that much for 20 hits).
+WEB_SEARCH_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+# Durable work state (zuno.tools.state). Notes: "A scope may contain at most 100 documents,
+# 256 KiB per document, and 1 MiB in total."
+NOTES_MAX_DOCUMENTS = 100
+NOTES_MAX_DOCUMENT_BYTES = 256 * 1024
+NOTES_MAX_TOTAL_BYTES = 1 << 20
+# A note's logical name (never a host path): at most this many UTF-8 bytes.
+NOTES_MAX_NAME_BYTES = 200
+# How many matching lines notes / history search_contents return before saying "truncated".
+STATE_SEARCH_MAX_HITS = 200
+# history list_items: the default and largest page; the preview of one item in a listing.
+HISTORY_PAGE_DEFAULT = 50
+HISTORY_PAGE_MAX = 500
+HISTORY_PREVIEW_CHARS = 200
+# Bounded memory (memory_read / memory_update), per workspace and agent. The spec says "bounded";
+# these are Zuno's numbers.
+MEMORY_MAX_ENTRIES = 100
+MEMORY_MAX_ENTRY_BYTES = 4 * 1024
+MEMORY_MAX_TOTAL_BYTES = 64 * 1024
+MEMORY_MAX_PENDING_PROPOSALS = 50
+# -- Issue 10: safe paths and bounded reads ----------------------------------------------------
+# A path component holds at most 255 bytes (NAME_MAX of Linux, macOS and Windows filesystems);
+# a longer one is invalid arguments naming the field, not an I/O failure inside the tool.
+PATH_NAME_MAX_BYTES = 255
+# A whole model-given path holds at most 4095 bytes (PATH_MAX less the terminating NUL).
+PATH_MAX_BYTES = 4_095
+# Files are read in chunks of this size: a read streams, hashing as it goes, and holds only the
+# window it returns.
+FILE_READ_CHUNK = 1024 * 1024
+# read scans a regular file up to this size on the event loop (a few syscalls and one chunk); a
+# larger one, a directory listing and every mutation's I/O run in a worker thread.
+READ_INLINE_MAX_BYTES = 256 * 1024
+# read holds at most this much of one line of the window; a longer line is shown up to it and
+# says how long it really is (the rest stays in the file, reachable with grep or shell).
+READ_LINE_HOLD_BYTES = 1024 * 1024
+# view_image decodes a source file of at most this many bytes (it holds the file to decode it).
+IMAGE_MAX_SOURCE_BYTES = 64 * 1024 * 1024
 
 # -- MCP (issue 11) ------------------------------------------------------------------------------
 # A connected server's call (and its start) times out after timeout_ms: default 60 s, at most 1 h.
@@ -136,5 +193,5 @@ MCP_TOOL_NAME_MAX = 64
 # tool_search returns at most this many matches (default 5).
 TOOL_SEARCH_DEFAULT_RESULTS = 5
 TOOL_SEARCH_MAX_RESULTS = 20
-# A server's stderr log is cut back to its newest half past this size.
+# A stdio server's stderr is logged up to this much per run; the rest is counted and dropped.
 MCP_STDERR_LOG_MAX_BYTES = 8 << 20

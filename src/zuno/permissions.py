@@ -11,6 +11,7 @@ Delegating is re-evaluated per child call, not at the delegation.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -99,15 +100,20 @@ def _matches(rule: PermissionRule, tool: str, subject: str | None) -> bool:
     return subject is not None and fnmatchcase(subject, rule.pattern)
 
 
+def describe_rule(rule: PermissionRule) -> str:
+    """A rule as the user wrote it in the config: JSON, not a Python rendering."""
+    return json.dumps(rule.model_dump(exclude_none=True), ensure_ascii=False)
+
+
 def decide(config: PermissionConfig, tool: str, subject: str | None, decl: Declarations) -> Decision:
     matching = [r for r in config.rules if _matches(r, tool, subject)]
     best: PermissionRule | None = max(matching, key=lambda r: _RANK[r.action], default=None)
     if best is not None and best.action == "deny":
-        return Decision("deny", f"denied by permission rule {best.model_dump(exclude_none=True)}", best)
+        return Decision("deny", f"denied by permission rule {describe_rule(best)}", best)
     if config.strict and decl.effect is Effect.SideEffecting:
         return Decision("ask", "strict mode: a SideEffecting call needs a fresh approval", best)
     if best is not None and best.action == "ask":
-        return Decision("ask", f"permission rule {best.model_dump(exclude_none=True)} asks for approval", best)
+        return Decision("ask", f"permission rule {describe_rule(best)} asks for approval", best)
     if best is not None:
-        return Decision("allow", f"allowed by permission rule {best.model_dump(exclude_none=True)}", best)
+        return Decision("allow", f"allowed by permission rule {describe_rule(best)}", best)
     return Decision("allow", "no permission rule matched")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
 from types import TracebackType
@@ -17,13 +17,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from zuno.config import Config, load_config
+from zuno.config import Config, ConfigError, load_config
 from zuno.declarations import Declarations, Outcome
 from zuno.dispatch import CROSS_CUTTING, Dispatcher
 from zuno.permissions import Approver, NoApprover, decide
 from zuno.records import StepResult
 from zuno.session_ids import SessionNotFound, validate_session_id
 from zuno.store import Store
+from zuno.store.paths import StoreUnusable, check_store_path
 from zuno.surface import Registry, Surface, build_surface, default_registry
 from zuno.tool import Services, Tool
 from zuno.workspace import Workspace
@@ -35,7 +36,28 @@ UNCERTAIN_RECOVERY_TEXT = (
 )
 
 
+def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
+    if isinstance(item, Tool):
+        return item
+    declared = getattr(item, "__zuno_tool__", None)
+    if isinstance(declared, Tool):
+        return declared
+    raise TypeError(
+        f"Runtime(tools=...): {item!r} is not a tool; declare the function with @zuno.tool or pass a zuno.Tool."
+    )
+
+
 class Runtime:
+    """The wiring of one workspace: config, surface, store, approver.
+
+    ``tools`` adds tools to the surface next to the profile's and the config's extensions: functions
+    declared with ``@zuno.tool`` or ``zuno.Tool`` instances. The config's ``tools.<name>`` switch and
+    ``agent.tools`` allowlist apply to them as to any extension.
+
+    The store is opened on first use: building a Runtime writes nothing, so a command that only
+    looks (``zuno tools``) leaves no ``.zuno/`` behind.
+    """
+
     def __init__(
         self,
         root: str | os.PathLike[str] = ".",
@@ -47,23 +69,27 @@ class Runtime:
         db: str | os.PathLike[str] | None = None,
         approver: Approver | None = None,
         registry: Registry | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] | None = None,
     ) -> None:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
-            from zuno.config import ConfigError
-
-            raise ConfigError(f"root {self.root} is not a directory.")
+            raise ConfigError(f"root {self.root} is not a directory. Pass an existing directory as the root (--root).")
         self.config = config if config is not None else load_config(self.root, config_file, config_overrides)
         if profile is not None:
             self.config = self.config.model_copy(update={"profile": profile})
         granted = [Path(g) if Path(g).is_absolute() else self.root / g for g in self.config.workspace.granted_dirs]
         self.workspace = Workspace(self.root, granted)
         registry = registry or default_registry()
-        self.surface: Surface = build_surface(self.config, self.root, registry)
-        db_path = Path(db) if db else Path(os.environ["ZUNO_DB"]) if os.environ.get("ZUNO_DB") else None
-        if db_path is None:
-            db_path = self.workspace.ensure_state_dir() / "zuno.db"
-        self.store = Store(db_path, registry.migrations)
+        extra = [_as_tool(t) for t in tools or ()]
+        self.surface: Surface = build_surface(self.config, self.root, registry, extra_tools=extra)
+        named = db or os.environ.get("ZUNO_DB") or None
+        # The default store lives in the workspace's state directory, made when the store is first
+        # written; a named one must be in a directory that exists (a typo never creates folders).
+        self._default_db = named is None
+        self.db_path = Path(named).absolute() if named else self.workspace.state_dir / "zuno.db"
+        self._migrations = registry.migrations
+        self._store: Store | None = None
+        self._reader: Store | None = None
         self.approver: Approver = approver or NoApprover()
         # The user's MCP servers (config "mcp"): connected when the first session opens.
         self.mcp: Any = None
@@ -72,7 +98,7 @@ class Runtime:
         if any(cfg.enabled for cfg in self.config.mcp.values()):
             from zuno.connect.mcp import McpHub
 
-            self.mcp = McpHub(self.config, self.root, self.workspace.ensure_state_dir() / "logs" / "mcp")
+            self.mcp = McpHub(self.config, self.root, self.workspace.state_dir / "logs" / "mcp")
 
     async def start_mcp(self) -> None:
         """Connect the configured MCP servers (once) and put their tools on the surface; with
@@ -89,7 +115,45 @@ class Runtime:
             self.deferred = frozenset(t.name for t in connected)
             self.surface.tools["tool_search"] = ToolSearchTool(lambda: [self.surface.tools[n] for n in self.deferred])
 
+    @property
+    def store(self) -> Store:
+        """The store, opened (and created, with the state directory) on first use."""
+        if self._store is None:
+            if self._default_db:
+                try:
+                    self.workspace.ensure_state_dir()
+                except OSError as e:
+                    raise StoreUnusable(
+                        f"the state directory {self.workspace.state_dir} cannot be made ({e.strerror}). "
+                        "Make the workspace writable, or name a store elsewhere with --db."
+                    ) from None
+            self._store = Store(self.db_path, self._migrations)
+            if self._reader is not None:  # the writer answers reads from now on
+                self._reader.close()
+                self._reader = None
+        return self._store
+
+    def existing_store(self) -> Store | None:
+        """The store if it exists, for reading: the open one, else the database opened read-only
+        (nothing is created or migrated), else None when there is none yet."""
+        if self._store is not None:
+            return self._store
+        if self._reader is None:
+            if self._default_db and not self.db_path.exists() and not self.db_path.is_symlink():
+                return None
+            if not check_store_path(self.db_path, create=False):
+                return None
+            self._reader = Store(self.db_path, self._migrations, readonly=True)
+        return self._reader
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """This workspace's sessions, most recently active first (see ``Store.list_sessions``)."""
+        store = self.existing_store()
+        return store.list_sessions(str(self.root)) if store is not None else []
+
     def session(self, session_id: str | None = None) -> Session:
+        """A session: a new one, or the one named (continued, or created with that id). The id is
+        validated first (InvalidSessionId); nothing is written until ``open()``."""
         if session_id is not None:
             validate_session_id(session_id)
         return Session(self, session_id)
@@ -100,17 +164,19 @@ class Runtime:
         None (a new session). Raises InvalidSessionId or SessionNotFound; writes nothing."""
         if session_id is not None:
             validate_session_id(session_id)
-            if not self.store.session_exists(session_id):
+            store = self.existing_store()
+            if store is None or not store.session_exists(session_id):
                 raise SessionNotFound(
-                    f"no session {session_id!r} in {self.store.path}. Run 'zuno sessions' to list them, "
+                    f"no session {session_id!r} in {self.db_path}. Run 'zuno sessions' to list them, "
                     "or leave out --session to start a new one."
                 )
             return session_id
         if continue_latest:
-            latest = self.store.latest_session(str(self.root))
+            store = self.existing_store()
+            latest = store.latest_session(str(self.root)) if store is not None else None
             if latest is None:
                 raise SessionNotFound(
-                    f"there is no session to continue in {self.store.path}: leave out --continue to start one."
+                    f"there is no session to continue in {self.db_path}: leave out --continue to start one."
                 )
             return latest
         return None
@@ -119,14 +185,24 @@ class Runtime:
         """A stored verification receipt of a shell call (``rcp_…``), or None."""
         from zuno.tools.shell.receipts import get_receipt
 
-        return get_receipt(self.store, receipt_id)
+        store = self.existing_store()
+        return get_receipt(store, receipt_id) if store is not None else None
+
+    def state(self, session_id: str) -> dict[str, Any]:
+        """A session's durable work state: its Goal, Plan and Todo list, as the get tools return them."""
+        from zuno.tools.state.api import read_state
+
+        return read_state(self.store, validate_session_id(session_id))
 
     async def aclose(self) -> None:
         try:
             if self.mcp is not None:
                 await self.mcp.aclose()
         finally:
-            self.store.close()
+            for store in (self._reader, self._store):
+                if store is not None:
+                    store.close()
+            self._reader = self._store = None
 
     async def __aenter__(self) -> Runtime:
         return self
@@ -139,6 +215,8 @@ class Session:
     """One conversation's worth of steps, driven by one process at a time."""
 
     def __init__(self, runtime: Runtime, session_id: str | None) -> None:
+        if session_id is not None:
+            validate_session_id(session_id)
         self.runtime = runtime
         self._requested_id = session_id
         self.id = ""

@@ -88,6 +88,15 @@ PROFILE_SLOTS: dict[str, list[str]] = {
 # chord's editing styles: what each hides. "patch": apply_patch also creates and deletes files.
 EDITING_HIDDEN: dict[str, tuple[str, ...]] = {"edit": ("apply_patch",), "patch": ("edit", "write", "delete")}
 
+# Registered slots that appear only when a config section enables them (and then on the default
+# surface too): the name -> (how to tell, what to set).
+GATED_SLOTS: dict[str, tuple[Callable[[Config], bool], str]] = {
+    "history": (lambda c: c.continuity.enabled, "continuity.enabled"),
+    "notes": (lambda c: c.continuity.enabled, "continuity.enabled"),
+    "memory_read": (lambda c: c.memory.enabled, "memory.enabled"),
+    "memory_update": (lambda c: c.memory.enabled, "memory.enabled"),
+}
+
 # Tool families live in the zuno.tools package: every module (or subpackage) there that defines
 # register(registry) is registered, and its MIGRATIONS (if any) are applied by the store.
 TOOLS_PACKAGE = "zuno.tools"
@@ -170,14 +179,22 @@ class Surface:
         return list(self.tools)
 
 
-def build_surface(config: Config, root: Path, registry: Registry | None = None, profile: str | None = None) -> Surface:
+def build_surface(
+    config: Config,
+    root: Path,
+    registry: Registry | None = None,
+    profile: str | None = None,
+    extra_tools: list[Tool] | None = None,
+) -> Surface:
+    """The surface of a profile. ``extra_tools`` (``Runtime(tools=...)``) join the config's
+    extensions and follow the same rules (no shadowing, the tools switch, the allowlist)."""
     profile = profile or config.profile
     if profile not in PROFILE_DEFAULTS:
-        raise ConfigError(f"unknown profile {profile!r}: choose one of {sorted(PROFILE_DEFAULTS)}.")
+        raise ConfigError(f"unknown profile {profile!r}: choose one of {', '.join(sorted(PROFILE_DEFAULTS))}.")
     registry = registry or default_registry()
     built = registry.built(profile)
     known = set(PROFILE_DEFAULTS[profile]) | set(PROFILE_SLOTS[profile])
-    extensions = {t.name: t for t in load_extensions(config.extensions, root)}
+    extensions = {t.name: t for t in [*load_extensions(config.extensions, root), *(extra_tools or [])]}
     for name in extensions:
         if name in known:
             raise ConfigError(f"config key extensions: tool {name!r} would shadow the built-in tool of that name.")
@@ -189,7 +206,7 @@ def build_surface(config: Config, root: Path, registry: Registry | None = None, 
             if name not in known and name not in extensions:
                 raise ConfigError(
                     f"config key agent.tools: {name!r} is not a tool of profile {profile!r}. "
-                    f"Known: {sorted(known | set(extensions))}."
+                    f"Known: {', '.join(sorted(known | set(extensions)))}."
                 )
         wanted = list(allow)
     else:
@@ -207,8 +224,17 @@ def build_surface(config: Config, root: Path, registry: Registry | None = None, 
     for name in config.tools:
         if name not in known and name not in extensions:
             raise ConfigError(
-                f"config key tools.{name}: not a tool of profile {profile!r}. Known: {sorted(known | set(extensions))}."
+                f"config key tools.{name}: not a tool of profile {profile!r}. "
+                f"Known: {', '.join(sorted(known | set(extensions)))}."
             )
+    if allow is None:
+        wanted += [n for n, (on, _key) in GATED_SLOTS.items() if n in known and on(config) and n not in wanted]
+    for name, (on, key) in GATED_SLOTS.items():
+        if name in known and not on(config):
+            if name in wanted:
+                wanted.remove(name)
+            if name in built:
+                disabled[name] = f"off: set {key} = true to enable it"
     tools: dict[str, Tool] = {}
     for name in wanted:
         if config.tools.get(name) is False:

@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
+import re
+import types
+import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, ValidationInfo, create_model, field_validator
 from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
 
-from zuno.declarations import BlockKind, Concurrency, Declarations, Effect, Outcome, Replay
+from zuno.declarations import Concurrency, Declarations, Effect, Outcome, Replay
+from zuno.errors import Refused, TransientError
 
 if TYPE_CHECKING:
     from zuno.config import Config
@@ -26,13 +32,155 @@ if TYPE_CHECKING:
     from zuno.workspace import Workspace
 
 
+__all__ = [
+    "FunctionTool",
+    "Refused",
+    "Services",
+    "Tool",
+    "ToolArgs",
+    "ToolContext",
+    "ToolOutput",
+    "TransientError",
+    "tool",
+]
+
 _T = TypeVar("_T")
+
+_INTEGER_NUMERAL = re.compile(r"\s*[+-]?\d{1,30}\s*")
+_SCALAR_KINDS: dict[tuple[type, str], tuple[str, str] | None] = {}
+
+
+def _kind_of(annotation: Any) -> str | None:
+    """'integer', 'number' or 'boolean' when the annotation takes only that scalar (or null)."""
+    kinds: set[Any] = set()
+    stack: list[Any] = [annotation]
+    while stack:
+        t = stack.pop()
+        origin = typing.get_origin(t)
+        if origin is typing.Annotated:
+            stack.append(typing.get_args(t)[0])
+        elif origin is typing.Union or origin is types.UnionType:
+            stack.extend(typing.get_args(t))
+        elif t is not type(None):
+            kinds.add(t)
+    if kinds == {bool}:
+        return "boolean"
+    if kinds == {int}:
+        return "integer"
+    if kinds and kinds <= {int, float}:
+        return "number"
+    return None
+
+
+def _unwrap(annotation: Any) -> Any:
+    """The annotation without Annotated[...] and without an Optional's None."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin is typing.Union or origin is types.UnionType:
+            rest = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(rest) != 1:
+                return annotation
+            annotation = rest[0]
+        else:
+            return annotation
+
+
+def _scalar_kind(model: type[BaseModel], name: str) -> tuple[str, str] | None:
+    """How the field's scalars are read: ("value", kind) for a scalar field, ("items", kind) for a
+    list of them, ("values", kind) for an object of them; None when the rule does not apply."""
+    key = (model, name)
+    if key not in _SCALAR_KINDS:
+        field_info = model.model_fields.get(name)
+        annotation = _unwrap(field_info.annotation if field_info is not None else None)
+        shape: tuple[str, str] | None = None
+        if (kind := _kind_of(annotation)) is not None:
+            shape = ("value", kind)
+        else:
+            origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+            if origin in (list, tuple, set, frozenset) and len(args) == 1 and (kind := _kind_of(args[0])):
+                shape = ("items", kind)
+            elif origin is dict and len(args) == 2 and (kind := _kind_of(args[1])):
+                shape = ("values", kind)
+        _SCALAR_KINDS[key] = shape
+    return _SCALAR_KINDS[key]
+
+
+def _read_field(shape: tuple[str, str], value: Any) -> Any:
+    where, kind = shape
+    if where == "items" and isinstance(value, list):
+        return [_read_scalar(kind, v) for v in value]
+    if where == "values" and isinstance(value, dict):
+        return {k: _read_scalar(kind, v) for k, v in value.items()}
+    return _read_scalar(kind, value) if where == "value" else value
+
+
+def _read_scalar(kind: str, value: Any) -> Any:
+    if value is None:
+        return value
+    if kind == "boolean":
+        if isinstance(value, bool):
+            return value
+        if value in ("true", "false"):
+            return value == "true"
+        raise PydanticCustomError("zuno_boolean", "must be true or false")
+    if isinstance(value, bool):
+        raise PydanticCustomError(
+            "zuno_not_boolean", f"must be {'an integer' if kind == 'integer' else 'a number'}, not a boolean"
+        )
+    if kind == "integer":
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float):
+            if math.isfinite(value) and value.is_integer():
+                return int(value)
+            raise PydanticCustomError("zuno_integer", "must be an integer (a whole number such as 5)")
+        if isinstance(value, str):
+            if _INTEGER_NUMERAL.fullmatch(value):
+                return int(value)
+            raise PydanticCustomError(
+                "zuno_integer", 'must be an integer; a string is read only when it is an integer numeral such as "5"'
+            )
+        raise PydanticCustomError("zuno_integer", "must be an integer")
+    if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise PydanticCustomError("zuno_number", "must be a finite number")
+        return value
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if math.isfinite(number):
+            return number
+        raise PydanticCustomError(
+            "zuno_number", 'must be a number; a string is read only when it is a numeral such as "2.5"'
+        )
+    raise PydanticCustomError("zuno_number", "must be a number")
 
 
 class ToolArgs(BaseModel):
-    """Base of every tool's argument model: unknown fields are refused, not ignored."""
+    """Base of every tool's argument model: unknown fields are refused, not ignored.
+
+    Scalars from a model are read by one rule, for every tool and extension (see
+    docs/results.md, "How arguments are read"): an integer argument takes a JSON integer, a float
+    only when it is integral (``5.0``), a string only when it is an integer numeral (``"5"``), and
+    never a boolean; a number argument takes any JSON number or a numeric string, never a boolean;
+    a boolean argument takes ``true`` / ``false`` (or exactly the strings ``"true"`` / ``"false"``),
+    never a number or ``"yes"``.
+    """
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _scalar_rule(cls, value: Any, info: ValidationInfo) -> Any:
+        name = info.field_name
+        if name is None:
+            return value
+        shape = _scalar_kind(cls, name)
+        return _read_field(shape, value) if shape else value
 
 
 @dataclass(slots=True)
@@ -70,22 +218,6 @@ class ToolOutput:
         if self.raw is None and self.raw_path is not None:
             return self.raw_path.read_bytes()
         return self.raw if self.raw is not None else self.text.encode("utf-8", "surrogateescape")
-
-
-class Refused(Exception):
-    """Raised by a tool for a call that must not run (nothing happened): the call settles as
-    ``blocked`` with the given kind, and a dispatch-blocked event is recorded first."""
-
-    def __init__(self, kind: BlockKind, message: str, **metadata: Any) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.metadata = metadata
-
-
-class TransientError(Exception):
-    """Raised by a tool whose failure may pass. Only a call whose replay is Safe is attempted
-    again (after a backoff, a bounded number of times); a Never call settles as ``error``."""
 
 
 @dataclass(slots=True)

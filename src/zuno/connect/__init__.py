@@ -1,1 +1,1 @@
-"""What Zuno consumes: the user's MCP servers."""
+"""What Zuno consumes: web search providers and the user's MCP servers."""

@@ -1,5 +1,6 @@
 """The durable store: the only holder of durable facts."""
 
+from zuno.store.paths import StoreUnusable
 from zuno.store.sqlite import CallRow, SessionBusy, Store
 
-__all__ = ["CallRow", "SessionBusy", "Store"]
+__all__ = ["CallRow", "SessionBusy", "Store", "StoreUnusable"]

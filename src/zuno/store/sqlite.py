@@ -9,10 +9,8 @@ the kernel releases when the holder dies (so a kill -9 never leaves a session st
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -23,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zuno.store.locks import hold_lock_file, release_lock_file
+from zuno.store.paths import StoreUnusable, check_store_path
 from zuno.store.schema import MIGRATIONS
 
 WAL_AUTOCHECKPOINT_PAGES = 10_000
@@ -82,12 +82,43 @@ def _text(v: str) -> str:
 
 
 class Store:
-    def __init__(self, path: Path, extra_migrations: list[tuple[str, str]] | None = None) -> None:
+    """The store at ``path``. With ``readonly`` an existing database is opened for reading only
+    (nothing is created or migrated: the commands that only look use it); ``path`` must then
+    exist. Otherwise the database is created when missing, in a directory that must exist."""
+
+    def __init__(
+        self, path: Path, extra_migrations: list[tuple[str, str]] | None = None, *, readonly: bool = False
+    ) -> None:
         self.path = path
+        self.readonly = readonly
         self._migrations = [*MIGRATIONS, *(extra_migrations or [])]
-        path.parent.mkdir(parents=True, exist_ok=True)
+        exists = check_store_path(path, create=not readonly)
+        if readonly and not exists:
+            raise StoreUnusable(f"store {path} does not exist.")
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30.0)
+        self._session_locks: dict[str, tuple[int, Path]] = {}
+        self._pending_steps: dict[str, tuple[int, dict[str, Any] | None, float]] = {}
+        self._deliver_on_end: dict[tuple[str, int], int] = {}
+        self._pending_receipts: dict[tuple[str, str], dict[str, Any]] = {}
+        try:
+            if readonly:
+                self._db = sqlite3.connect(
+                    f"{path.absolute().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+                )
+                self._db.row_factory = sqlite3.Row
+                self._db.execute("PRAGMA busy_timeout=30000")
+                self._db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+                return
+            self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30.0)
+            self._open()
+        except sqlite3.DatabaseError as e:
+            with contextlib.suppress(Exception):
+                self._db.close()
+            raise StoreUnusable(
+                f"store {path} cannot be used as a SQLite database ({e}). Name another file with --db."
+            ) from None
+
+    def _open(self) -> None:
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -98,10 +129,6 @@ class Store:
         # durable call); the WAL is truncated back after a checkpoint, and checkpointed on close.
         self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
         self._db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
-        self._session_locks: dict[str, int] = {}
-        self._pending_steps: dict[str, tuple[int, dict[str, Any] | None, float]] = {}
-        self._deliver_on_end: dict[tuple[str, int], int] = {}
-        self._pending_receipts: dict[tuple[str, str], dict[str, Any]] = {}
         self._migrate()
 
     # -- plumbing -------------------------------------------------------------------------------
@@ -177,9 +204,11 @@ class Store:
 
     def close(self) -> None:
         with self._lock:
-            for fd in self._session_locks.values():
-                os.close(fd)
-            self._session_locks.clear()
+            for sid in list(self._session_locks):
+                self.release_session(sid)
+            if self.readonly:
+                self._db.close()
+                return
             if self._pending_steps or self._pending_receipts:
                 with self.transaction():
                     pass
@@ -193,32 +222,29 @@ class Store:
     def _lock_path(self, session_id: str) -> Path:
         safe = hashlib.sha256(session_id.encode()).hexdigest()[:24]
         d = self.path.parent / "locks"
-        d.mkdir(parents=True, exist_ok=True)
+        d.mkdir(exist_ok=True)
         return d / f"session-{safe}.lock"
 
     def acquire_session(self, session_id: str) -> None:
-        """Hold the session for this process; SessionBusy names the holder otherwise."""
+        """Hold the session for this process; SessionBusy names the holder otherwise. The lock file
+        is removed again on release (``zuno.store.locks``), so the locks directory does not grow."""
         if session_id in self._session_locks:
             raise SessionBusy(f"session {session_id} is already open in this process.")
         lp = self._lock_path(session_id)
-        fd = os.open(lp, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
+        fd = hold_lock_file(lp)
+        if fd is None:
+            raise SessionBusy(f"session {session_id}: its lock file kept changing under {lp.parent}; try again.")
+        if isinstance(fd, str):
             raise SessionBusy(
-                f"session {session_id} is being driven by another process (pid {holder}); "
+                f"session {session_id} is being driven by another process (pid {fd}); "
                 "a session is driven by one process at a time. Wait for it to finish, or use another session."
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self._session_locks[session_id] = fd
+            )
+        self._session_locks[session_id] = (fd, lp)
 
     def release_session(self, session_id: str) -> None:
-        fd = self._session_locks.pop(session_id, None)
-        if fd is not None:
-            os.close(fd)
+        held = self._session_locks.pop(session_id, None)
+        if held is not None:
+            release_lock_file(*held)
 
     def ensure_session(self, session_id: str | None, root: str, profile: str) -> str:
         sid = session_id or f"ses_{uuid.uuid4().hex[:16]}"
@@ -241,6 +267,34 @@ class Store:
             params,
         )
         return str(rows[0][0]) if rows else None
+
+    def list_sessions(self, root: str | None = None) -> list[dict[str, Any]]:
+        """Every session (of this workspace root, when given), most recently active first: id,
+        root, profile, started (epoch seconds), last step (its number and start), calls, open jobs."""
+        where, params = ("WHERE s.root = ?", (root,)) if root is not None else ("", ())
+        has_jobs = bool(self.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'"))
+        jobs = "(SELECT COUNT(*) FROM jobs j WHERE j.session_id = s.id AND j.ended_at IS NULL)" if has_jobs else "0"
+        rows = self.query(
+            "SELECT s.id, s.root, s.profile, s.created_at, s.last_step,"
+            " (SELECT MAX(t.started_at) FROM steps t WHERE t.session_id = s.id) AS last_step_at,"
+            " (SELECT COUNT(*) FROM calls c WHERE c.session_id = s.id) AS calls,"
+            f" {jobs} AS open_jobs FROM sessions s {where}"
+            " ORDER BY COALESCE(last_step_at, s.created_at) DESC, s.rowid DESC",
+            params,
+        )
+        return [
+            {
+                "id": r["id"],
+                "root": r["root"],
+                "profile": r["profile"],
+                "started_at": r["created_at"],
+                "last_step": r["last_step"],
+                "last_step_at": r["last_step_at"],
+                "calls": r["calls"],
+                "open_jobs": r["open_jobs"],
+            }
+            for r in rows
+        ]
 
     def begin_step(self, session_id: str, event: dict[str, Any] | None = None) -> int:
         """Number the next step of the session. The step row and its step-started event are written

@@ -1,5 +1,5 @@
-"""apply_patch: grammar (grammar.py), matching on logical lines (matcher.py, textfile.py) and the
-all-or-nothing applier (applier.py)."""
+"""apply_patch: grammar (grammar.py), matching on logical lines (matcher.py, textfile.py), what a
+chunk that does not match tries next (retry.py) and the all-or-nothing applier (applier.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,121 @@
+"""Admission's words and bounds: how a refused call is described to the model (JSON and English,
+never Python reprs; every message a whole sentence), and how deep and large a call may be
+(``limits.CALL_MAX_DEPTH``, ``CALL_MAX_BYTES``), measured without recursion."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from zuno import limits
+from zuno.config import json_repr
+
+if TYPE_CHECKING:
+    from zuno.tool import Tool
+
+_PYDANTIC_WORDS = (
+    ("a valid dictionary", "a JSON object"),
+    ("a valid list", "a JSON array"),
+    ("a valid string", "a string"),
+    ("a valid integer", "an integer"),
+    ("a valid number", "a number"),
+    ("a valid boolean", "true or false"),
+    ("Input should be", "must be"),
+    ("Value error, ", ""),
+)
+_PYTHON_NAMES = re.compile(r"\b(None|True|False|dict|dictionary|NoneType)\b")
+_JSON_NAMES = {
+    "None": "null",
+    "NoneType": "null",
+    "True": "true",
+    "False": "false",
+    "dict": "object",
+    "dictionary": "object",
+}
+
+
+def _english(msg: str) -> str:
+    for py, js in _PYDANTIC_WORDS:
+        msg = msg.replace(py, js)
+    return _PYTHON_NAMES.sub(lambda m: _JSON_NAMES[m.group(1)], msg).rstrip(".")
+
+
+def _expected(schema: dict[str, Any]) -> str:
+    """What a property takes, in JSON words."""
+    if "enum" in schema:
+        return "one of " + ", ".join(json_repr(v) for v in schema["enum"])
+    kinds = [schema.get("type")] if "type" in schema else [s.get("type") for s in schema.get("anyOf", [])]
+    words = {
+        "string": "a string",
+        "integer": "an integer",
+        "number": "a number",
+        "boolean": "true or false",
+        "array": "an array",
+        "object": "an object",
+    }
+    named = [words[k] for k in kinds if isinstance(k, str) and k in words]
+    return " or ".join(named) if named else "a value"
+
+
+def describe_validation(tool: Tool, err: ValidationError) -> str:
+    props = tool.Args.model_json_schema().get("properties", {})
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(arguments)"
+        top = str(e["loc"][0]) if e["loc"] else ""
+        if e["type"] == "missing":
+            parts.append(f"argument '{loc}' is required ({_expected(props.get(top, {}))}); add it")
+        elif e["type"] == "extra_forbidden":
+            known = ", ".join(sorted(props)) or "none"
+            parts.append(f"argument '{loc}' is not an argument of {tool.name}; remove it (known: {known})")
+        else:
+            parts.append(f"argument '{loc}' {_english(e['msg'])} (got {json_repr(e.get('input'))})")
+    return f"invalid arguments for {tool.name}: " + "; ".join(parts) + ". Correct the call and send it again."
+
+
+def sentence(message: str) -> str:
+    """A message as a whole sentence, so text can follow it ("… Nothing ran.")."""
+    message = message.rstrip()
+    if message.endswith((".", "!", "?", '."', ".)", ".'")):
+        return message
+    return message + "."
+
+
+def measure_call(value: Any) -> str | None:
+    """Why a call is too deep or too large to admit (limits.CALL_MAX_DEPTH, CALL_MAX_BYTES), or
+    None. Iterative: a call nested any depth is measured without recursion."""
+    size = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limits.CALL_MAX_DEPTH:
+                return (
+                    f"the call is nested more than {limits.CALL_MAX_DEPTH} levels deep; "
+                    "send flat arguments (a tool's arguments are a few levels deep)"
+                )
+            size += 2
+            if isinstance(item, dict):
+                for k, v in item.items():
+                    size += _text_size(k) + 1
+                    stack.append((v, depth + 1))
+            else:
+                stack.extend((v, depth + 1) for v in item)
+        elif isinstance(item, str):
+            size += _text_size(item)
+        else:
+            size += 8
+        if size > limits.CALL_MAX_BYTES:
+            return (
+                f"the call is larger than {limits.CALL_MAX_BYTES >> 20} MiB; "
+                "send less per call (split a large write, or put the data in a file)"
+            )
+    return None
+
+
+def _text_size(value: object) -> int:
+    if not isinstance(value, str):
+        return 8
+    return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass")) + 2

@@ -1,0 +1,190 @@
+"""Anthropic Messages through the official ``anthropic`` SDK, streaming always. Thinking blocks
+(with their signatures) and hosted web-search blocks are kept opaque and echoed back first in
+the assistant's content, as the API requires."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anthropic
+
+from zuno.agent.providers.base import ProviderSettings, StreamingProvider
+from zuno.agent.providers.retry import RetryPolicy, StreamFailure
+from zuno.agent.providers.schema_export import anthropic_tools
+from zuno.agent.types import (
+    AssistantMessage,
+    Finished,
+    ImagePart,
+    ModelRequest,
+    StopReason,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallStarted,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+
+OPAQUE_KEY = "anthropic"  # AssistantMessage.opaque entries: {"api": OPAQUE_KEY, "block": {...}}
+NO_KEY = "no-key"  # sent when a configured (non built-in) provider has no key; see openai_chat.NO_KEY
+# The API refuses empty and whitespace-only text blocks; an empty turn says so instead.
+EMPTY_TEXT = "(empty)"
+
+_STOP: dict[str, StopReason] = {
+    "end_turn": "end_turn", "stop_sequence": "end_turn", "tool_use": "tool_calls", "max_tokens": "max_tokens",
+    "refusal": "content_filter", "model_context_window_exceeded": "max_tokens",
+}
+_OPAQUE_BLOCKS = frozenset({"thinking", "redacted_thinking", "server_tool_use", "web_search_tool_result"})
+
+
+def _image(i: ImagePart) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": i.media_type, "data": i.data_b64}}
+
+
+def _input_object(raw: str) -> dict[str, Any]:
+    """The API wants tool_use input as an object; arguments that are not one (malformed JSON the
+    model sent, already answered as blocked) go back as an empty object."""
+    try:
+        value = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        # Consecutive same-role turns merge (tool results and a following user text share one
+        # user turn; the API wants user and assistant to alternate).
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for m in request.messages:
+        if isinstance(m, UserMessage):
+            blocks = [{"type": "text", "text": m.text}] if m.text.strip() else []
+            blocks.extend(_image(i) for i in m.images)
+            add("user", blocks or [{"type": "text", "text": EMPTY_TEXT}])
+        elif isinstance(m, ToolResultMessage):
+            content: list[dict[str, Any]] = [{"type": "text", "text": m.text}] if m.text.strip() else []
+            content.extend(_image(i) for i in m.images)
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.call_id, "content": content}
+            if m.is_error:
+                block["is_error"] = True
+            add("user", [block])
+        elif isinstance(m, AssistantMessage):
+            blocks = [o["block"] for o in m.opaque if o.get("api") == OPAQUE_KEY and isinstance(o.get("block"), dict)]
+            if m.text.strip():
+                blocks.append({"type": "text", "text": m.text})
+            blocks.extend(
+                {"type": "tool_use", "id": c.id, "name": c.name, "input": _input_object(c.arguments)}
+                for c in m.tool_calls
+            )
+            add("assistant", blocks or [{"type": "text", "text": EMPTY_TEXT}])
+    return out
+
+
+def _dump(block: Any) -> dict[str, Any]:
+    return block.model_dump(mode="json", exclude_none=True) if hasattr(block, "model_dump") else dict(block)
+
+
+class AnthropicProvider(StreamingProvider):
+    api = "anthropic"
+    hosted_tools_supported = frozenset({"web_search"})
+
+    def __init__(self, settings: ProviderSettings, retry: RetryPolicy | None = None) -> None:
+        super().__init__(settings, retry)
+        self._client = anthropic.AsyncAnthropic(
+            api_key=settings.api_key or NO_KEY,
+            base_url=settings.base_url,
+            default_headers=settings.headers or None,
+            max_retries=0,
+            timeout=anthropic.Timeout(settings.read_timeout_s, connect=settings.connect_timeout_s),
+        )
+
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": request.model or self.settings.model,
+            "messages": anthropic_messages(request),
+            "max_tokens": request.max_output_tokens or self.output_tokens,
+            "stream": True,
+        }
+        if request.system:
+            body["system"] = request.system
+        tools = anthropic_tools(request.tools, request.hosted_tools)
+        if tools:
+            body["tools"] = tools
+            if request.tools and not request.parallel_tool_calls:
+                body["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
+        return body
+
+    async def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        stream = await self._client.messages.create(**self.body(request))
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        opaque: list[dict[str, Any]] = []
+        blocks: dict[int, dict[str, Any]] = {}  # index -> the block being built
+        partial: dict[int, list[str]] = {}
+        usage_in = cached = out_tokens = 0
+        stop_wire: str | None = None
+        ended = False
+        async with stream:
+            async for ev in stream:
+                kind = getattr(ev, "type", None)
+                if kind == "message_start":
+                    u = ev.message.usage
+                    cached = u.cache_read_input_tokens or 0
+                    usage_in = (u.input_tokens or 0) + cached + (u.cache_creation_input_tokens or 0)
+                    out_tokens = u.output_tokens or 0
+                elif kind == "content_block_start":
+                    block = _dump(ev.content_block)
+                    blocks[ev.index] = block
+                    partial[ev.index] = []
+                    if block.get("type") == "tool_use":
+                        yield ToolCallStarted(block["id"], block["name"])
+                elif kind == "content_block_delta":
+                    d = ev.delta
+                    dkind = getattr(d, "type", None)
+                    block = blocks.get(ev.index, {})
+                    if dkind == "text_delta":
+                        text.append(d.text)
+                        yield TextDelta(d.text)
+                    elif dkind == "input_json_delta":
+                        partial.setdefault(ev.index, []).append(d.partial_json)
+                    elif dkind == "thinking_delta":
+                        block["thinking"] = block.get("thinking", "") + d.thinking
+                    elif dkind == "signature_delta":
+                        block["signature"] = block.get("signature", "") + d.signature
+                elif kind == "content_block_stop":
+                    block = blocks.pop(ev.index, {})
+                    raw = "".join(partial.pop(ev.index, []))
+                    btype = block.get("type")
+                    if btype == "tool_use":
+                        calls.append(ToolCall(block["id"], block["name"], raw or json.dumps(block.get("input") or {})))
+                    elif btype in _OPAQUE_BLOCKS:
+                        if btype == "server_tool_use" and raw:
+                            block["input"] = _input_object(raw)
+                        opaque.append({"api": OPAQUE_KEY, "block": block})
+                elif kind == "message_delta":
+                    stop_wire = ev.delta.stop_reason or stop_wire
+                    if ev.usage is not None and ev.usage.output_tokens is not None:
+                        out_tokens = ev.usage.output_tokens
+                elif kind == "message_stop":
+                    ended = True
+        if not ended:
+            raise StreamFailure("connection", "the stream ended before message_stop")
+        stop = _STOP.get(stop_wire or "", "other")
+        yield Finished(
+            AssistantMessage("".join(text), tuple(calls), tuple(opaque)),
+            Usage(usage_in, out_tokens, cached),
+            stop,
+            stop_wire,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()

@@ -1,0 +1,146 @@
+"""What every adapter shares: its settings, the retry loop around one wire attempt, and the
+errors it raises (naming the provider id, the API and the category — never a key, a header or
+the URL)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from zuno.agent.providers.retry import Failure, RetryPolicy, classify
+from zuno.agent.types import Attempt, Finished, ModelRequest, ProviderError, RequestOutcome, StreamEvent
+
+log = logging.getLogger("zuno.agent.providers")
+
+Api = Literal["openai-chat", "openai-responses", "anthropic"]
+
+# What the wire client may wait for: to connect, and between two streamed bytes.
+CONNECT_TIMEOUT_S = 15.0
+READ_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class ProviderSettings:
+    """One resolved model of one configured provider. ``api_key`` and ``headers`` are secret:
+    they are kept out of ``repr`` and out of every message."""
+
+    provider_id: str
+    model: str
+    api: Api
+    base_url: str | None
+    api_key: str | None = field(default=None, repr=False)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    context_tokens: int = 128_000
+    output_tokens: int = 8_192
+    accepts_images: bool = False
+    # openai-responses: ask for (and echo) encrypted reasoning items; unsupported by some models.
+    reasoning: bool = False
+    connect_timeout_s: float = CONNECT_TIMEOUT_S
+    read_timeout_s: float = READ_TIMEOUT_S
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return tuple(s for s in (self.api_key, *self.headers.values()) if s)
+
+
+class StreamingProvider(ABC):
+    """The Provider protocol of ``zuno.agent.types``; a subclass implements ``_attempt`` (one
+    wire request through its SDK, as a stream of events ending with one Finished)."""
+
+    api: ClassVar[Api]
+    hosted_tools_supported: frozenset[str] = frozenset()
+
+    def __init__(self, settings: ProviderSettings, retry: RetryPolicy | None = None) -> None:
+        self.settings = settings
+        self.retry = retry or RetryPolicy()
+        self.id = f"{settings.provider_id}/{settings.model}"
+        self.context_tokens = settings.context_tokens
+        self.output_tokens = settings.output_tokens
+        self.accepts_images = settings.accepts_images
+        self._rng = random.Random()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.id} api={self.api}>"
+
+    @abstractmethod
+    def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamEvent]: ...
+
+    def _check(self, request: ModelRequest) -> None:
+        """Refuse, before any wire attempt, a request this API cannot express."""
+        for hosted in request.hosted_tools:
+            if hosted.kind not in self.hosted_tools_supported:
+                raise self._error(
+                    Failure("unsupported", None, f"the hosted tool {hosted.kind} is not offered by this API"), ()
+                )
+
+    def _error(self, failure: Failure, attempts: tuple[Attempt, ...]) -> ProviderError:
+        tries = f" after {len(attempts)} attempts" if len(attempts) > 1 else ""
+        msg = (
+            f"provider {self.settings.provider_id} ({self.api}, model {self.settings.model}): "
+            f"{failure.category}{tries} — {failure.detail}"
+        )
+        return ProviderError(msg, category=failure.category, status=failure.status, attempts=attempts)
+
+    async def stream(self, request: ModelRequest, outcome: RequestOutcome) -> AsyncIterator[StreamEvent]:
+        self._check(request)
+        number = 0
+        while True:
+            number += 1
+            started = time.time()
+            yielded = done = False
+            try:
+                async with aclosing(self._attempt(request)) as events:
+                    async for event in events:
+                        if isinstance(event, Finished):
+                            # Recorded before the caller sees it: a caller may stop reading at
+                            # Finished and never resume this generator.
+                            outcome.attempts.append(Attempt(number, started, time.time(), 200, None))
+                            done = True
+                        yielded = True
+                        yield event
+                        if done:
+                            return
+            except asyncio.CancelledError:
+                if not done:
+                    outcome.attempts.append(Attempt(number, started, time.time(), None, "cancelled"))
+                raise
+            except GeneratorExit:
+                if not done:
+                    outcome.attempts.append(Attempt(number, started, time.time(), None, "closed"))
+                raise
+            except Exception as exc:
+                failure = classify(exc, self.settings.secrets)
+                if failure is None:
+                    raise
+                ended = time.time()
+                outcome.attempts.append(
+                    Attempt(number, started, ended, failure.status, failure.category, failure.retry_after_s)
+                )
+                if yielded:
+                    # Output already reached the caller: a new attempt would repeat it.
+                    failure = Failure(failure.category, failure.status, failure.detail + " (after output began)")
+                    raise self._error(failure, tuple(outcome.attempts)) from None
+                if not failure.transient or number >= self.retry.max_attempts:
+                    raise self._error(failure, tuple(outcome.attempts)) from None
+                wait = self.retry.delay(number, failure.retry_after_s, self._rng)
+                log.info(
+                    "provider %s (%s): attempt %d failed (%s); retrying in %.2fs",
+                    self.settings.provider_id, self.api, number, failure.category, wait,
+                )
+                await asyncio.sleep(wait)
+                continue
+            # The attempt's stream ended without a Finished: the adapter raises for that, so
+            # this is a stream of an API that ended cleanly but said nothing more.
+            failure = Failure("protocol", 200, "the stream ended without a final message")
+            outcome.attempts.append(Attempt(number, started, time.time(), 200, failure.category))
+            raise self._error(failure, tuple(outcome.attempts))
+
+    async def aclose(self) -> None:
+        return None

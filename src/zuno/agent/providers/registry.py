@@ -1,0 +1,130 @@
+"""From the config's ``model`` and ``provider`` keys to one adapter, or a ConfigError naming what
+to set."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from zuno.agent.providers.anthropic_messages import AnthropicProvider
+from zuno.agent.providers.base import Api, ProviderSettings, StreamingProvider
+from zuno.agent.providers.openai_chat import OpenAIChatProvider
+from zuno.agent.providers.openai_responses import REASONING_MODEL, OpenAIResponsesProvider
+from zuno.agent.providers.retry import RetryPolicy
+from zuno.config import Config, ConfigError, ProviderConfig, unset_env_error
+
+APIS: tuple[Api, ...] = ("openai-chat", "openai-responses", "anthropic")
+
+# A model that its provider's ``models`` does not list gets these.
+GENERIC_CONTEXT_TOKENS = 128_000
+GENERIC_OUTPUT_TOKENS = 8_192
+
+
+@dataclass(frozen=True)
+class BuiltIn:
+    api: Api
+    key_env: str
+    context_tokens: int
+    output_tokens: int
+    images: bool
+
+
+BUILT_IN: dict[str, BuiltIn] = {
+    "openai": BuiltIn("openai-responses", "OPENAI_API_KEY", 128_000, 16_384, True),
+    "anthropic": BuiltIn("anthropic", "ANTHROPIC_API_KEY", 200_000, 8_192, True),
+}
+
+_EXAMPLE = '"model": "anthropic/claude-sonnet-4-5" (with ANTHROPIC_API_KEY set)'
+
+
+def resolve_settings(
+    config: Config, model_override: str | None = None, environ: Mapping[str, str] | None = None
+) -> ProviderSettings:
+    env = os.environ if environ is None else environ
+    ref = model_override or config.model
+    where = "--model" if model_override else "config key model"
+    if not ref:
+        raise ConfigError(
+            f"no model is configured: set {_EXAMPLE} in zuno.json, or pass --model PROVIDER/MODEL; "
+            "a local server needs provider.<id> with api and options.baseURL (see docs/models.md)."
+        )
+    if not model_override and (err := unset_env_error("model", ref)) is not None:
+        raise err
+    pid, sep, name = ref.partition("/")
+    if not sep or not pid or not name:
+        raise ConfigError(f"{where} = {ref!r}: expected \"<provider id>/<model name>\", e.g. {_EXAMPLE}.")
+    pconf = config.provider.get(pid) or ProviderConfig()
+    builtin = BUILT_IN.get(pid)
+    if builtin is None and pid not in config.provider:
+        known = sorted(set(config.provider) | set(BUILT_IN))
+        raise ConfigError(
+            f"{where} = {ref!r}: no provider {pid!r} is configured (known: {', '.join(known)}). "
+            f"Add provider.{pid} with api ({' | '.join(APIS)}) and options.baseURL."
+        )
+    opts = pconf.options
+    values = {"baseURL": opts.baseURL, "apiKey": opts.apiKey.get_secret_value() if opts.apiKey else None}
+    values.update({f"headers.{k}": v.get_secret_value() for k, v in opts.headers.items()})
+    for sub, value in values.items():
+        err = unset_env_error(f"provider.{pid}.options.{sub}", value)
+        if err is not None:
+            raise err
+    api = pconf.api or (builtin.api if builtin else None)
+    if api is None:
+        raise ConfigError(f"config key provider.{pid}.api is not set: allowed {' | '.join(APIS)}.")
+    base_url = pconf.options.baseURL
+    if base_url is None and builtin is None:
+        raise ConfigError(
+            f"config key provider.{pid}.options.baseURL is not set: name the server, e.g. \"http://127.0.0.1:8080/v1\"."
+        )
+    key = pconf.options.apiKey.get_secret_value() if pconf.options.apiKey is not None else None
+    if key is None and builtin is not None:
+        key = env.get(builtin.key_env) or None
+        if key is None:
+            raise ConfigError(
+                f"provider {pid} has no key: set {builtin.key_env}, or config key provider.{pid}.options.apiKey "
+                f"(e.g. \"{{env:{builtin.key_env}}}\")."
+            )
+    mconf = pconf.models.get(name)
+    context = (mconf.context if mconf else None) or (builtin.context_tokens if builtin else GENERIC_CONTEXT_TOKENS)
+    output = (mconf.output if mconf else None) or (builtin.output_tokens if builtin else GENERIC_OUTPUT_TOKENS)
+    images = mconf.images if mconf is not None and mconf.images is not None else bool(builtin and builtin.images)
+    reasoning = mconf.reasoning if mconf is not None and mconf.reasoning is not None else bool(
+        api == "openai-responses" and pid == "openai" and REASONING_MODEL.match(name)
+    )
+    return ProviderSettings(
+        provider_id=pid,
+        model=name,
+        api=api,
+        base_url=base_url,
+        api_key=key,
+        headers={k: v.get_secret_value() for k, v in pconf.options.headers.items()},
+        context_tokens=context,
+        output_tokens=output,
+        accepts_images=images,
+        reasoning=reasoning,
+    )
+
+
+def provider_from_settings(
+    settings: ProviderSettings, retry: RetryPolicy | None = None, *, builtin: bool = False
+) -> StreamingProvider:
+    if settings.api == "openai-chat":
+        return OpenAIChatProvider(settings, retry, builtin=builtin)
+    if settings.api == "openai-responses":
+        return OpenAIResponsesProvider(settings, retry)
+    return AnthropicProvider(settings, retry)
+
+
+def build_provider(
+    config: Config,
+    model_override: str | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    retry: RetryPolicy | None = None,
+) -> StreamingProvider:
+    """The Provider for ``model_override`` (``--model``) or the config's ``model``; a ConfigError
+    naming what to set when no model, provider, api, base URL or key is configured."""
+    settings = resolve_settings(config, model_override, environ)
+    builtin = settings.provider_id in BUILT_IN and settings.base_url is None
+    return provider_from_settings(settings, retry, builtin=builtin)

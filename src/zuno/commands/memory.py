@@ -1,0 +1,81 @@
+"""``zuno memory``: the workspace's bounded memory, and the explicit accept a review policy waits for.
+
+zuno memory [list] [--json]            entries of every agent, and the pending proposals
+zuno memory accept MP_ID | reject MP_ID
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sqlite3
+import sys
+from typing import Any
+
+from zuno.cli_support import EXIT_NOT_OK, EXIT_OK, EXIT_USAGE, add_common_arguments, print_json, runtime_from_args
+
+
+def _run(args: argparse.Namespace) -> int:
+    from zuno.tools.state.docstore import StateRefusal
+    from zuno.tools.state.memory import accept_proposal, proposals, reject_proposal
+
+    rt = runtime_from_args(args)
+    try:
+        root = str(rt.root)
+        if args.op in ("accept", "reject"):
+            if not args.proposal:
+                print(
+                    f"zuno: memory {args.op} needs a proposal id (mp_…); run 'zuno memory' to list them.",
+                    file=sys.stderr,
+                )
+                return EXIT_USAGE
+            try:
+                if args.op == "accept":
+                    result = accept_proposal(rt.store, args.proposal)
+                    print(f"accepted {args.proposal}: {result}")
+                else:
+                    reject_proposal(rt.store, args.proposal)
+                    print(f"rejected {args.proposal}")
+            except StateRefusal as r:
+                print(f"zuno: {r.message} {r.required_action}", file=sys.stderr)
+                return EXIT_NOT_OK
+            return EXIT_OK
+        # Listing only looks: no store yet is no memory, and nothing is created (docs/cli.md).
+        store = rt.existing_store()
+        entries: list[dict[str, Any]] = []
+        pending: list[dict[str, Any]] = []
+        if store is not None:
+            try:
+                rows = store.query(
+                    "SELECT agent, key, revision, content FROM state_memory WHERE root = ? ORDER BY agent, key", (root,)
+                )
+                entries = [dict(r) for r in rows]
+                pending = [
+                    {k: p[k] for k in ("id", "agent", "op", "key", "content", "session_id")}
+                    for p in proposals(store, root)
+                ]
+            except sqlite3.OperationalError as e:
+                if "no such table" not in str(e):  # a store from before the memory tables: no memory
+                    raise
+        if args.json:
+            print_json({"root": root, "memory": entries, "pending": pending})
+            return EXIT_OK
+        for e in entries:
+            print(f"{e['agent']}/{e['key']} (revision {e['revision']}): {e['content']}")
+        for p in pending:
+            what = f"set to {p['content']!r}" if p["op"] == "set" else "delete"
+            print(f"pending {p['id']}: {p['agent']}/{p['key']} {what}  (zuno memory accept {p['id']})")
+        if not entries and not pending:
+            print("no memory")
+        return EXIT_OK
+    finally:
+        asyncio.run(rt.aclose())
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("memory", help="list the workspace's memory; accept or reject a pending proposal")
+    p.add_argument("op", nargs="?", default="list", choices=["list", "accept", "reject"])
+    p.add_argument("proposal", nargs="?", default=None, metavar="MP_ID")
+    p.add_argument("--json", action="store_true")
+    add_common_arguments(p, session=False)
+    p.set_defaults(func=_run)

@@ -1,0 +1,154 @@
+"""``zuno plan``, ``zuno goal``, ``zuno todo``: print a session's current durable work state.
+
+    zuno plan [--session ID | --continue] [--json] [--root DIR] [--db FILE]
+
+Read-only: the store is opened read-only and is never created; a workspace without a store has
+no sessions. Exit 0 with the state (also "no plan yet"); 2 for a bad or unknown session id.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+from zuno.cli_support import EXIT_OK, EXIT_USAGE, add_common_arguments, print_json
+from zuno.session_ids import InvalidSessionId, validate_session_id
+from zuno.workspace import STATE_DIR
+
+
+class ReadOnlyStore:
+    """Just enough of a Store for the read API, over a read-only connection."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        self._db.row_factory = sqlite3.Row
+
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        try:
+            return list(self._db.execute(sql, params))
+        except sqlite3.OperationalError as e:
+            if "no such table" in str(e):  # a store from before the state tables: no state
+                return []
+            raise
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _db_path(args: argparse.Namespace, root: Path) -> Path:
+    if args.db:
+        return Path(args.db)
+    if os.environ.get("ZUNO_DB"):
+        return Path(os.environ["ZUNO_DB"])
+    return root / STATE_DIR / "zuno.db"
+
+
+def _fail(msg: str) -> int:
+    print(f"zuno: {msg}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _plan_text(view: dict[str, Any]) -> list[str]:
+    lines = [f"Plan (revision {view['revision']}; focus {' > '.join(view['focus'])})"]
+
+    def walk(plan: dict[str, Any], depth: int) -> None:
+        pad = "  " * depth
+        lines.append(f"{pad}{plan['id']}: {plan['objective']}")
+        for s in plan["steps"]:
+            owner = f" ({s['owner']})" if s.get("owner") else ""
+            lines.append(f"{pad}  {s['id']} [{s['status']}] {s['title']}{owner}")
+            if s.get("notes"):
+                lines.append(f"{pad}      {s['notes']}")
+            for child in s.get("children", []):
+                walk(child, depth + 2)
+
+    walk(view["plan"], 1)
+    return lines
+
+
+def _goal_text(view: dict[str, Any]) -> list[str]:
+    g = view["goal"]
+    status = g["status"] + (f" ({g['pause_reason']['kind']})" if g.get("pause_reason") else "")
+    lines = [f"Goal (revision {view['revision']}, {status}): {g['objective']}"]
+    for c in g["criteria"]:
+        ev = (
+            f" — evidence {c['evidence']}"
+            if c.get("evidence")
+            else (" — requires evidence" if c["requires_evidence"] else "")
+        )
+        lines.append(f"  [{'x' if c['satisfied'] else ' '}] {c['id']} {c['text']}{ev}")
+    return lines
+
+
+def _todo_text(view: dict[str, Any]) -> list[str]:
+    lines = [f"Todo (revision {view['revision']})"]
+    for i in view["todos"]:
+        owner = f" ({i['owner']})" if i.get("owner") else ""
+        deps = f" after {', '.join(i['depends_on'])}" if i.get("depends_on") else ""
+        lines.append(f"  {i['id']} [{i['status']}] {i['title']}{owner}{deps}")
+    return lines
+
+
+def _run(kind: str, args: argparse.Namespace) -> int:
+    from zuno.tools.state import api
+
+    root = Path(args.root).resolve()
+    if args.session is not None:
+        try:
+            validate_session_id(args.session)
+        except InvalidSessionId as e:
+            return _fail(str(e))
+    path = _db_path(args, root)
+    if not path.is_file():
+        return _fail(f"there are no sessions in {path} (no store yet): nothing to show.")
+    store = ReadOnlyStore(path)
+    try:
+        sid = args.session
+        if sid is None:
+            rows = store.query(
+                "SELECT s.id FROM sessions s LEFT JOIN steps t ON t.session_id = s.id WHERE s.root = ? GROUP BY s.id"
+                " ORDER BY MAX(COALESCE(t.started_at, s.created_at)) DESC, s.rowid DESC LIMIT 1",
+                (str(root),),
+            )
+            if not rows:
+                return _fail(f"there is no session of {root} in {path}; name one with --session.")
+            sid = str(rows[0][0])
+        elif not store.query("SELECT 1 FROM sessions WHERE id = ?", (sid,)):
+            return _fail(f"no session {sid!r} in {path}. Run 'zuno sessions' to list them.")
+        reader = {"plan": api.read_plan, "goal": api.read_goal, "todo": api.read_todo}[kind]
+        view = reader(store, sid)  # type: ignore[arg-type]
+    finally:
+        store.close()
+    if args.json:
+        print_json({"session": sid, **view})
+        return EXIT_OK
+    field = {"plan": "plan", "goal": "goal", "todo": "todos"}[kind]
+    if view[field] is None:
+        print(f"session {sid}: no {kind} yet")
+        return EXIT_OK
+    render = {"plan": _plan_text, "goal": _goal_text, "todo": _todo_text}[kind]
+    print(f"session {sid}")
+    print("\n".join(render(view)))
+    return EXIT_OK
+
+
+def add_parser(sub: Any) -> None:
+    for kind, what in (("plan", "the Plan"), ("goal", "the Goal"), ("todo", "the Todo list")):
+        p = sub.add_parser(kind, help=f"print {what} of a session (read-only)")
+        add_common_arguments(p, session=False)
+        which = p.add_mutually_exclusive_group()
+        which.add_argument("--session", default=None, help="the session to show")
+        which.add_argument(
+            "--continue",
+            "-c",
+            dest="continue_latest",
+            action="store_true",
+            help="the workspace's most recent session (the default)",
+        )
+        p.add_argument("--json", action="store_true", help="print the state as JSON")
+        p.set_defaults(func=lambda a, k=kind: _run(k, a))

@@ -1,0 +1,163 @@
+"""The provider interface and its one failure shape.
+
+A ``SearchFailure`` carries exactly what diagnostics may show — provider, scheme, host, path,
+status and error category — and its text is built from those fields alone, so an API key, an
+authorization header, a full wire URL, a query string or the query itself cannot reach an
+error, a log line or the durable record. Providers never put an underlying exception's text
+into one (those often quote the URL).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+log = logging.getLogger("zuno.web_search")
+
+# Categories whose failure may pass: the runtime may retry the (Safe) call after a backoff.
+TRANSIENT_CATEGORIES = frozenset({"rate_limited", "server", "timeout", "connect"})
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    title: str
+    url: str
+    snippet: str
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where a provider's API is, as diagnostics may show it (no query string, no credentials)."""
+
+    provider: str
+    scheme: str
+    host: str
+    path: str
+
+    def describe(self) -> str:
+        return f"{self.provider} ({self.scheme}://{self.host}{self.path})"
+
+
+class SearchFailure(Exception):
+    def __init__(self, endpoint: Endpoint, category: str, status: int | None = None, hint: str = "") -> None:
+        self.endpoint = endpoint
+        self.category = category
+        self.status = status
+        self.hint = hint
+        status_text = f", HTTP {status}" if status is not None else ""
+        tail = f" {hint}" if hint else ""
+        super().__init__(f"web_search provider {endpoint.describe()} failed: {category}{status_text}.{tail}")
+
+    @property
+    def transient(self) -> bool:
+        return self.category in TRANSIENT_CATEGORIES
+
+    def diagnostics(self) -> dict[str, Any]:
+        e = self.endpoint
+        return {
+            "provider": e.provider,
+            "scheme": e.scheme,
+            "host": e.host,
+            "path": e.path,
+            "status": self.status,
+            "category": self.category,
+        }
+
+
+@dataclass
+class Reply:
+    status: int
+    body: bytes
+
+
+class Requester(Protocol):
+    def __call__(
+        self,
+        url: str,
+        *,
+        method: str,
+        headers: Mapping[str, str],
+        content: bytes | None,
+        timeout_s: float,
+        max_bytes: int,
+    ) -> Awaitable[Reply]:
+        """Send one request to a configured endpoint. Raise an exception with a ``category``."""
+
+
+class Provider(Protocol):
+    name: str
+    endpoint: Endpoint
+
+    async def search(self, query: str, count: int, request: Requester) -> list[Hit]: ...
+
+
+def status_category(status: int) -> str | None:
+    if 200 <= status < 300:
+        return None
+    if status in (401, 403):
+        return "auth"
+    if status == 429:
+        return "rate_limited"
+    if status >= 500:
+        return "server"
+    return "bad_request"
+
+
+async def call(
+    endpoint: Endpoint,
+    request: Requester,
+    url: str,
+    *,
+    method: str = "GET",
+    headers: Mapping[str, str],
+    content: bytes | None = None,
+    timeout_s: float,
+    max_bytes: int,
+) -> Any:
+    """One request and its JSON answer, every failure turned into a redacted SearchFailure."""
+    try:
+        reply = await request(
+            url, method=method, headers=headers, content=content, timeout_s=timeout_s, max_bytes=max_bytes
+        )
+    except SearchFailure:
+        raise
+    except Exception as e:  # the exception's text is never used: it may quote the URL
+        category = getattr(e, "category", None) or "connect"
+        category = {"address_refused": "connect", "url_refused": "config", "too_large": "too_large"}.get(
+            category, category
+        )
+        failure = SearchFailure(endpoint, category)
+        _log(failure)
+        raise failure from None
+    category = status_category(reply.status)
+    if category is not None:
+        failure = SearchFailure(endpoint, category, reply.status)
+        _log(failure)
+        raise failure
+    try:
+        return json.loads(reply.body)
+    except (ValueError, UnicodeDecodeError):
+        failure = SearchFailure(endpoint, "bad_response", reply.status, "The answer was not JSON.")
+        _log(failure)
+        raise failure from None
+
+
+def _log(failure: SearchFailure) -> None:
+    d = failure.diagnostics()
+    log.warning(
+        "web_search provider %s (%s://%s%s) failed: %s, status %s",
+        d["provider"],
+        d["scheme"],
+        d["host"],
+        d["path"],
+        d["category"],
+        d["status"],
+        extra={"web_search": d},
+    )
+
+
+def text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""

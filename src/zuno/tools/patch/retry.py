@@ -1,0 +1,49 @@
+"""What a chunk that does not match says next: a retry without a trailing blank context line that
+stands for the file's final newline (accepted only when unambiguous), and where the longest run
+of the chunk's first lines does occur (to point the re-read)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from zuno.tools.patch.grammar import Chunk
+from zuno.tools.patch.matcher import Matcher
+
+
+def without_final_blank(
+    matcher: Matcher, chunk: Chunk, region: int, unique: bool
+) -> tuple[Chunk, list[int], int] | None:
+    """A chunk whose last line is a blank context line that stands for the file's final newline
+    (a common habit of patch writers): retried without it, and accepted only when that is
+    unambiguous — the rest of the chunk then ends exactly at the file's last line, and (for a chunk
+    without an anchor) occurs nowhere else. The file keeps its own final-newline state."""
+    if not chunk.ops or chunk.ops[-1] != ("ctx", "") or len(chunk.old) < 2:
+        return None
+    trimmed = replace(chunk, ops=chunk.ops[:-1])
+    old = trimmed.old
+    at_end, level = matcher.find(old, region, at_end=True)
+    if not at_end:
+        return None
+    if unique:
+        anywhere, _ = matcher.find(old, region, want=2)
+        if len(anywhere) != 1:
+            return None
+    else:
+        first, _ = matcher.find(old, region)
+        if first != at_end:
+            return None
+    return trimmed, at_end, level
+
+
+def closest(matcher: Matcher, old: list[str], start: int) -> tuple[str, int]:
+    """Where the longest run of the chunk's first lines does occur, to point the re-read:
+    (text, 0-based line of the first differing line, or -1)."""
+    best_n, best_at = 0, -1
+    for n in range(min(len(old), 8), 0, -1):
+        at, _ = matcher.find(old[:n], start)
+        if at:
+            best_n, best_at = n, at[0]
+            break
+    if best_n == 0:
+        return "; none of its first lines occurs there", -1
+    return f"; its first {best_n} line(s) occur at line {best_at + 1}, the next line differs", best_at + best_n

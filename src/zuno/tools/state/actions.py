@@ -1,0 +1,119 @@
+"""Tools whose ``action`` is a required enum with one argument shape per action.
+
+The argument model is a pydantic discriminated union on ``action``; the wire schema is an object
+whose ``action`` property lists every operation and whose ``oneOf`` states the fields each one
+needs. A call that names no operation (or an unknown one) is refused at admission with
+``invalid_arguments`` — it never reaches the tool.
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import reduce
+from operator import or_
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, Discriminator, RootModel, Tag
+
+from zuno.declarations import Concurrency, Declarations, Effect, Replay
+from zuno.tool import Tool, ToolContext
+from zuno.tools.state.docstore import Delivery
+
+READ = Declarations(Effect.ReadOnly, Replay.Safe, Concurrency.ParallelSafe)
+MUTATION = Declarations(Effect.SideEffecting, Replay.Never, Concurrency.Exclusive)
+
+
+def action_of(args: Any) -> str | None:
+    inner = getattr(args, "root", args)
+    action = getattr(inner, "action", None)
+    return str(action) if action is not None else None
+
+
+def inner(args: Any) -> Any:
+    return getattr(args, "root", args)
+
+
+def _tag(value: Any) -> Any:
+    return value.get("action") if isinstance(value, dict) else getattr(value, "action", None)
+
+
+def action_union(*models: type[BaseModel]) -> Any:
+    """The discriminated union of ``models`` on their ``action`` literal. A missing or unknown
+    action is one clear error naming the operations."""
+    names = [m.model_fields["action"].annotation.__args__[0] for m in models]  # type: ignore[union-attr]
+    members = [Annotated[m, Tag(n)] for m, n in zip(models, names, strict=True)]
+    message = "argument 'action' is required and must be one of: " + ", ".join(names) + "; add it"
+    return Annotated[
+        reduce(or_, members),
+        Discriminator(_tag, custom_error_type="missing_action", custom_error_message=message),
+    ]
+
+
+def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            target = copy.deepcopy(defs[ref.split("/")[-1]])
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            return _inline_refs({**target, **rest}, defs)
+        return {k: _inline_refs(v, defs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline_refs(v, defs) for v in node]
+    return node
+
+
+def union_schema(model: type[BaseModel] | type[RootModel[Any]], actions: list[str]) -> dict[str, Any]:
+    """An object schema: ``action`` (a required enum) plus a ``oneOf`` with each action's fields."""
+    raw = model.model_json_schema()
+    defs = raw.pop("$defs", {})
+    variants = [_inline_refs(v, defs) for v in raw.get("oneOf", raw.get("anyOf", []))]
+    for v in variants:
+        v.pop("title", None)
+        v.setdefault("properties", {})["intent"] = {"type": "string"}
+        v["properties"]["accept_large_output"] = {"type": "boolean"}
+    return {
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": actions, "description": "The operation. Required."},
+        },
+        "required": ["action"],
+        "oneOf": variants,
+    }
+
+
+class ActionTool(Tool):
+    """A tool with an action union. Subclasses set ``ACTIONS`` (in wire order)."""
+
+    ACTIONS: ClassVar[list[str]] = []
+
+    # A mixed tool: the declarations of each action; an absent or unknown action fails closed
+    # (SideEffecting, Never, Exclusive). None: ``declarations`` for every call.
+    action_declarations: ClassVar[dict[str, Declarations] | None] = None
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if cls.action_declarations is not None:  # what `zuno tools` lists per action
+            cls.action_effects = {a: d.effect for a, d in cls.action_declarations.items()}
+
+    def classify(self, args: Any) -> Declarations:
+        if self.action_declarations is None:
+            return self.declarations
+        action = action_of(args)
+        return self.action_declarations.get(action, MUTATION) if action else MUTATION
+
+    def subject(self, args: Any) -> str | None:
+        return action_of(args)
+
+    def input_schema(self) -> dict[str, Any]:
+        if not self.ACTIONS:  # a plain argument model
+            return Tool.input_schema(self)
+        schema = union_schema(self.Args, self.ACTIONS)
+        base = Tool.input_schema(self)["properties"]  # the cross-cutting arguments every tool takes
+        for key in ("intent", "accept_large_output"):
+            schema["properties"][key] = base[key]
+        return schema
+
+
+def delivery(ctx: ToolContext, args: Any) -> Delivery:
+    payload = inner(args).model_dump(mode="json")
+    return Delivery(ctx.call_id, [ctx.tool_name, payload])

@@ -1,0 +1,333 @@
+"""goal_get / goal_update: the session's Goal — objective, completion criteria, status, revision.
+
+A criterion with ``requires_evidence`` is satisfied only by a verification receipt id (``rcp_…``)
+that counts as evidence (evidence.py) — checked when it is attached and again when the Goal
+completes, since a later write retires it. Completing with an unsatisfied or stale criterion is a
+typed refusal (``CriteriaUnsatisfied``) naming each one.
+
+Statuses: active, paused (with a typed reason), completed, abandoned (the last two terminal).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, RootModel
+
+from zuno.tool import ToolArgs, ToolContext, ToolOutput
+from zuno.tools.state import docstore, evidence
+from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, delivery, inner
+from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
+from zuno.tools.state.plan import agent_of, scope_of
+
+KIND = "goal"
+GoalStatus = Literal["active", "paused", "completed", "abandoned"]
+TERMINAL = frozenset({"completed", "abandoned"})
+PauseKind = Literal["user_requested", "waiting_input", "blocked", "no_progress"]
+# The reasons the model may give itself; no_progress is the host's (progress.py) and waiting_input
+# belongs to a required-input request, which binds its own wait.
+ModelPauseKind = Literal["user_requested", "blocked"]
+
+
+class NewCriterion(ToolArgs):
+    text: str = Field(min_length=1, max_length=1000)
+    requires_evidence: bool = Field(False, description="Satisfied only by a passed, authoritative, fresh rcp_ receipt.")
+
+
+class PauseReason(ToolArgs):
+    kind: PauseKind
+    detail: str | None = Field(None, max_length=1000)
+
+
+class ModelPauseReason(ToolArgs):
+    kind: ModelPauseKind
+    detail: str | None = Field(None, max_length=1000)
+
+
+class Create(ToolArgs):
+    action: Literal["create"]
+    objective: str = Field(min_length=1, max_length=2000)
+    criteria: list[NewCriterion] = Field(min_length=1, max_length=50)
+    expected_revision: int | None = Field(None, ge=0, description="Required when a Goal exists (replacing it).")
+
+
+class AddCriteria(ToolArgs):
+    action: Literal["add_criteria"]
+    expected_revision: int = Field(ge=1)
+    criteria: list[NewCriterion] = Field(min_length=1, max_length=50)
+
+
+class Satisfy(ToolArgs):
+    """Mark a criterion satisfied: with a receipt id when it requires evidence."""
+
+    action: Literal["satisfy"]
+    expected_revision: int = Field(ge=1)
+    criterion_id: str
+    evidence: str | None = Field(None, description="A verification receipt id rcp_… (required for evidence criteria).")
+    note: str | None = Field(None, max_length=1000)
+
+
+class Pause(ToolArgs):
+    action: Literal["pause"]
+    expected_revision: int = Field(ge=1)
+    reason: ModelPauseReason
+
+
+class Resume(ToolArgs):
+    """Host only (/goal resume): a paused Goal is resumed by the user, never by the model."""
+
+    action: Literal["resume"]
+    expected_revision: int = Field(ge=1)
+
+
+class HostPause(ToolArgs):
+    action: Literal["pause"]
+    expected_revision: int = Field(ge=1)
+    reason: PauseReason
+
+
+class Complete(ToolArgs):
+    action: Literal["complete"]
+    expected_revision: int = Field(ge=1)
+
+
+class Abandon(ToolArgs):
+    action: Literal["abandon"]
+    expected_revision: int = Field(ge=1)
+    reason: str = Field(min_length=1, max_length=1000)
+
+
+ACTIONS = ["create", "add_criteria", "satisfy", "pause", "complete", "abandon"]
+
+
+class GoalUpdateArgs(RootModel[action_union(Create, AddCriteria, Satisfy, Pause, Complete, Abandon)]):  # type: ignore[misc]
+    pass
+
+
+def _criteria(body: dict[str, Any], new: list[NewCriterion]) -> list[dict[str, Any]]:
+    out = []
+    for c in new:
+        body["next"] += 1
+        out.append(
+            {
+                "id": f"c{body['next']}",
+                "text": c.text,
+                "requires_evidence": c.requires_evidence,
+                "satisfied": False,
+                "evidence": None,
+                "note": None,
+            }
+        )
+    return out
+
+
+def unsatisfied(store: Any, session_id: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every criterion that does not hold now, with why (evidence re-checked for freshness)."""
+    out = []
+    for c in body["criteria"]:
+        if not c["satisfied"]:
+            out.append({"criterion": c["id"], "text": c["text"], "reason": "unsatisfied"})
+        elif c["requires_evidence"]:
+            v = evidence.check(store, session_id, c["evidence"] or "")
+            if not v.ok:
+                out.append(
+                    {
+                        "criterion": c["id"],
+                        "text": c["text"],
+                        "reason": v.reason,
+                        "detail": v.detail,
+                        "evidence": c["evidence"],
+                    }
+                )
+    return out
+
+
+def apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    check_revision(doc, a.expected_revision, "Goal", "goal_get", creating=a.action == "create")
+    if a.action == "create":
+        body: dict[str, Any] = {"next": 0}
+        body.update(objective=a.objective, status="active", pause_reason=None, owner=agent, criteria=[])
+        body["criteria"] = _criteria(body, a.criteria)
+        if doc.body is not None:
+            body["next"] = max(body["next"], doc.body["next"])
+        return body, {"action": "create"}
+    body = json.loads(json.dumps(doc.body))
+    status = body["status"]
+    if status in TERMINAL:
+        raise StateRefusal(
+            "TerminalGoal",
+            f"the Goal is {status} (terminal).",
+            "Create a new Goal (action create, with expected_revision) for new work.",
+            status=status,
+        )
+    if a.action == "add_criteria":
+        body["criteria"].extend(_criteria(body, a.criteria))
+    elif a.action == "satisfy":
+        c = next((c for c in body["criteria"] if c["id"] == a.criterion_id), None)
+        if c is None:
+            raise StateRefusal(
+                "UnknownCriterion",
+                f"there is no criterion {a.criterion_id}.",
+                "Use a criterion id goal_get returned.",
+                criterion=a.criterion_id,
+            )
+        if c["requires_evidence"]:
+            v = (
+                evidence.check(store, session_id, a.evidence or "")
+                if a.evidence
+                else evidence.Verdict(False, "no_evidence", "this criterion requires a verification receipt id")
+            )
+            if not v.ok:
+                raise StateRefusal(
+                    "EvidenceRejected",
+                    f"criterion {c['id']} needs evidence: {v.detail}.",
+                    "Run the verification with shell and cite the [verification rcp_…] id it returns, after your "
+                    "last change.",
+                    criterion=c["id"],
+                    reason=v.reason,
+                    evidence=a.evidence,
+                )
+        c.update(satisfied=True, evidence=a.evidence, note=a.note)
+    elif a.action == "pause":
+        if status != "active":
+            raise StateRefusal(
+                "InvalidTransition",
+                f"the Goal is {status}; only an active Goal pauses.",
+                "Leave it paused: the user resumes a paused Goal (/goal resume).",
+                status=status,
+            )
+        body.update(status="paused", pause_reason=a.reason.model_dump(mode="json"))
+    elif a.action == "resume":
+        if status != "paused":
+            raise StateRefusal(
+                "InvalidTransition", f"the Goal is {status}, not paused.", "Nothing to resume.", status=status
+            )
+        body.update(status="active", pause_reason=None)
+    elif a.action == "complete":
+        if status != "active":
+            raise StateRefusal(
+                "InvalidTransition",
+                f"the Goal is {status}; resume it before completing it.",
+                "The user resumes a paused Goal first (/goal resume).",
+                status=status,
+            )
+        missing = unsatisfied(store, session_id, body)
+        if missing:
+            names = "; ".join(
+                f"{m['criterion']} ({m['reason']}" + (f": {m['detail']}" if m.get("detail") else "") + ")"
+                for m in missing
+            )
+            raise StateRefusal(
+                "CriteriaUnsatisfied",
+                f"the Goal cannot complete: {names}.",
+                "Satisfy each named criterion (evidence criteria with a fresh passed receipt recorded after the "
+                "last write), then complete again.",
+                criteria=missing,
+            )
+        body["status"] = "completed"
+    else:
+        body.update(status="abandoned", abandon_reason=a.reason)
+    return body, {"action": a.action}
+
+
+def view(doc: Doc) -> dict[str, Any]:
+    if doc.body is None:
+        return {"goal": None, "revision": 0}
+    b = doc.body
+    goal = {k: b[k] for k in ("objective", "status", "owner") if k in b}
+    if b.get("pause_reason"):
+        goal["pause_reason"] = b["pause_reason"]
+    if b.get("abandon_reason"):
+        goal["abandon_reason"] = b["abandon_reason"]
+    goal["criteria"] = [{k: v for k, v in c.items() if v is not None} for c in b["criteria"]]
+    return {"revision": doc.revision, "goal": goal}
+
+
+def fingerprint(doc: Doc) -> str:
+    return docstore.digest({"kind": KIND, "revision": doc.revision, "body": doc.body})
+
+
+class GoalGetTool(ActionTool):
+    name = "goal_get"
+    description = (
+        "Read the session's Goal: objective, completion criteria (which require evidence and whether they are "
+        "satisfied), status (active, paused with its reason, completed, abandoned) and revision (goal null when "
+        "there is none)."
+    )
+    Args = ToolArgs
+    declarations = READ  # goal status: ReadOnly, Safe, ParallelSafe
+
+    async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
+        doc = docstore.read(ctx.store, scope_of(ctx.session_id), KIND)
+        data = view(doc)
+        if doc.body is not None and doc.body["status"] not in TERMINAL:
+            stale = [m for m in unsatisfied(ctx.store, ctx.session_id, doc.body) if m["reason"] != "unsatisfied"]
+            if stale:
+                data["stale_evidence"] = stale
+        return ToolOutput(
+            text=json.dumps(data, ensure_ascii=False, indent=1),
+            metadata={"revision": doc.revision, "progressFingerprint": fingerprint(doc)},
+        )
+
+
+class GoalUpdateTool(ActionTool):
+    name = "goal_update"
+    description = (
+        "Change the Goal. action is required: create (objective + criteria; a criterion with requires_evidence "
+        "is satisfied only by a verification receipt id rcp_… that passed with authoritative status in this "
+        "session, after the last write), add_criteria, satisfy (criterion_id, evidence), pause (user_requested "
+        "or blocked; only the user resumes a paused Goal), complete (refused, naming each criterion, while any "
+        "is unsatisfied or its receipt stale), abandon. Every change of an existing Goal carries "
+        "expected_revision from goal_get."
+    )
+    Args = GoalUpdateArgs
+    declarations = MUTATION
+    ACTIONS: ClassVar[list[str]] = ACTIONS
+
+    async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
+        a = inner(args)
+        agent = agent_of(ctx)
+        try:
+            result, replayed = docstore.mutate(
+                ctx.store,
+                scope_of(ctx.session_id),
+                KIND,
+                delivery(ctx, args),
+                lambda d: apply_update(ctx.store, ctx.session_id, d, a, agent),
+            )
+        except StateRefusal as r:
+            return r.to_output()
+        doc = docstore.read(ctx.store, scope_of(ctx.session_id), KIND)
+        head = f"[goal {result['action']}: revision {result['revision']}" + (
+            " · repeated delivery, applied once]" if replayed else "]"
+        )
+        return ToolOutput(
+            text=head + "\n" + json.dumps(view(doc), ensure_ascii=False, indent=1),
+            metadata={
+                "revision": result["revision"],
+                "result": result,
+                "replayed": replayed,
+                "invalidatesContext": True,
+            },
+        )
+
+
+def host_update(store: Any, session_id: str, args: Resume | HostPause, delivery_id: str) -> dict[str, Any]:
+    """A Goal change made by the host, not the model (/goal resume, a no_progress pause): the same
+    revision rules and delivery idempotency. Raises StateRefusal."""
+    doc = docstore.read(store, scope_of(session_id), KIND)
+    owner = str((doc.body or {}).get("owner") or "main")
+    result, _ = docstore.mutate(
+        store,
+        scope_of(session_id),
+        KIND,
+        docstore.Delivery(delivery_id, ["host", args.model_dump(mode="json")]),
+        lambda d: apply_update(store, session_id, d, args, owner),
+    )
+    return result
+
+
+def resume_goal(store: Any, session_id: str, expected_revision: int, delivery_id: str) -> dict[str, Any]:
+    """/goal resume: the user's explicit resumption of a paused Goal at the revision they saw."""
+    return host_update(store, session_id, Resume(action="resume", expected_revision=expected_revision), delivery_id)

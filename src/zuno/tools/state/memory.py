@@ -1,0 +1,269 @@
+"""memory_read / memory_update: bounded memory scoped per workspace root and agent.
+
+Appear only when ``memory.enabled``. An update applies at once unless ``memory.review_policy`` is
+"review": then it is stored as a proposal that waits for an explicit accept
+(:func:`accept_proposal`, by a person or the host — never by the model) and changes nothing
+until then. The bounds (limits.py): ``MEMORY_MAX_ENTRIES`` entries of ``MEMORY_MAX_ENTRY_BYTES``
+each, ``MEMORY_MAX_TOTAL_BYTES`` in all, ``MEMORY_MAX_PENDING_PROPOSALS`` waiting proposals.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, RootModel, field_validator
+
+from zuno import limits
+from zuno.store import Store
+from zuno.tool import ToolArgs, ToolContext, ToolOutput
+from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner
+from zuno.tools.state.docstore import StateRefusal
+from zuno.tools.state.plan import agent_of
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "1403_state_memory",
+        """
+        CREATE TABLE state_memory (
+            root TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            key TEXT NOT NULL,
+            content TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            revision INTEGER NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (root, agent, key)
+        );
+        CREATE TABLE state_memory_proposals (
+            id TEXT PRIMARY KEY,
+            root TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            op TEXT NOT NULL CHECK (op IN ('set', 'delete')),
+            key TEXT NOT NULL,
+            content TEXT,
+            status TEXT NOT NULL CHECK (status IN ('pending', 'accepted', 'rejected')),
+            session_id TEXT,
+            call_id TEXT,
+            created_at REAL NOT NULL,
+            decided_at REAL
+        )
+        """,
+    )
+]
+
+_KEY = re.compile(r"^[A-Za-z0-9_.\-/]{1,100}$")
+
+
+class _Keyed(ToolArgs):
+    key: str = Field(description="A short name for the memory, e.g. 'test-command'.")
+
+    @field_validator("key")
+    @classmethod
+    def _valid(cls, v: str) -> str:
+        if not _KEY.match(v):
+            raise ValueError("a memory key is 1-100 characters of letters, digits, '.', '_', '-' and '/'")
+        return v
+
+
+class Set(_Keyed):
+    action: Literal["set"]
+    content: str = Field(min_length=1)
+
+
+class Delete(_Keyed):
+    action: Literal["delete"]
+
+
+class MemoryUpdateArgs(RootModel[action_union(Set, Delete)]):  # type: ignore[misc]
+    pass
+
+
+class MemoryReadArgs(ToolArgs):
+    key: str | None = Field(None, description="One entry; omit to list every entry.")
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def entries(store: Store, root: str, agent: str) -> list[dict[str, Any]]:
+    rows = store.query(
+        "SELECT key, content, size, revision FROM state_memory WHERE root = ? AND agent = ? ORDER BY key", (root, agent)
+    )
+    return [dict(r) for r in rows]
+
+
+def _apply(db: Any, root: str, agent: str, op: str, key: str, content: str | None) -> dict[str, Any]:
+    row = db.execute(
+        "SELECT revision FROM state_memory WHERE root = ? AND agent = ? AND key = ?", (root, agent, key)
+    ).fetchone()
+    if op == "delete":
+        if row is None:
+            raise StateRefusal("NotFound", f"there is no memory {key!r}.", "Read the memory first (memory_read).")
+        db.execute("DELETE FROM state_memory WHERE root = ? AND agent = ? AND key = ?", (root, agent, key))
+        return {"key": key, "deleted": True}
+    assert content is not None
+    size = _size(content)
+    if size > limits.MEMORY_MAX_ENTRY_BYTES:
+        raise StateRefusal(
+            "MemoryTooLarge",
+            f"memory {key!r} would be {size} bytes; an entry holds at most {limits.MEMORY_MAX_ENTRY_BYTES}.",
+            "Keep it shorter: memory is for durable facts, not transcripts.",
+            size=size,
+            limit=limits.MEMORY_MAX_ENTRY_BYTES,
+        )
+    count, total = db.execute(
+        "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM state_memory WHERE root = ? AND agent = ? AND key != ?",
+        (root, agent, key),
+    ).fetchone()
+    if row is None and count + 1 > limits.MEMORY_MAX_ENTRIES:
+        raise StateRefusal(
+            "MemoryFull",
+            f"memory already holds {count} entries, the most it may hold ({limits.MEMORY_MAX_ENTRIES}).",
+            "Delete or merge entries first.",
+            limit=limits.MEMORY_MAX_ENTRIES,
+        )
+    if total + size > limits.MEMORY_MAX_TOTAL_BYTES:
+        raise StateRefusal(
+            "MemoryFull",
+            f"memory would hold {total + size} bytes; at most {limits.MEMORY_MAX_TOTAL_BYTES} in all.",
+            "Delete or shorten entries first.",
+            size=total + size,
+            limit=limits.MEMORY_MAX_TOTAL_BYTES,
+        )
+    revision = (int(row[0]) if row else 0) + 1
+    db.execute(
+        "INSERT INTO state_memory (root, agent, key, content, size, revision, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (root, agent, key) DO UPDATE SET content = excluded.content, size = excluded.size,"
+        " revision = excluded.revision, updated_at = excluded.updated_at",
+        (root, agent, key, content, size, revision, time.time()),
+    )
+    return {"key": key, "revision": revision, "bytes": size}
+
+
+def propose(
+    store: Store, root: str, agent: str, op: str, key: str, content: str | None, session_id: str, call_id: str
+) -> str:
+    if content is not None and _size(content) > limits.MEMORY_MAX_ENTRY_BYTES:
+        raise StateRefusal(
+            "MemoryTooLarge",
+            f"memory {key!r} would be {_size(content)} bytes; an entry holds at most {limits.MEMORY_MAX_ENTRY_BYTES}.",
+            "Keep it shorter.",
+            limit=limits.MEMORY_MAX_ENTRY_BYTES,
+        )
+    pid = "mp_" + secrets.token_hex(8)
+    with store.transaction() as db:
+        (pending,) = db.execute(
+            "SELECT COUNT(*) FROM state_memory_proposals WHERE root = ? AND agent = ? AND status = 'pending'",
+            (root, agent),
+        ).fetchone()
+        if pending >= limits.MEMORY_MAX_PENDING_PROPOSALS:
+            raise StateRefusal(
+                "TooManyProposals",
+                f"{pending} memory proposals already wait for review (at most {limits.MEMORY_MAX_PENDING_PROPOSALS}).",
+                "Wait until they are accepted or rejected.",
+                limit=limits.MEMORY_MAX_PENDING_PROPOSALS,
+            )
+        db.execute(
+            "INSERT INTO state_memory_proposals (id, root, agent, op, key, content, status, session_id, call_id,"
+            " created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+            (pid, root, agent, op, key, content, session_id, call_id, time.time()),
+        )
+    return pid
+
+
+def proposals(store: Store, root: str, agent: str | None = None, status: str = "pending") -> list[dict[str, Any]]:
+    sql = "SELECT * FROM state_memory_proposals WHERE root = ? AND status = ?"
+    params: tuple[Any, ...] = (root, status)
+    if agent is not None:
+        sql += " AND agent = ?"
+        params += (agent,)
+    return [dict(r) for r in store.query(sql + " ORDER BY created_at", params)]
+
+
+def accept_proposal(store: Store, proposal_id: str) -> dict[str, Any]:
+    """Apply a pending proposal (the explicit accept). Raises StateRefusal when it is not pending
+    or no longer fits the bounds (then it stays pending)."""
+    with store.transaction() as db:
+        p = db.execute("SELECT * FROM state_memory_proposals WHERE id = ?", (proposal_id,)).fetchone()
+        if p is None or p["status"] != "pending":
+            raise StateRefusal(
+                "NotPending", f"memory proposal {proposal_id} is not pending.", "List the pending proposals."
+            )
+        result = _apply(db, p["root"], p["agent"], p["op"], p["key"], p["content"])
+        db.execute(
+            "UPDATE state_memory_proposals SET status = 'accepted', decided_at = ? WHERE id = ?",
+            (time.time(), proposal_id),
+        )
+    return result
+
+
+def reject_proposal(store: Store, proposal_id: str) -> None:
+    cur = store.execute(
+        "UPDATE state_memory_proposals SET status = 'rejected', decided_at = ? WHERE id = ? AND status = 'pending'",
+        (time.time(), proposal_id),
+    )
+    if cur.rowcount != 1:
+        raise StateRefusal(
+            "NotPending", f"memory proposal {proposal_id} is not pending.", "List the pending proposals."
+        )
+
+
+class MemoryReadTool(ActionTool):
+    name = "memory_read"
+    description = (
+        "Read this workspace's bounded memory for the current agent: every entry (key, revision, content), or one "
+        "by key. Memory holds durable facts across sessions (how to run the tests, a preference the user stated)."
+    )
+    Args = MemoryReadArgs
+    declarations = READ
+
+    async def run(self, ctx: ToolContext, args: MemoryReadArgs) -> ToolOutput:
+        all_entries = entries(ctx.store, str(ctx.root), agent_of(ctx))
+        if args.key is not None:
+            all_entries = [e for e in all_entries if e["key"] == args.key]
+            if not all_entries:
+                return StateRefusal(
+                    "NotFound", f"there is no memory {args.key!r}.", "List the memory (omit key)."
+                ).to_output()
+        pending = len(proposals(ctx.store, str(ctx.root), agent_of(ctx)))
+        data: dict[str, Any] = {"memory": [{k: e[k] for k in ("key", "revision", "content")} for e in all_entries]}
+        if pending:
+            data["pending_proposals"] = pending
+        return ToolOutput(text=json.dumps(data, ensure_ascii=False, indent=1), metadata={"entries": len(all_entries)})
+
+
+class MemoryUpdateTool(ActionTool):
+    name = "memory_update"
+    description = (
+        "Change this workspace's bounded memory for the current agent. action is required: set (key, content) or "
+        "delete (key). Applies at once, unless a review policy is configured: then it is a proposal that waits "
+        "for the user's explicit accept."
+    )
+    Args = MemoryUpdateArgs
+    declarations = MUTATION
+    ACTIONS: ClassVar[list[str]] = ["set", "delete"]
+
+    async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
+        a = inner(args)
+        root, agent = str(ctx.root), agent_of(ctx)
+        content = getattr(a, "content", None)
+        try:
+            if ctx.config.memory.review_policy == "review":
+                pid = propose(ctx.store, root, agent, a.action, a.key, content, ctx.session_id, ctx.call_id)
+                return ToolOutput(
+                    text=f"[memory: proposal {pid} ({a.action} {a.key!r}) waits for an explicit accept; "
+                    "nothing changed yet]",
+                    metadata={"memoryProposal": {"id": pid, "status": "pending"}},
+                )
+            with ctx.store.transaction() as db:
+                result = _apply(db, root, agent, a.action, a.key, content)
+        except StateRefusal as r:
+            return r.to_output()
+        what = "deleted" if result.get("deleted") else f"set, revision {result['revision']}"
+        return ToolOutput(text=f"[memory {a.key!r} {what}]", metadata={"memory": result})

@@ -1,0 +1,375 @@
+"""plan_get / plan_update: the session's durable strategic Plan, a tree.
+
+The document holds every Plan of the tree by id: the root, and a child opened by ``push`` under
+one step of the focused Plan. ``focus`` is the path from the root to the Plan being worked on;
+``pop`` restores the exact parent (its steps, statuses and revision history untouched) without
+the model retransmitting it. Step ids are assigned by the host (``s1``, ``s2``…) and never reused.
+
+Statuses and transitions are documented in docs/state.md; ``completed`` and ``superseded`` are
+terminal.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, RootModel
+
+from zuno.tool import ToolArgs, ToolContext, ToolOutput
+from zuno.tools.state import docstore
+from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, delivery, inner
+from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
+
+KIND = "plan"
+StepStatus = Literal["pending", "in_progress", "blocked", "completed", "superseded"]
+TERMINAL = frozenset({"completed", "superseded"})
+# Allowed transitions (a status to itself is a no-op and always allowed).
+TRANSITIONS: dict[str, frozenset[str]] = {
+    "pending": frozenset({"in_progress", "blocked", "completed", "superseded"}),
+    "in_progress": frozenset({"pending", "blocked", "completed", "superseded"}),
+    "blocked": frozenset({"pending", "in_progress", "superseded"}),
+    "completed": frozenset(),
+    "superseded": frozenset(),
+}
+# Bounds of one session's Plan document (Zuno's numbers; the spec names none): steps across the
+# whole tree, and how deep push may nest child Plans.
+PLAN_MAX_STEPS = 500
+PLAN_MAX_DEPTH = 8
+# The metadata key a successful plan_update carries: the explicit-Plan-mode instruction the next
+# provider request uses ("Maintain" after any successful Plan mutation).
+PLAN_INSTRUCTION_KEY = "planInstruction"
+
+
+def scope_of(session_id: str) -> str:
+    return f"session:{session_id}"
+
+
+def agent_of(ctx: ToolContext) -> str:
+    return ctx.config.agent.name or "main"
+
+
+class NewStep(ToolArgs):
+    title: str = Field(min_length=1, max_length=500)
+    status: StepStatus = "pending"
+    owner: str | None = Field(None, description="Who works the step; in_progress without an owner adopts it.")
+    notes: str | None = Field(None, max_length=4000)
+
+
+class StepPatch(ToolArgs):
+    id: str = Field(description="A host-assigned step id (from plan_get).")
+    title: str | None = Field(None, min_length=1, max_length=500)
+    status: StepStatus | None = None
+    owner: str | None = None
+    notes: str | None = Field(None, max_length=4000)
+
+
+class Create(ToolArgs):
+    """Start the first Plan, or replace the root for a genuinely new objective."""
+
+    action: Literal["create"]
+    objective: str = Field(min_length=1, max_length=2000)
+    steps: list[NewStep] = Field(min_length=1, max_length=100)
+    expected_revision: int | None = Field(
+        None,
+        ge=0,
+        description="Required when a Plan exists (replacing the root); omit only after plan_get returned null.",
+    )
+
+
+class Patch(ToolArgs):
+    """Change only the named step ids (of any Plan in the tree)."""
+
+    action: Literal["patch"]
+    expected_revision: int = Field(ge=1)
+    steps: list[StepPatch] = Field(min_length=1, max_length=100)
+
+
+class Append(ToolArgs):
+    """Add steps to the end of the focused Plan; the host assigns their ids."""
+
+    action: Literal["append"]
+    expected_revision: int = Field(ge=1)
+    steps: list[NewStep] = Field(min_length=1, max_length=100)
+
+
+class Push(ToolArgs):
+    """Open a focused child Plan under a step of the focused Plan."""
+
+    action: Literal["push"]
+    expected_revision: int = Field(ge=1)
+    step_id: str
+    objective: str = Field(min_length=1, max_length=2000)
+    steps: list[NewStep] = Field(min_length=1, max_length=100)
+
+
+class Pop(ToolArgs):
+    """Close the focused child Plan and restore its exact parent."""
+
+    action: Literal["pop"]
+    expected_revision: int = Field(ge=1)
+
+
+ACTIONS = ["create", "patch", "append", "push", "pop"]
+
+
+class PlanUpdateArgs(RootModel[action_union(Create, Patch, Append, Push, Pop)]):  # type: ignore[misc]
+    pass
+
+
+class PlanGetArgs(ToolArgs):
+    pass
+
+
+# -- the document ---------------------------------------------------------------------------------
+
+
+def _new_step(body: dict[str, Any], s: NewStep, agent: str) -> dict[str, Any]:
+    body["next_step"] += 1
+    owner = s.owner if s.owner is not None else (agent if s.status == "in_progress" else None)
+    return {"id": f"s{body['next_step']}", "title": s.title, "status": s.status, "owner": owner, "notes": s.notes}
+
+
+def _new_plan(body: dict[str, Any], objective: str, steps: list[NewStep], parent: dict[str, str] | None, agent: str):
+    body["next_plan"] += 1
+    pid = f"p{body['next_plan']}"
+    body["plans"][pid] = {
+        "id": pid,
+        "objective": objective,
+        "parent": parent,
+        "steps": [_new_step(body, s, agent) for s in steps],
+    }
+    return pid
+
+
+def _find_step(body: dict[str, Any], step_id: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    for plan in body["plans"].values():
+        for step in plan["steps"]:
+            if step["id"] == step_id:
+                return plan, step
+    return None
+
+
+def _transition(step: dict[str, Any], new: str) -> None:
+    old = step["status"]
+    if new == old:
+        return
+    if new not in TRANSITIONS[old]:
+        allowed = sorted(TRANSITIONS[old])
+        raise StateRefusal(
+            "InvalidTransition",
+            f"step {step['id']} is {old}" + (" (terminal)" if old in TERMINAL else "") + f"; it cannot become {new}.",
+            (
+                "Leave a terminal step as it is; append a new step for further work."
+                if old in TERMINAL
+                else f"Use one of: {', '.join(allowed)}."
+            ),
+            stepId=step["id"],
+            status=old,
+            requested=new,
+        )
+    step["status"] = new
+
+
+def apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    body, result = _apply(doc, a, agent)
+    total = sum(len(p["steps"]) for p in body["plans"].values())
+    if total > PLAN_MAX_STEPS:
+        raise StateRefusal(
+            "PlanTooLarge",
+            f"the Plan would hold {total} steps; a session's Plan holds at most {PLAN_MAX_STEPS}.",
+            "Keep the Plan strategic: fewer, larger steps, or create a Plan for the new objective.",
+            steps=total,
+            limit=PLAN_MAX_STEPS,
+        )
+    return body, result
+
+
+def _apply(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    check_revision(doc, a.expected_revision, "Plan", "plan_get", creating=a.action == "create")
+    body: dict[str, Any]
+    if a.action == "create":
+        if doc.body is None:
+            body = {"plans": {}, "focus": [], "next_step": 0, "next_plan": 0, "replaced": []}
+        else:
+            body = json.loads(json.dumps(doc.body))
+            old_root = body["focus"][0]
+            body["replaced"].append({"id": old_root, "objective": body["plans"][old_root]["objective"]})
+            body["plans"] = {}
+        root = _new_plan(body, a.objective, a.steps, None, agent)
+        body["focus"] = [root]
+        return body, {"action": "create", "plan": root}
+    body = json.loads(json.dumps(doc.body))
+    focused = body["plans"][body["focus"][-1]]
+    if a.action == "patch":
+        seen: set[str] = set()
+        for p in a.steps:
+            if p.id in seen:
+                raise StateRefusal("DuplicateStep", f"step {p.id} is named twice.", "Name each step once.", stepId=p.id)
+            seen.add(p.id)
+            found = _find_step(body, p.id)
+            if found is None:
+                raise StateRefusal(
+                    "UnknownStep",
+                    f"there is no step {p.id}.",
+                    "Use a step id plan_get returned.",
+                    stepId=p.id,
+                )
+            _plan, step = found
+            if step["status"] in TERMINAL and (p.title is not None or p.owner is not None or p.notes is not None):
+                if p.status is None or p.status == step["status"]:
+                    raise StateRefusal(
+                        "TerminalStep",
+                        f"step {p.id} is {step['status']} (terminal) and cannot be edited.",
+                        "Append a new step for further work.",
+                        stepId=p.id,
+                        status=step["status"],
+                    )
+            if p.status is not None:
+                _transition(step, p.status)
+            for key in ("title", "owner", "notes"):
+                value = getattr(p, key)
+                if value is not None:
+                    step[key] = value
+            if step["status"] == "in_progress" and not step.get("owner"):
+                step["owner"] = agent  # marking a step in_progress adopts it
+        return body, {"action": "patch", "steps": sorted(seen)}
+    if a.action == "append":
+        added = [_new_step(body, s, agent) for s in a.steps]
+        focused["steps"].extend(added)
+        return body, {"action": "append", "steps": [s["id"] for s in added]}
+    if a.action == "push" and len(body["focus"]) >= PLAN_MAX_DEPTH:
+        raise StateRefusal(
+            "PlanTooDeep",
+            f"the focused Plan is already {len(body['focus'])} levels deep (at most {PLAN_MAX_DEPTH}).",
+            "Pop back to a parent, or append steps to the focused Plan.",
+            limit=PLAN_MAX_DEPTH,
+        )
+    if a.action == "push":
+        target = next((s for s in focused["steps"] if s["id"] == a.step_id), None)
+        if target is None:
+            raise StateRefusal(
+                "UnknownStep",
+                f"step {a.step_id} is not a step of the focused Plan {focused['id']}.",
+                "Push under a step of the focused Plan (plan_get shows it), or pop first.",
+                stepId=a.step_id,
+            )
+        if target["status"] in TERMINAL:
+            raise StateRefusal(
+                "TerminalStep",
+                f"step {a.step_id} is {target['status']} (terminal); a child Plan cannot open under it.",
+                "Push under a step that is still open.",
+                stepId=a.step_id,
+                status=target["status"],
+            )
+        child = _new_plan(body, a.objective, a.steps, {"plan": focused["id"], "step": a.step_id}, agent)
+        target.setdefault("children", []).append(child)
+        body["focus"].append(child)
+        return body, {"action": "push", "plan": child, "parent": focused["id"]}
+    # pop
+    if len(body["focus"]) == 1:
+        raise StateRefusal(
+            "NothingToPop",
+            "the focused Plan is the root; there is no parent to restore.",
+            "Use patch or append on the root, or create for a genuinely new objective.",
+        )
+    closed = body["focus"].pop()
+    return body, {"action": "pop", "closed": closed, "plan": body["focus"][-1]}
+
+
+# -- reading ----------------------------------------------------------------------------------------
+
+
+def view(doc: Doc) -> dict[str, Any]:
+    """What plan_get returns: null before the first create, else the tree with its focus."""
+    if doc.body is None:
+        return {"plan": None, "revision": 0}
+    body = doc.body
+    focus = body["focus"]
+
+    def render(pid: str) -> dict[str, Any]:
+        plan = body["plans"][pid]
+        steps = []
+        for s in plan["steps"]:
+            item = {k: s[k] for k in ("id", "title", "status", "owner", "notes") if s.get(k) is not None}
+            if s.get("children"):
+                item["children"] = [render(c) for c in s["children"]]
+            steps.append(item)
+        return {"id": pid, "objective": plan["objective"], "steps": steps}
+
+    return {"revision": doc.revision, "focus": list(focus), "plan": render(focus[0])}
+
+
+def fingerprint(doc: Doc) -> str:
+    return docstore.digest({"kind": KIND, "revision": doc.revision, "body": doc.body})
+
+
+def focused_plan(doc: Doc) -> dict[str, Any] | None:
+    if doc.body is None:
+        return None
+    return doc.body["plans"][doc.body["focus"][-1]]
+
+
+# -- the tools ------------------------------------------------------------------------------------
+
+
+class PlanGetTool(ActionTool):
+    name = "plan_get"
+    description = (
+        "Read the session's durable Plan: the root with its ordered steps (host-assigned ids, title, status, "
+        "owner, notes), child Plans under steps, the focused path and the revision. Returns plan null before "
+        "the first create. Call it immediately before every plan_update and copy its revision into "
+        "expected_revision."
+    )
+    Args = PlanGetArgs
+    declarations = READ
+
+    async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
+        doc = docstore.read(ctx.store, scope_of(ctx.session_id), KIND)
+        data = view(doc)
+        return ToolOutput(
+            text=json.dumps(data, ensure_ascii=False, indent=1),
+            metadata={"revision": doc.revision, "progressFingerprint": fingerprint(doc)},
+        )
+
+
+class PlanUpdateTool(ActionTool):
+    name = "plan_update"
+    description = (
+        "Change the durable Plan. action is required: create (the first Plan, or replacing the root for a "
+        "genuinely new objective: objective + steps), patch (only the named step ids: status, title, owner, "
+        "notes), append (new steps on the focused Plan), push (a focused child Plan under step_id), pop "
+        "(restore the exact parent). Every mutation of an existing Plan carries expected_revision from the "
+        "plan_get just before; only create after plan_get returned null may omit it. completed and superseded "
+        "are terminal. Marking a step in_progress without an owner adopts it."
+    )
+    Args = PlanUpdateArgs
+    declarations = MUTATION
+    ACTIONS: ClassVar[list[str]] = ACTIONS
+
+    async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
+        a = inner(args)
+        agent = agent_of(ctx)
+        try:
+            result, replayed = docstore.mutate(
+                ctx.store, scope_of(ctx.session_id), KIND, delivery(ctx, args), lambda d: apply_update(d, a, agent)
+            )
+        except StateRefusal as r:
+            return r.to_output()
+        doc = docstore.read(ctx.store, scope_of(ctx.session_id), KIND)
+        text = (
+            f"[plan {result['action']}: revision {result['revision']}"
+            + (" · repeated delivery, applied once" if replayed else "")
+            + "]\n"
+            + json.dumps(view(doc), ensure_ascii=False, indent=1)
+        )
+        return ToolOutput(
+            text=text,
+            metadata={
+                "revision": result["revision"],
+                "result": result,
+                "replayed": replayed,
+                "invalidatesContext": True,
+                PLAN_INSTRUCTION_KEY: "Maintain",
+            },
+        )

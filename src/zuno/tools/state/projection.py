@@ -1,0 +1,93 @@
+"""The Goal / Plan / Todo sections of the dynamic context, rebuilt from the committed database.
+
+Registered as ``registry.refreshers`` ("goal", "plan", "todo"); each is ``fn(store, session_id)``
+returning a ``zuno.projection.ContextSection`` or None when there is nothing to say.
+
+* ``runnable``: plan — the focused Plan has an adopted (owned) in_progress step; todo — an item
+  pending or in_progress, owned by the session's agent, whose dependencies are all completed;
+  goal — the Goal is active and owned.
+* ``goal_active``: the Goal is active and owned.
+* ``fingerprint``: the same semantic digest plan_get / todo_get / goal_get attach
+  (``metadata["progressFingerprint"]``).
+
+Ownership: the store keeps the agent name that adopted the work (``config.agent.name`` or
+"main"). A session is driven by one agent, so the registered refreshers count work owned by any
+agent as owned; ``agent=`` narrows it to one name.
+"""
+
+from __future__ import annotations
+
+from zuno.projection import ContextSection
+from zuno.store import Store
+from zuno.tools.state import docstore, goal, plan, todo
+
+
+def goal_section(store: Store, session_id: str, agent: str | None = None) -> ContextSection | None:
+    doc = docstore.read(store, plan.scope_of(session_id), goal.KIND)
+    if doc.body is None:
+        return None
+    b = doc.body
+    owned = bool(b.get("owner")) and (agent is None or b["owner"] == agent)
+    active = b["status"] == "active" and owned
+    lines = [f"Goal (revision {doc.revision}, {b['status']}): {b['objective']}"]
+    if b.get("pause_reason"):
+        lines.append(
+            f"  paused: {b['pause_reason']['kind']}"
+            + (f" — {b['pause_reason']['detail']}" if b["pause_reason"].get("detail") else "")
+        )
+    for c in b["criteria"]:
+        mark = "x" if c["satisfied"] else " "
+        ev = (
+            " (requires evidence" + (f": {c['evidence']})" if c.get("evidence") else ")")
+            if c["requires_evidence"]
+            else ""
+        )
+        lines.append(f"  [{mark}] {c['id']} {c['text']}{ev}")
+    return ContextSection(
+        "goal", "\n".join(lines), runnable=active, fingerprint=goal.fingerprint(doc), goal_active=active
+    )
+
+
+def plan_section(store: Store, session_id: str, agent: str | None = None) -> ContextSection | None:
+    doc = docstore.read(store, plan.scope_of(session_id), plan.KIND)
+    focused = plan.focused_plan(doc)
+    if focused is None:
+        return None
+    path = " > ".join(doc.body["plans"][p]["objective"] for p in doc.body["focus"])
+    lines = [f"Plan (revision {doc.revision}; focus: {path})"]
+    runnable = False
+    for s in focused["steps"]:
+        owner = f" [{s['owner']}]" if s.get("owner") else ""
+        lines.append(f"  {s['id']} {s['status']}: {s['title']}{owner}")
+        if s["status"] == "in_progress" and s.get("owner") and (agent is None or s["owner"] == agent):
+            runnable = True
+    return ContextSection("plan", "\n".join(lines), runnable=runnable, fingerprint=plan.fingerprint(doc))
+
+
+def todo_section(store: Store, session_id: str, agent: str | None = None) -> ContextSection | None:
+    doc = docstore.read(store, plan.scope_of(session_id), todo.KIND)
+    if doc.body is None or not doc.body["items"]:
+        return None
+    lines = [f"Todo (revision {doc.revision})"]
+    for i in doc.body["items"]:
+        deps = f" after {','.join(i['depends_on'])}" if i["depends_on"] else ""
+        owner = f" [{i['owner']}]" if i.get("owner") else ""
+        lines.append(f"  {i['id']} {i['status']}: {i['title']}{owner}{deps}")
+    if agent is None:
+        owners = {i.get("owner") for i in doc.body["items"] if i.get("owner")}
+        runnable = any(todo.runnable(doc, o) for o in owners)
+    else:
+        runnable = bool(todo.runnable(doc, agent))
+    return ContextSection("todo", "\n".join(lines), runnable=runnable, fingerprint=todo.fingerprint(doc))
+
+
+def refresh_goal(store: Store, session_id: str) -> ContextSection | None:
+    return goal_section(store, session_id)
+
+
+def refresh_plan(store: Store, session_id: str) -> ContextSection | None:
+    return plan_section(store, session_id)
+
+
+def refresh_todo(store: Store, session_id: str) -> ContextSection | None:
+    return todo_section(store, session_id)

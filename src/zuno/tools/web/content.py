@@ -1,0 +1,248 @@
+"""What a fetched body becomes: decompression under the cap, charset, HTML to Markdown.
+
+The cap counts decompressed bytes while the body streams (``Inflater``), so a gzip bomb is
+refused after at most ``max_bytes`` + one chunk of output, never inflated whole. HTML becomes
+Markdown through markdownify (MIT, small, keeps every part of the page: it converts what is
+there rather than guessing the "main content" as trafilatura does, which drops tables, code
+and navigation a coding agent may need, and pulls in lxml and several more packages).
+JSON, text and XML come back as they are, decoded by the declared charset, else a BOM, an HTML
+meta charset, UTF-8, or charset-normalizer's guess. PDF, images, audio, video, fonts and
+archives are refused with a better tool named.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+import zlib
+from dataclasses import dataclass
+
+from zuno.tools.web.errors import BodyTooLarge, ProtocolFailed
+
+_TEXT_TYPES = (
+    "application/json",
+    "application/xml",
+    "application/javascript",
+    "application/ecmascript",
+    "application/x-javascript",
+    "application/x-yaml",
+    "application/yaml",
+    "application/toml",
+    "application/x-sh",
+    "application/sql",
+    "application/graphql",
+    "application/x-ndjson",
+    "application/atom+xml",
+    "application/rss+xml",
+)
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"%PDF-", "application/pdf"),
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+    (b"PK\x03\x04", "application/zip"),
+    (b"\x1f\x8b", "application/gzip"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ContentType:
+    mime: str
+    charset: str | None
+
+    @classmethod
+    def parse(cls, value: str | None) -> ContentType:
+        if not value:
+            return cls("", None)
+        parts = value.split(";")
+        mime = parts[0].strip().lower()
+        charset = None
+        for p in parts[1:]:
+            k, _, v = p.strip().partition("=")
+            if k.strip().lower() == "charset":
+                charset = v.strip().strip('"').strip("'") or None
+        return cls(mime, charset)
+
+    @property
+    def is_html(self) -> bool:
+        return self.mime in HTML_TYPES
+
+    @property
+    def is_text(self) -> bool:
+        m = self.mime
+        return m.startswith("text/") or m in _TEXT_TYPES or m.endswith(("+json", "+xml"))
+
+
+def refusal_for(mime: str, url: str) -> str | None:
+    """Why this type is not returned as text, naming what to use instead."""
+    if mime == "application/pdf":
+        return (
+            f"{url} is a PDF, which webfetch does not turn into text. Download it with the shell tool "
+            "(curl -fsSLo file.pdf URL) and extract its text with pdftotext, then read that file."
+        )
+    if mime.startswith("image/"):
+        return (
+            f"{url} is an image ({mime}). Download it with the shell tool (curl -fsSLo FILE URL) and open it "
+            "with the image viewer (view_image in the chord profile, read otherwise)."
+        )
+    if (
+        mime.startswith(("audio/", "video/", "font/"))
+        or mime
+        in (
+            "application/zip",
+            "application/gzip",
+            "application/x-tar",
+            "application/x-7z-compressed",
+            "application/wasm",
+        )
+        or mime in UNDECLARED[1:]
+    ):
+        return f"{url} is binary content ({mime}). Download it with the shell tool (curl -fsSLo FILE URL) instead."
+    return None
+
+
+# Types that say nothing about the content: the first bytes decide.
+UNDECLARED = ("", "application/octet-stream", "binary/octet-stream", "application/unknown")
+
+
+def sniff(head: bytes) -> str | None:
+    for magic, mime in _MAGIC:
+        if head.startswith(magic):
+            return mime
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    if b"\0" in head[:8192]:
+        return "application/octet-stream"
+    return None
+
+
+class Inflater:
+    """Content-Encoding identity / gzip / deflate, counting decoded bytes against a cap."""
+
+    def __init__(self, encoding: str | None, max_bytes: int, url: str) -> None:
+        enc = (encoding or "identity").strip().lower()
+        if "," in enc:
+            raise ProtocolFailed(f"{url} answered with stacked content encodings ({enc}), which are not decoded")
+        if enc not in ("identity", "", "gzip", "x-gzip", "deflate"):
+            raise ProtocolFailed(f"{url} answered with the content encoding {enc!r}, which was not asked for")
+        self.encoding = enc
+        self.budget = max_bytes
+        self.max_bytes = max_bytes
+        self.url = url
+        self.total = 0
+        self._raw_deflate_tried = False
+        self._done = False
+        self._d = self._new()
+
+    def _new(self) -> zlib._Decompress | None:
+        if self.encoding in ("gzip", "x-gzip"):
+            return zlib.decompressobj(16 + zlib.MAX_WBITS)
+        if self.encoding == "deflate":
+            return zlib.decompressobj(zlib.MAX_WBITS)
+        return None
+
+    def _count(self, n: int) -> None:
+        self.total += n
+        if self.total > self.max_bytes:
+            what = "decompressed body" if self._d is not None else "body"
+            raise BodyTooLarge(
+                f"the {what} of {self.url} is over the {self.max_bytes}-byte cap (webfetch.max_bytes); "
+                "it was refused while streaming. Fetch a smaller resource, or download it with the shell tool."
+            )
+
+    def feed(self, data: bytes) -> bytes:
+        if self._done:
+            return b""
+        if self._d is None:
+            self._count(len(data))
+            return data
+        out = bytearray()
+        buf = data
+        while buf:
+            try:
+                chunk = self._d.decompress(buf, self.max_bytes - self.total + 1)
+            except zlib.error:
+                if self.encoding == "deflate" and not self._raw_deflate_tried and self.total == 0:
+                    # Some servers send raw deflate without the zlib wrapper.
+                    self._raw_deflate_tried = True
+                    self._d = zlib.decompressobj(-zlib.MAX_WBITS)
+                    continue
+                raise ProtocolFailed(f"the {self.encoding} body of {self.url} is corrupt") from None
+            self._count(len(chunk))
+            out += chunk
+            buf = self._d.unconsumed_tail
+            if self._d.eof:
+                rest = self._d.unused_data
+                if rest.startswith(b"\x1f\x8b") and self.encoding != "deflate":
+                    # Another gzip member follows.
+                    buf = rest
+                    self._d = self._new()
+                else:
+                    # Bytes after the end of the stream (padding some servers send) are ignored.
+                    self._done = True
+                    break
+        return bytes(out)
+
+
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.I)
+
+
+def decode(body: bytes, ctype: ContentType) -> tuple[str, str]:
+    """The text and the charset it was decoded with."""
+    candidates: list[str] = []
+    if ctype.charset:
+        candidates.append(ctype.charset)
+    for bom, name in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
+        if body.startswith(bom):
+            candidates.insert(0, name)
+    if ctype.is_html or not ctype.mime:
+        m = _META_CHARSET.search(body[:4096])
+        if m:
+            candidates.append(m.group(1).decode("ascii"))
+    candidates.append("utf-8")
+    for name in candidates:
+        try:
+            codec = codecs.lookup(name).name
+            return body.decode(codec), codec
+        except (LookupError, UnicodeDecodeError):
+            continue
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(body[: 1 << 20]).best()
+    if best is not None:
+        return body.decode(best.encoding, errors="replace"), best.encoding
+    return body.decode("utf-8", errors="replace"), "utf-8 (with replacements)"
+
+
+_DROP_TAGS = ["script", "style", "noscript", "template", "svg", "iframe", "object", "embed", "canvas", "head"]
+
+
+def html_to_markdown(html: str, base_url: str | None = None) -> str:
+    """Readable Markdown; relative links and images are made absolute against ``base_url``."""
+    from urllib.parse import urljoin
+
+    from bs4 import BeautifulSoup
+    from markdownify import MarkdownConverter
+
+    soup = BeautifulSoup(html, "html.parser")
+    title = soup.title.get_text(" ", strip=True) if soup.title else ""
+    for tag in soup(_DROP_TAGS):
+        tag.decompose()
+    if base_url:
+        for tag, attr in (("a", "href"), ("img", "src")):
+            for el in soup.find_all(tag):
+                value = el.get(attr)
+                if isinstance(value, str) and value and not value.startswith(("#", "data:", "javascript:")):
+                    try:
+                        el[attr] = urljoin(base_url, value)
+                    except ValueError:
+                        pass
+    text = MarkdownConverter(heading_style="ATX", bullets="-", strong_em_symbol="*").convert_soup(soup)
+    text = re.sub(r"[ \t]+\n", "\n", text)
+    text = re.sub(r"\n{3,}", "\n\n", text).strip()
+    if title and not text.startswith("# "):
+        text = f"# {title}\n\n{text}"
+    return text + "\n"

@@ -1,0 +1,386 @@
+"""The fetch engine: one hop at a time, each validated from scratch, pinned, bounded.
+
+A hop: parse (``urls.parse_target``, the one parser) → choose the route (``proxy_env``) →
+resolve once (A and AAAA) → validate the whole answer (``resolver.validate_answer``) → a fresh
+``httpcore.AsyncConnectionPool`` whose backend dials only that answer (``backend``) → a
+request built from the parsed target's fields (Host and SNI are the hostname) → the body
+streamed under the cap. A redirect (at most five) starts the next hop from its Location, with
+Authorization, Cookie and Proxy-Authorization dropped once the chain leaves the first origin.
+The whole call runs under one deadline; a timeout names the route, the phase and the elapsed
+time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import ssl
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urljoin
+
+import httpcore
+
+from zuno import limits
+from zuno.tools.web.addresses import IPNetwork, parse_networks
+from zuno.tools.web.backend import PinnedBackend, Progress
+from zuno.tools.web.content import UNDECLARED, ContentType, Inflater, refusal_for, sniff
+from zuno.tools.web.errors import (
+    AddressRefused,
+    ConnectFailed,
+    ContentRefused,
+    FetchError,
+    FetchTimeout,
+    HttpStatusError,
+    ProtocolFailed,
+    RedirectRefused,
+    ResolveError,
+)
+from zuno.tools.web.proxy_env import proxy_for
+from zuno.tools.web.resolver import Resolver, SystemResolver, Validated, validate_answer
+from zuno.tools.web.urls import Target, parse_target
+
+USER_AGENT = "Zuno-webfetch/0.1"
+ACCEPT = "text/markdown, text/html;q=0.9, text/plain;q=0.9, application/json;q=0.8, */*;q=0.5"
+REDIRECTS = (301, 302, 303, 307, 308)
+# A timeout before the server was reached may be a passing network fault; a server that was
+# reached but is slow to answer would be as slow again, so those are not retried.
+TRANSIENT_TIMEOUT_PHASES = frozenset({"resolve", "connect", "proxy handshake", "TLS"})
+CREDENTIAL_HEADERS = ("authorization", "cookie", "proxy-authorization")
+# Headers a caller may not set: the request's framing, its routing and its Host are Zuno's.
+RESERVED_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-authorization",
+        "proxy-connection",
+        "accept-encoding",
+    }
+)
+
+
+@dataclass
+class Fetched:
+    url: str
+    final_url: str
+    status: int
+    reason: str
+    content_type: ContentType
+    body: bytes
+    redirects: list[str] = field(default_factory=list)
+    routes: list[str] = field(default_factory=list)
+    widened: list[dict[str, str]] = field(default_factory=list)
+    elapsed: float = 0.0
+    addresses: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Response:
+    status: int
+    reason: str
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        for k, v in self.headers:
+            if k.lower() == name:
+                return v
+        return None
+
+
+def check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in (headers or {}).items():
+        if not k or any(c in k for c in "\r\n\0: ") or not k.isascii():
+            raise ValueError(f"headers: {k!r} is not a valid header name")
+        if k.lower() in RESERVED_HEADERS:
+            raise ValueError(f"headers: {k} is set by Zuno and cannot be given")
+        if any(c in v for c in "\r\n\0"):
+            raise ValueError(f"headers: the value of {k} contains a line break or NUL")
+        out[k] = v
+    return out
+
+
+def _tls_context() -> ssl.SSLContext:
+    # The system trust store (SSL_CERT_FILE / SSL_CERT_DIR are honoured by OpenSSL).
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = True
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
+class Fetcher:
+    """Runtime-scoped: holds the TLS context and the resolver; every call is independent."""
+
+    def __init__(
+        self,
+        resolver: Resolver | None = None,
+        environ: Mapping[str, str] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        proxy_ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.resolver: Resolver = resolver or SystemResolver()
+        self._environ = environ
+        self._ssl = ssl_context
+        self._proxy_ssl = proxy_ssl_context
+
+    @property
+    def environ(self) -> Mapping[str, str]:
+        return os.environ if self._environ is None else self._environ
+
+    def ssl_context(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            self._ssl = _tls_context()
+        return self._ssl
+
+    def proxy_ssl_context(self) -> ssl.SSLContext:
+        # A separate context: httpcore sets ALPN on the origin's context.
+        if self._proxy_ssl is None:
+            self._proxy_ssl = _tls_context()
+        return self._proxy_ssl
+
+    async def aclose(self) -> None:
+        return None
+
+    async def fetch(
+        self,
+        url: str,
+        *,
+        timeout_s: float = limits.WEBFETCH_DEFAULT_TIMEOUT_MS / 1000,
+        max_bytes: int = limits.WEBFETCH_DEFAULT_MAX_BYTES,
+        allow_private: list[str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        hop_check: Callable[[Target], str | None] | None = None,
+    ) -> Fetched:
+        """``hop_check`` sees every redirect target before it is resolved and returns why it
+        must not be followed (a permission rule), or None."""
+        first = parse_target(url)
+        user_headers = check_headers(headers)
+        nets, hosts = parse_networks(allow_private or [])
+        progress = Progress()
+        chain: list[str] = [first.url]
+        routes: list[str] = []
+        widened: list[dict[str, str]] = []
+        addresses: list[str] = []
+        target = first
+        try:
+            async with asyncio.timeout(timeout_s):
+                while True:
+                    if not target.same_origin(first):
+                        user_headers = {k: v for k, v in user_headers.items() if k.lower() not in CREDENTIAL_HEADERS}
+                    try:
+                        resp, validated = await self._hop(
+                            target, user_headers, progress, max_bytes, nets=nets, hosts=hosts, policy=True
+                        )
+                    except AddressRefused as e:
+                        if len(chain) == 1:
+                            raise
+                        raise RedirectRefused(
+                            f"the redirect chain {' -> '.join(chain)} is refused at its last hop: {e.message}"
+                        ) from None
+                    routes.append(progress.route)
+                    addresses.extend(str(a) for a in validated.addresses if str(a) not in addresses)
+                    for a, by in validated.widened:
+                        w = {"host": target.host, "address": a, "allowedBy": by}
+                        if w not in widened:
+                            widened.append(w)
+                    if resp.status in REDIRECTS and resp.header("location") is not None:
+                        target = self._next_hop(target, resp.header("location") or "", chain)
+                        why = hop_check(target) if hop_check is not None else None
+                        if why:
+                            raise RedirectRefused(f"the redirect chain {' -> '.join(chain)} is refused: {why}")
+                        continue
+                    ctype = ContentType.parse(resp.header("content-type"))
+                    if resp.status >= 400:
+                        raise HttpStatusError(
+                            f"{target.url} answered HTTP {resp.status} {resp.reason}".rstrip(),
+                            resp.status,
+                        )
+                    return Fetched(
+                        url=first.url,
+                        final_url=target.url,
+                        status=resp.status,
+                        reason=resp.reason,
+                        content_type=ctype,
+                        body=resp.body,
+                        redirects=chain[1:],
+                        routes=routes,
+                        widened=widened,
+                        elapsed=progress.elapsed(),
+                        addresses=addresses,
+                    )
+        except TimeoutError:
+            raise FetchTimeout(
+                f"fetching {chain[-1]} timed out after {progress.elapsed():.2f} s (limit {timeout_s:g} s) "
+                f"in the {progress.phase} phase, route {progress.route}",
+                transient=progress.phase in TRANSIENT_TIMEOUT_PHASES,
+            ) from None
+
+    def _next_hop(self, current: Target, location: str, chain: list[str]) -> Target:
+        shown = " -> ".join(chain)
+        if len(chain) > limits.WEBFETCH_MAX_REDIRECTS:
+            raise RedirectRefused(
+                f"more than {limits.WEBFETCH_MAX_REDIRECTS} redirects: {shown} -> {location}. "
+                "Fetch the final URL directly if it is the one you want."
+            )
+        try:
+            nxt = parse_target(urljoin(current.url, location))
+        except FetchError as e:
+            raise RedirectRefused(f"the redirect chain {shown} -> {location!r} is refused: {e.message}") from None
+        if nxt.url in chain:
+            raise RedirectRefused(f"a redirect loop: {shown} -> {nxt.url}")
+        chain.append(nxt.url)
+        return nxt
+
+    async def _hop(
+        self,
+        target: Target,
+        user_headers: Mapping[str, str],
+        progress: Progress,
+        max_bytes: int,
+        *,
+        nets: list[IPNetwork],
+        hosts: list[str],
+        policy: bool,
+        method: str = "GET",
+        content: bytes | None = None,
+        follow_body: bool = False,
+    ) -> tuple[_Response, Validated]:
+        progress.phase = "resolve"
+        progress.route = "direct"
+        proxy = proxy_for(target, self.environ)
+        progress.route = str(proxy) if proxy is not None else "direct"
+        if target.ip is not None:
+            answer = [target.ip]
+        else:
+            try:
+                answer = await self.resolver.resolve(target.host)
+            except FetchError:
+                raise
+            except OSError as e:
+                raise ResolveError(f"{target.host} did not resolve ({e})") from None
+        validated = validate_answer(target.host, list(answer), nets, hosts, policy=policy)
+        backend = PinnedBackend(
+            target, validated, proxy, self.resolver, progress, self.proxy_ssl_context() if proxy else None
+        )
+        request_headers = [
+            ("Host", target.authority),
+            ("User-Agent", USER_AGENT),
+            ("Accept", ACCEPT),
+            ("Accept-Encoding", "gzip, deflate"),
+            *user_headers.items(),
+        ]
+        if content is not None:
+            request_headers.append(("Content-Length", str(len(content))))
+        request = httpcore.Request(
+            method,
+            httpcore.URL(
+                scheme=target.scheme.encode("ascii"),
+                host=target.host.encode("ascii"),
+                port=target.port,
+                target=target.path.encode("ascii"),
+            ),
+            headers=[(k.encode("latin-1"), v.encode("utf-8")) for k, v in request_headers],
+            content=content,
+            extensions={"sni_hostname": target.host},
+        )
+        progress.phase = "connect"
+        pool = httpcore.AsyncConnectionPool(
+            ssl_context=self.ssl_context(), network_backend=backend, max_connections=1, retries=0
+        )
+        async with pool:
+            try:
+                response = await pool.handle_async_request(request)
+            except FetchError:
+                raise
+            except (httpcore.RemoteProtocolError, httpcore.LocalProtocolError) as e:
+                raise ProtocolFailed(
+                    f"{target.origin} broke the HTTP protocol ({type(e).__name__}) in the {progress.phase} phase",
+                    transient=True,
+                ) from None
+            except (httpcore.NetworkError, OSError) as e:
+                raise ConnectFailed(
+                    f"the connection to {target.origin} failed in the {progress.phase} phase ({type(e).__name__})",
+                    transient=True,
+                ) from None
+            progress.phase = "body"
+            try:
+                resp_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers]
+                reason = response.extensions.get("reason_phrase", b"").decode("latin-1", "replace")
+                result = _Response(response.status, reason, resp_headers, b"")
+                if response.status in REDIRECTS and result.header("location") is not None and not follow_body:
+                    return result, validated
+                if response.status < 400 and policy:
+                    ctype = ContentType.parse(result.header("content-type"))
+                    undeclared = ctype.mime in UNDECLARED
+                    why = refusal_for(ctype.mime, target.url) if not ctype.is_text and not undeclared else None
+                    if why:
+                        raise ContentRefused(why)
+                if response.status >= 400 and not follow_body:
+                    return result, validated
+                inflater = Inflater(result.header("content-encoding"), max_bytes, target.url)
+                parts: list[bytes] = []
+                sniffed = False
+                try:
+                    async for chunk in response.aiter_stream():
+                        data = inflater.feed(chunk)
+                        if data:
+                            if not sniffed and policy:
+                                sniffed = True
+                                ctype = ContentType.parse(result.header("content-type"))
+                                kind = sniff(data[:8192])
+                                if kind and (ctype.mime in UNDECLARED or not ctype.is_text):
+                                    why = refusal_for(kind, target.url)
+                                    if why:
+                                        raise ContentRefused(why)
+                            parts.append(data)
+                except (httpcore.RemoteProtocolError, httpcore.NetworkError) as e:
+                    raise ProtocolFailed(
+                        f"the body from {target.origin} broke off after {inflater.total} bytes ({type(e).__name__})",
+                        transient=True,
+                    ) from None
+                result.body = b"".join(parts)
+                return result, validated
+            finally:
+                await response.aclose()
+
+    async def request_configured(
+        self,
+        url: str,
+        *,
+        method: str = "GET",
+        headers: Mapping[str, str] | None = None,
+        content: bytes | None = None,
+        timeout_s: float,
+        max_bytes: int,
+    ) -> _Response:
+        """A request to an endpoint the user configured (a search provider): the same parser,
+        pinning and proxy routes, no address policy (a self-hosted SearXNG is often on
+        loopback) and no redirects. Errors carry no URL: callers add what may be shown."""
+        target = parse_target(url)
+        progress = Progress()
+        try:
+            async with asyncio.timeout(timeout_s):
+                resp, _ = await self._hop(
+                    target,
+                    dict(headers or {}),
+                    progress,
+                    max_bytes,
+                    nets=[],
+                    hosts=[],
+                    policy=False,
+                    method=method,
+                    content=content,
+                    follow_body=True,
+                )
+                return resp
+        except TimeoutError:
+            raise FetchTimeout(
+                f"timed out after {progress.elapsed():.2f} s in the {progress.phase} phase, route {progress.route}"
+            ) from None
