@@ -127,6 +127,7 @@ class Link:
         if cfg.bearer:
             headers["Authorization"] = f"Bearer {expand_env(cfg.bearer)}"
         http = httpx2.AsyncClient(headers=headers, timeout=self.timeout_s)
+        stack.push_async_callback(http.aclose)
         return streamable_http_client(str(cfg.url), http_client=http)
 
     async def _own(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
