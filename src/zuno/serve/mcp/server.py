@@ -195,9 +195,11 @@ class Frontend:
         it has settled and recorded every call."""
         task = asyncio.create_task(session.step([call]))
         t0 = time.monotonic()
+        meta: Any = ctx.meta or {}
+        wants_progress = bool(meta.get("progress_token", meta.get("progressToken")))
         try:
             while True:
-                done, _ = await asyncio.wait({task}, timeout=PROGRESS_INTERVAL_S)
+                done, _ = await asyncio.wait({task}, timeout=PROGRESS_INTERVAL_S if wants_progress else None)
                 if done:
                     break
                 elapsed = time.monotonic() - t0
