@@ -192,3 +192,9 @@ async def test_sigterm_stops_the_stdio_server_at_once_with_143(workspace: Path) 
     proc.send_signal(signal.SIGTERM)  # stdin stays open: the server must not wait for a line
     rc = await asyncio.wait_for(proc.wait(), 20)
     assert rc == 143
+
+
+async def test_new_session_names_the_session(workspace: Path) -> None:
+    async with zuno_client(workspace, "legacy", "--new-session", "ses_from_mcp") as c:
+        r = await c.call_tool("read", {"path": "."})
+    assert _facts(r)["session"] == "ses_from_mcp"
