@@ -1,1 +1,1 @@
-"""What Zuno consumes: web search providers (and, later, MCP client servers)."""
+"""What Zuno consumes: web search providers and the user's MCP servers."""
