@@ -75,7 +75,7 @@ REFUSED = [
     ("http://[::1]x/", "after the IPv6 literal"),
     ("http://exa_mple.com/", "IDNA"),
     ("http://xn--a.com/", "IDNA"),
-    ("http://a..b/", "IDNA"),
+    ("http://a..b/", "empty label"),
     ("http://\u2488example.com/", "IDNA"),  # ⒈ is disallowed under STD3 rules
     ("http://-example.com/", "IDNA"),
     # ports
@@ -139,6 +139,13 @@ def _host_strategy():
     from hypothesis import strategies as st
 
     return st.text(alphabet=_HOSTISH, min_size=1, max_size=20)
+
+
+@pytest.mark.parametrize("host", ["0..", "1..", "a..b", ".a", "0..0"])
+def test_a_host_with_an_empty_label_is_refused(host: str) -> None:
+    # Found by the property below: "0.." was accepted as the host "0.", a numeric spelling.
+    with pytest.raises(UrlRefused):
+        parse_target(f"http://{host}/p")
 
 
 def test_no_accepted_hostname_is_a_numeric_address_to_inet_aton() -> None:

@@ -140,6 +140,9 @@ def _host(url: str, raw: str) -> tuple[str, ipaddress.IPv4Address | ipaddress.IP
     labels = mapped.split(".")
     trailing_dot = len(labels) > 1 and labels[-1] == ""
     core = labels[:-1] if trailing_dot else labels
+    if any(label == "" for label in core):
+        # "a..b", "0..", ".a": an empty label names no host (and would hide a numeric last label).
+        raise _refuse(url, f"the host {raw!r} has an empty label", "Remove the doubled or leading dot.")
     if core and _NUMBERISH.match(core[-1]):
         # WHATWG treats a host whose last label is a number as an IPv4 address.
         canonical = len(core) == 4 and all(_IPV4_PART.match(p) for p in core) and not trailing_dot
