@@ -27,7 +27,8 @@ from mcp_types import CONNECTION_CLOSED
 
 from zuno import limits
 from zuno.config import McpServerConfig
-from zuno.tools.shell.env import inherited_environment, withheld
+from zuno.process.environment import withheld
+from zuno.process.environment import withheld_environment as inherited_environment
 
 _ENV_REF = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
