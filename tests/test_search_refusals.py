@@ -24,10 +24,35 @@ def test_unparseable_regex_names_the_pattern_as_rg_quoted_it(workspace: Path, ru
     r = _one(run_zuno, "grep", {"pattern": "foo(", "include": "*.py"})
     assert (r["outcome"], r["block_kind"]) == ("blocked", "invalid_arguments"), r
     assert "argument 'pattern'" in r["text"]
-    assert "(?:foo()" in r["text"]  # rg's own quotation of the regex
+    assert '"foo("' in r["text"]  # the regex as the user wrote it
+    assert "(?:" not in r["text"]  # not as rg rewrote it (it wraps every pattern in a group)
     assert "unclosed group" in r["text"]
     assert "include" not in r["text"].split("Nothing ran")[0].replace("argument 'pattern'", "")
     assert r["metadata"]["field"] == "pattern"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "diagram"),
+    [
+        ("(", None),
+        ("(?:(", None),
+        ("ab)", None),
+        ("x{2,1}", "    x{2,1}\n     ^^^^^"),
+        ("[a", "    [a\n    ^"),
+        ("a\n(b", None),
+    ],
+)
+def test_a_bad_regex_is_quoted_as_the_user_wrote_it(
+    workspace: Path, run_zuno: RunZuno, pattern: str, diagram: str | None
+) -> None:
+    (workspace / "a.txt").write_text("x\n")
+    r = _one(run_zuno, "grep", {"pattern": pattern})
+    assert (r["outcome"], r["block_kind"]) == ("blocked", "invalid_arguments"), r
+    assert f"rg cannot parse the regex {json.dumps(pattern)}" in r["text"]
+    assert "(?:" + pattern not in r["text"]
+    if diagram is not None:
+        assert diagram in r["text"]
+    assert r["metadata"]["rgError"] and "(?:" not in r["metadata"]["rgError"]
 
 
 def test_bad_include_glob_is_blamed_on_the_include(workspace: Path, run_zuno: RunZuno) -> None:

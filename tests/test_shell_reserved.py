@@ -46,8 +46,9 @@ async def test_guard_126_has_no_authority(workspace: Path, monkeypatch: pytest.M
     assert rec.outcome == "error"
 
 
-async def test_guard_125_is_uncertain(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The working directory disappears before the guard enters it: the guard's own failure.
+async def test_guard_125_before_the_exec_is_not_run(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The working directory disappears before the guard enters it: the guard's own failure, before the
+    # command was exec'd, so the guard knows nothing ran.
     gone = workspace / "vanishing"
     gone.mkdir()
     real = shell_tool.ShellTool._workdir
@@ -62,6 +63,22 @@ async def test_guard_125_is_uncertain(workspace: Path, monkeypatch: pytest.Monke
     r = rec.metadata["receipt"]
     assert r["exitCode"] == 125
     assert r["guardDiagnostic"] and r["guardDiagnostic"].startswith("zuno-guard: 125")
+    assert "the command did not run" in r["guardDiagnostic"]
+    assert rec.outcome == "error"
+    assert rec.text.splitlines()[0] == (
+        "[not run: the guard reports exit 125: it failed before starting the command] Nothing ran."
+    )
+    assert r["authority"] == "unknown" and r["decision"] == "nothing"
+    assert any("nothing ran" in n for n in r["notProven"])
+    assert not (workspace / "x").exists()
+
+
+async def test_guard_125_after_the_exec_is_uncertain(workspace: Path) -> None:
+    # The guard dies while the command runs: what the command did is unknown.
+    rec = await run_shell(workspace, {"command": "kill -9 $PPID; sleep 0.2; touch x", "yield_time_ms": 0})
+    r = rec.metadata["receipt"]
+    assert r["exitCode"] == 125
+    assert r["guardDiagnostic"] and "exited unexpectedly" in r["guardDiagnostic"]
     assert rec.outcome == "uncertain"
     assert rec.text.splitlines()[0].startswith("[uncertain: the guard failed (exit 125)]")
     assert r["authority"] == "unknown" and r["decision"] == "nothing"

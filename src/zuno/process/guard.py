@@ -21,7 +21,8 @@ What it does:
   126 = the program exists but could not be executed, 127 = it could not be found.
 * Status lines on STATUS_FD (space separated, one per line):
     ``spawned PID STARTTIME``          the command runs; pgid = PID
-    ``diag CODE TEXT``                 the guard's own diagnostic (the command did not run)
+    ``diag CODE TEXT``                 the guard's own diagnostic, sent only before the command was
+                                       exec'd: the command provably did not run
     ``exit RC|- SIG|- MEMBERS``        the command's own process exited; MEMBERS = ``pid:start,...``
                                        (the group's members at that moment, or ``-``)
     ``gone``                           the whole process group has exited
@@ -39,6 +40,7 @@ PR_SET_CHILD_SUBREAPER = 36
 POLL_LINGER_S = 0.05
 POLL_LINGER_MAX_S = 0.5
 DIAG_PREFIX = "zuno-guard:"
+SPAWNED = False  # set once the command was exec'd: a failure after that cannot say "nothing ran"
 
 
 _libc = None
@@ -127,7 +129,18 @@ def main(argv: list[str]) -> int:
         return 125
     os.set_inheritable(lifeline, False)
     os.set_inheritable(status, False)
-    return supervise(lifeline, status, cwd, cmd, dict(os.environ))
+    try:
+        return supervise(lifeline, status, cwd, cmd, dict(os.environ))
+    except Exception as e:
+        if SPAWNED:
+            raise
+        line = f"{DIAG_PREFIX} 125: the guard failed: {_why(e)}; the command did not run"
+        try:  # before the exec the guard may say that nothing ran, on its private pipe as well
+            os.write(2, (line + "\n").encode("utf-8", "backslashreplace"))
+            os.write(status, f"diag 125 {line}\n".encode("utf-8", "backslashreplace"))
+        except OSError:
+            pass
+        return 125
 
 
 def serve(sock: int, lifeline: int) -> int:
@@ -212,10 +225,17 @@ def serve(sock: int, lifeline: int) -> int:
                     os.close(capture)
                     os.set_inheritable(status, False)
                     os.write(status, f"guard {os.getpid()}\n".encode())
-                    code = supervise(lifeline, status, cwd, cmd, env) if cmd else 125
+                    if not cmd:
+                        raise ValueError("the request named no command")
+                    code = supervise(lifeline, status, cwd, cmd, env)
                 except BaseException as e:
+                    line = f"{DIAG_PREFIX} 125: the guard failed: {_why(e)}"
+                    if not SPAWNED:
+                        line += "; the command did not run"
                     try:
-                        os.write(2, f"{DIAG_PREFIX} 125: the guard failed: {type(e).__name__}: {e}\n".encode())
+                        os.write(2, (line + "\n").encode("utf-8", "backslashreplace"))
+                        if not SPAWNED:  # only before the exec may the guard say that nothing ran
+                            os.write(status, f"diag 125 {line}\n".encode("utf-8", "backslashreplace"))
                     except OSError:
                         pass
                 finally:
@@ -271,16 +291,31 @@ def supervise(lifeline: int, status: int, cwd: str, cmd: list[str], env: dict[st
         )
         if s is not None
     ]
+    # Every diag below is sent before the command was exec'd: the guard knows nothing ran.
     try:
         pid = os.posix_spawn(path, cmd, env, setpgroup=0, setsigdef=sigdef, setsigmask=[])
     except FileNotFoundError:
         return diag(127, f"{cmd[0]}: not found; the command did not run")
     except (PermissionError, IsADirectoryError, NotADirectoryError) as e:
         return diag(126, f"{cmd[0]}: cannot execute: {e.strerror}; the command did not run")
+    except ValueError as e:  # a NUL byte or a lone surrogate in an argument or the environment
+        return diag(
+            125,
+            f"cannot start {cmd[0]}: an argument or environment string cannot be passed to a program "
+            f"({_why(e)}); the command did not run",
+        )
     except OSError as e:
         if e.errno == 8:  # ENOEXEC
             return diag(126, f"{cmd[0]}: cannot execute: {e.strerror}; the command did not run")
-        return diag(125, f"cannot start {cmd[0]}: {e.strerror}; the guard failed")
+        if e.errno == 7:  # E2BIG
+            return diag(
+                125,
+                f"cannot start {cmd[0]}: the arguments and environment are too long for execve "
+                "(E2BIG); the command did not run",
+            )
+        return diag(125, f"cannot start {cmd[0]}: {e.strerror}; the command did not run")
+    global SPAWNED
+    SPAWNED = True
     pgid = pid
     st = _starttime(pid)
     report(f"spawned {pid} {st[1] if st else 0}")
@@ -339,6 +374,13 @@ def supervise(lifeline: int, status: int, cwd: str, cmd: list[str], env: dict[st
             linger = min(linger * 2, POLL_LINGER_MAX_S) if not ready else POLL_LINGER_S
 
 
+def _why(e: BaseException) -> str:
+    """An exception in words (its message; the OS's words for an OSError), not a Python rendering."""
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return str(e) or "an internal error"
+
+
 def _code(wstatus: int) -> int:
     if os.WIFSIGNALED(wstatus):
         return 128 + os.WTERMSIG(wstatus)
@@ -352,7 +394,7 @@ if __name__ == "__main__":
         raise
     except BaseException as e:
         try:
-            sys.stderr.write(f"{DIAG_PREFIX} 125: the guard failed: {type(e).__name__}: {e}\n")
+            sys.stderr.write(f"{DIAG_PREFIX} 125: the guard failed: {_why(e)}\n")
             sys.stderr.flush()
         except Exception:
             pass

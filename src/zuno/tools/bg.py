@@ -31,6 +31,7 @@ from zuno.declarations import READ_ONLY_PARALLEL, BlockKind, Effect
 from zuno.jobs import Job, JobManager, exit_text, fmt_s
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
+from zuno.tools.quote import quote
 from zuno.windows import Window, read_window
 
 
@@ -100,7 +101,7 @@ class BgTool(Tool):
         if job is None and row is None:
             raise Refused(
                 BlockKind.invalid_arguments,
-                f"argument 'taskID': {args.taskID!r} is not a background execution of this session. "
+                f"argument 'taskID': {quote(args.taskID)} is not a background execution of this session. "
                 'Use action "list" to see them.',
             )
         if args.action == "cancel":
@@ -248,7 +249,7 @@ class BgTool(Tool):
         if ctx.store.artifact(shown) is None:
             raise Refused(
                 BlockKind.invalid_arguments,
-                f"argument 'outputPath': {args.outputPath!r} is not an artifact Zuno saved. "
+                f"argument 'outputPath': {quote(args.outputPath)} is not an artifact Zuno saved. "
                 "Use the outputPath from a withheld-output notice (metadata.withheldOutput.outputPath).",
             )
         try:

@@ -31,6 +31,7 @@ from zuno.jobs import MIGRATIONS as JOB_MIGRATIONS
 from zuno.jobs import Job, JobManager, fmt_s
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
+from zuno.tools.quote import quote
 
 MIGRATIONS = JOB_MIGRATIONS
 
@@ -54,7 +55,7 @@ def _find(jobs: JobManager, job_id: str) -> tuple[Job | None, Any]:
     if job is None and row is None:
         raise Refused(
             BlockKind.invalid_arguments,
-            f"argument 'job_id': {job_id!r} is not a job of this session. Use job_list to see them.",
+            f"argument 'job_id': {quote(job_id)} is not a job of this session. Use job_list to see them.",
         )
     return job, row
 

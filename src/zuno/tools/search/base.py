@@ -11,7 +11,9 @@ from typing import Any
 
 from zuno import limits
 from zuno.declarations import BlockKind
+from zuno.process.execve import exec_problem
 from zuno.tool import Refused, ToolContext, ToolOutput
+from zuno.tools.quote import QUOTE_MAX_CHARS, quote
 from zuno.tools.search.rg import (
     OutputTooLarge,
     Rg,
@@ -19,6 +21,7 @@ from zuno.tools.search.rg import (
     RgResult,
     norm_root,
     pattern_error,
+    rg_env,
     run_rg,
     unreadable_roots,
 )
@@ -59,16 +62,46 @@ class Plan:
         return self.prefix + rel
 
 
-def check_text(field: str, value: str) -> None:
-    """An argument rg will see must be encodable: a lone surrogate (from a JSON \\ud800 escape) names
-    nothing and matches nothing."""
+def check_text(field: str, value: str, *, regex: bool = False) -> None:
+    """An argument rg will see must be passable: a NUL byte cannot be (every argument ends at its
+    first NUL), and a lone surrogate (from a JSON \\ud800 escape) names nothing and matches nothing."""
+    at = value.find("\0")
+    if at >= 0:
+        raise Refused(
+            BlockKind.invalid_arguments,
+            f"argument '{field}': {quote(value)} contains a NUL byte (at character {at}); the operating system ends "
+            "every argument at its first NUL, so rg cannot be given it. Remove it"
+            + (" (a regex matches a NUL byte with \\x00)." if regex else "."),
+            field=field,
+        )
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise Refused(
             BlockKind.invalid_arguments,
-            f"argument '{field}': {value!r} contains a lone surrogate, which is not text; send valid Unicode.",
+            f"argument '{field}': {quote(value)} contains a lone surrogate, which is not text; send valid Unicode.",
+            field=field,
         ) from None
+
+
+def check_exec(rg: Rg, argv: list[str], fields: dict[str, list[str]]) -> None:
+    """Refuse a search whose rg command line execve would reject (E2BIG), naming the argument that
+    made it too long; ``fields`` maps an argument name to the values it put on the command line."""
+    problem = exec_problem([rg.path, *argv], rg_env())
+    if problem is None:
+        return
+    value = argv[problem.index - 1] if problem.index else None
+    blamed = next((f for f, values in fields.items() if value is not None and value in values), None)
+    if blamed is None:  # the whole line is too long: blame the argument that contributed most
+        blamed = max(fields, key=lambda f: sum(len(v) for v in fields[f]))
+    what = "it" if problem.kind == "string" else None
+    raise Refused(
+        BlockKind.invalid_arguments,
+        f"argument '{blamed}': {problem.describe(what)}, so rg cannot be started with it. Shorten '{blamed}'.",
+        field=blamed,
+        bytes=problem.size,
+        limit=problem.limit - 1 if problem.kind == "string" else problem.limit,
+    )
 
 
 def resolve_roots(ctx: ToolContext, raws: list[str], field: str, *, dirs_only: bool) -> list[Path]:
@@ -207,17 +240,19 @@ def check_failure(
         if perr.kind == "size":
             raise Refused(
                 BlockKind.invalid_arguments,
-                f"argument '{pattern_field}': the regex {pattern!r} is over ripgrep's compiled-size limit "
+                f"argument '{pattern_field}': the regex {quote(pattern)} is over ripgrep's compiled-size limit "
                 f"({perr.message}). Use a simpler pattern (fewer or smaller repetitions).",
                 field=pattern_field,
                 rgError=perr.message,
             )
+        diagram, error = regex_error(perr.message, pattern)
         raise Refused(
             BlockKind.invalid_arguments,
-            f"argument '{pattern_field}': rg cannot parse the regex:\n{perr.message}\n"
-            "Fix the pattern (escape regex metacharacters such as ( [ { . * + ? | \\ to match them literally).",
+            f"argument '{pattern_field}': rg cannot parse the regex {quote(pattern)}: "
+            + (f"\n{diagram}\n{error}\n" if diagram else f"{error}. ")
+            + "Fix the pattern (escape regex metacharacters such as ( [ { . * + ? | \\ to match them literally).",
             field=pattern_field,
-            rgError=perr.message,
+            rgError=error,
         )
     bad = unreadable_roots(res.stderr)
     if not found_anything and the_plan.root_names and the_plan.root_names <= bad:
@@ -235,6 +270,35 @@ def check_failure(
         return None  # every file was filtered out (by the include, say): nothing matched
     msg = msg[:2000]
     return ToolOutput.failure(f"[error] rg exited with status {res.returncode}: {msg}", rgExit=res.returncode)
+
+
+_WRAP_OPEN, _WRAP_CLOSE = "(?:", ")"
+_GROUP_ERRORS = ("unclosed group", "unopened group")
+
+
+def regex_error(message: str, pattern: str) -> tuple[str, str]:
+    """rg's regex parse error, told about the pattern as the user wrote it: (diagram, error).
+
+    rg parses each pattern wrapped in ``(?:…)``, so its diagram quotes the wrapped text. The diagram
+    is given back with the user's pattern and the caret moved by the wrapper's width, when the caret
+    falls inside the pattern; an error about unbalanced groups involves the wrapper's own parentheses,
+    and a multi-line pattern is drawn differently, so those keep only the error (``diagram`` empty)."""
+    lines = message.splitlines()
+    errors = [ln.removeprefix("error: ") for ln in lines if ln.startswith("error: ")]
+    error = "; ".join(errors) or (lines[-1].strip() if lines else "unparseable")
+    quoted = f"    {_WRAP_OPEN}{pattern}{_WRAP_CLOSE}"
+    if "\n" in pattern or len(pattern) > QUOTE_MAX_CHARS or any(g in error for g in _GROUP_ERRORS):
+        return "", error
+    try:
+        at = lines.index(quoted)
+    except ValueError:
+        return "", error
+    caret = lines[at + 1] if at + 1 < len(lines) else ""
+    col = len(caret) - len(caret.lstrip(" ")) - 4 - len(_WRAP_OPEN)
+    width = len(caret.strip())
+    if not caret.strip() or set(caret.strip()) != {"^"} or col < 0 or col + width > len(pattern):
+        return "", error
+    return f"    {pattern}\n    {' ' * col}{'^' * width}", error
 
 
 def rg_facts(rg: Rg, res: RgResult) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from zuno.declarations import READ_ONLY_PARALLEL
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.search.base import (
     NO_FILES,
+    check_exec,
     check_failure,
     check_text,
     common_flags,
@@ -64,6 +65,7 @@ class GlobTool(Tool):
         cap = ctx.config.search.glob_max_results
         col = GlobCollector(cap)
         argv = [*common_flags(ctx), "--files", "--glob", args.pattern, *exclusion_globs(), "--", *the_plan.args]
+        check_exec(rg, argv, {"pattern": [args.pattern], "path": the_plan.args})
         res = await execute(ctx, rg, argv, the_plan, col.feed)
         if isinstance(res, ToolOutput):
             return res

@@ -13,6 +13,7 @@ from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.search import chord_format
 from zuno.tools.search.base import (
     NO_FILES,
+    check_exec,
     check_failure,
     check_text,
     common_flags,
@@ -68,7 +69,7 @@ async def _search(
     include_field: str,
     context: int,
 ) -> tuple[Rg, GrepCollector, list[FileHits], RgResult] | ToolOutput:
-    check_text("pattern", pattern)
+    check_text("pattern", pattern, regex=True)
     for g in includes:
         check_text(include_field, g)
         if not g:
@@ -85,6 +86,7 @@ async def _search(
     for g in includes:
         argv += ["--glob", g]
     argv += [*exclusion_globs(), "--regexp", pattern, "--", *the_plan.args]
+    check_exec(rg, argv, {"pattern": [pattern], include_field: includes, path_field: the_plan.args})
     res = await execute(ctx, rg, argv, the_plan, col.feed)
     if isinstance(res, ToolOutput):
         return res

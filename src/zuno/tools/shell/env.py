@@ -4,27 +4,29 @@ The whole ``ZUNO_*`` namespace is withheld, names compared case-insensitively (`
 and ``ZUNO_Pid`` included), with no allowlist. ``ZUNO`` and ``AGENT`` (outside the namespace) and
 everything else are inherited — no ``*_TOKEN`` wildcard. Removal happens first; then the host's hooks
 run and may deliberately put a value back: the config's ``shell.env`` (name -> value), then any
-Python hooks registered with :func:`add_env_hook`.
+Python hooks registered with :func:`add_env_hook`. The namespace rule itself lives in
+:mod:`zuno.process.environment`, because every process Zuno starts (guards, hooks, rg) follows it.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-WITHHELD_PREFIX = "ZUNO_"
+from zuno.process.environment import WITHHELD_PREFIX, withheld
+from zuno.process.environment import withheld_environment as inherited_environment
 
-
-def withheld(name: str) -> bool:
-    """Is this variable in Zuno's private namespace? The fold only grows the withheld set."""
-    return name.upper().startswith(WITHHELD_PREFIX)
-
-
-def inherited_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    src = os.environ if environ is None else environ
-    return {k: v for k, v in src.items() if not withheld(k)}
+__all__ = [
+    "WITHHELD_PREFIX",
+    "EnvHook",
+    "EnvHookInfo",
+    "EnvHooks",
+    "add_env_hook",
+    "build_environment",
+    "inherited_environment",
+    "withheld",
+]
 
 
 @dataclass(frozen=True, slots=True)

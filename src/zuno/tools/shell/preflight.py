@@ -124,7 +124,7 @@ class _Reader:
         return Refused(
             BlockKind.unavailable,
             f"`{shown}` did not answer within the {fmt_s(self.budget_s)} this command's pre-flight repository "
-            "reads share, so the repository state it depends on is unknown; it was not run",
+            "reads share, so the repository state it depends on is unknown; it was not run.",
             preflight=self.report.as_dict(),
         )
 
@@ -134,7 +134,7 @@ class _Reader:
                 BlockKind.unavailable,
                 f"this command needs more than the {limits.PREFLIGHT_MAX_READS} repository reads its pre-flight "
                 f"may make (next: `{shown}`), so the repository state it depends on is unknown; it was not run. "
-                "Split the git commands into separate calls",
+                "Split the git commands into separate calls.",
                 preflight=self.report.as_dict(),
             )
         left = self.deadline - time.monotonic()
@@ -160,7 +160,7 @@ class _Reader:
             raise Refused(
                 BlockKind.unavailable,
                 f"the call was cancelled while `{shown}` (a pre-flight repository read) had not answered, so the "
-                "repository state it depends on is unknown; it was not run",
+                "repository state it depends on is unknown; it was not run.",
                 preflight=self.report.as_dict(),
                 cancelled=True,
             ) from None
@@ -279,7 +279,7 @@ async def preflight(
             BlockKind.denied,
             f"this command would deliver Zuno's own generated state ({shown_state}/): {listed}{more}; it was not run. "
             f"Zuno's state folder is never committed: unstage it with `git restore --staged -- {shown_state}` (or "
-            f"`git rm -r --cached -- {shown_state}` if it is tracked) and leave it out of `git add`",
+            f"`git rm -r --cached -- {shown_state}` if it is tracked) and leave it out of `git add`.",
             preflight=r.report.as_dict(),
         )
     return r.report

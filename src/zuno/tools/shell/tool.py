@@ -27,6 +27,7 @@ from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.shell import written
 from zuno.tools.shell.analysis import Analysis, analyze
 from zuno.tools.shell.env import EnvHookInfo, EnvHooks, build_environment
+from zuno.tools.shell.execargs import check_exec
 from zuno.tools.shell.policy import INTERPRETERS, Authority, Plan, find_interpreter, installed_interpreters, plan
 from zuno.tools.shell.preflight import preflight
 from zuno.tools.shell.receipts import Receipt, authority_of, limitation_dicts, new_receipt_id, save_receipt
@@ -152,6 +153,7 @@ class ShellTool(Tool):
                 f"Installed: {', '.join(have) or 'none'}. Choose one of those.",
             )
         the_plan = plan(interpreter, exe, args.exitPolicy, args.command)
+        check_exec(args.command, the_plan.argv, env)
         reading = analyze(args.command, policy=args.exitPolicy, interpreter=interpreter)
         log_dir = ctx.workspace.ensure_state_dir() / LOGS_DIR / ctx.session_id
         default_cap = cfg.timeout_ms or limits.SHELL_TIMEOUT_DEFAULT_MS
@@ -263,6 +265,13 @@ class ShellTool(Tool):
     def _workdir(ctx: ToolContext, args: ShellArgs) -> Path:
         if args.workdir is None:
             return ctx.workspace.root
+        if "\0" in args.workdir:
+            raise Refused(
+                BlockKind.invalid_arguments,
+                "argument 'workdir': contains a NUL byte, which no path can hold. Give a directory "
+                "inside the workspace (or omit workdir to run at the root).",
+                field="workdir",
+            )
         p = ctx.workspace.resolve(args.workdir, field="workdir")
         if not p.is_dir():
             raise Refused(
@@ -280,7 +289,7 @@ class ShellTool(Tool):
             raise Refused(
                 BlockKind.unavailable,
                 "the call was cancelled during the pre-flight repository reads, so the repository state it depends "
-                "on is unknown; it was not run",
+                "on is unknown; it was not run.",
                 cancelled=True,
             ) from None
 
@@ -410,6 +419,13 @@ class ShellTool(Tool):
         elif info is None:
             outcome = Outcome.uncertain
             nothing("the command's exit could not be observed after it was stopped; it decides nothing")
+        elif guard is not None and code == 125 and info.never_started:
+            outcome = Outcome.error
+            nothing(
+                "exit 125 is the guard's: it failed before the command was started (see its line in the output), "
+                "so nothing ran that could decide anything"
+            )
+            head = "[not run: the guard reports exit 125: it failed before starting the command] Nothing ran."
         elif guard is not None and code == 125:
             outcome = Outcome.uncertain
             nothing(
@@ -627,6 +643,8 @@ def _job_receipt_hook(
         not_proven: list[str] = []
         if info is None:
             not_proven.append("the job's exit could not be observed (its process group was lost)")
+        elif info.guard_diagnostic is not None and code == 125 and info.never_started:
+            not_proven.append("exit 125 is the guard's: it failed before the command was started, so nothing ran")
         elif info.guard_diagnostic is not None and code == 125:
             not_proven.append("exit 125 is the guard's own failure: it says nothing about what the command did")
         elif info.guard_diagnostic is not None and code in (126, 127):

@@ -1,0 +1,58 @@
+"""What a job's end is called: why it was promoted, its terminal status, its exit in words."""
+
+from __future__ import annotations
+
+from zuno.process import ExitInfo
+
+PROMOTED_REQUESTED = "run_in_background"
+PROMOTED_YIELD = "yield_time_ms"
+PROMOTED_LINGERING = "group members still running after the command exited"
+
+
+TERMINAL_BY_REASON = {
+    "timeout": "timed_out",
+    "cancel": "cancelled",
+    "kill": "killed",
+    "session-end": "stopped",
+    "ceiling": "timed_out",
+}
+
+
+def status_of(info: ExitInfo | None, group_gone: bool) -> str:
+    """running | completed | failed | killed | cancelled | timed_out | stopped | guard_failed"""
+    if info is None or not group_gone:
+        return "running"
+    if info.guard_failed:
+        return "guard_failed"
+    if info.killed_by:
+        return TERMINAL_BY_REASON.get(info.killed_by, "killed")
+    if info.returncode is None:
+        return "killed"
+    return "completed" if info.returncode == 0 else "failed"
+
+
+def exit_text(info: ExitInfo | None) -> str:
+    if info is None:
+        return "still running"
+    if info.guard_diagnostic:
+        return f"exit {info.returncode} (the guard's: {info.guard_diagnostic})"
+    if info.returncode is None:
+        s = f"killed by signal {info.signal}"
+    else:
+        s = f"exit {info.returncode}"
+    if info.killed_by:
+        s += f", stopped ({info.killed_by})"
+    if not info.settled:
+        s += ", status not settled: it proves nothing"
+    return s
+
+
+def fmt_s(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    m, s = divmod(int(seconds), 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
