@@ -457,16 +457,16 @@ async def test_failure_after_the_first_write_is_uncertain_and_names_changed_path
     (z.root / "a.txt").write_text("a\n")
     (z.root / "b.txt").write_text("b\n")
     await z.read("a.txt", "b.txt")
-    real = applier.atomic_write
+    real = applier.safefs.atomic_write
     calls = {"n": 0}
 
-    def flaky(path: Path, data: bytes, mode: int | None) -> None:
+    def flaky(where: Any, data: bytes, mode: int | None) -> None:
         calls["n"] += 1
         if calls["n"] == 2:
             raise OSError(28, "No space left on device")
-        real(path, data, mode)
+        real(where, data, mode)
 
-    monkeypatch.setattr(applier, "atomic_write", flaky)
+    monkeypatch.setattr(applier.safefs, "atomic_write", flaky)
     r = await z.patch(P("*** Update File: a.txt", "@@", "-a", "+A", "*** Update File: b.txt", "@@", "-b", "+B"))
     assert r["outcome"] == "uncertain", r["text"]
     assert r["metadata"]["observedChanged"] == ["a.txt"]

@@ -130,3 +130,21 @@ CHORD_BUDGET_RESERVE_LINES = 8
 # its strings plus a few bytes per value.
 CALL_MAX_DEPTH = 64
 CALL_MAX_BYTES = 32 << 20
+
+# -- Issue 10: safe paths and bounded reads ----------------------------------------------------
+# A path component holds at most 255 bytes (NAME_MAX of Linux, macOS and Windows filesystems);
+# a longer one is invalid arguments naming the field, not an I/O failure inside the tool.
+PATH_NAME_MAX_BYTES = 255
+# A whole model-given path holds at most 4095 bytes (PATH_MAX less the terminating NUL).
+PATH_MAX_BYTES = 4_095
+# Files are read in chunks of this size: a read streams, hashing as it goes, and holds only the
+# window it returns.
+FILE_READ_CHUNK = 1024 * 1024
+# read scans a regular file up to this size on the event loop (a few syscalls and one chunk); a
+# larger one, a directory listing and every mutation's I/O run in a worker thread.
+READ_INLINE_MAX_BYTES = 256 * 1024
+# read holds at most this much of one line of the window; a longer line is shown up to it and
+# says how long it really is (the rest stays in the file, reachable with grep or shell).
+READ_LINE_HOLD_BYTES = 1024 * 1024
+# view_image decodes a source file of at most this many bytes (it holds the file to decode it).
+IMAGE_MAX_SOURCE_BYTES = 64 * 1024 * 1024

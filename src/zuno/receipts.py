@@ -76,16 +76,23 @@ def receipt_key(ctx: ToolContext, path: Path) -> str:
     return str(path)
 
 
-def record_read(ctx: ToolContext, path: Path, data: bytes) -> int:
+def record_read(ctx: ToolContext, path: Path, data: bytes, st: os.stat_result | None = None) -> int:
     """Record a read receipt for the exact bytes this session saw; returns the generation."""
-    try:
-        st = os.stat(path)
-        mtime_ns, size = st.st_mtime_ns, st.st_size
-    except OSError:
-        mtime_ns, size = 0, len(data)
-    return ctx.store.put_read_receipt(
-        ctx.session_id, receipt_key(ctx, path), sha256_hex(data), size, mtime_ns, ctx.call_seq
-    )
+    return record_seen(ctx, path, sha256_hex(data), len(data), st)
+
+
+def record_seen(
+    ctx: ToolContext, path: Path, digest: str, size: int, st: os.stat_result | None = None
+) -> int:
+    """Record a read receipt from a digest made while streaming (the bytes were never held).
+    ``st`` is the status of the descriptor that was read; without it the name is looked up."""
+    if st is None:
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except OSError:
+            st = None
+    mtime_ns = st.st_mtime_ns if st is not None else 0
+    return ctx.store.put_read_receipt(ctx.session_id, receipt_key(ctx, path), digest, size, mtime_ns, ctx.call_seq)
 
 
 def read_call(shown: str, offset: int | None = None) -> dict[str, Any]:
@@ -98,9 +105,13 @@ def read_call(shown: str, offset: int | None = None) -> dict[str, Any]:
 
 def check_fresh(ctx: ToolContext, path: Path, current: bytes, operation_digest: str) -> Conflict | None:
     """ReadRequired when this session never read the file; StaleRead when it changed since."""
+    return check_fresh_digest(ctx, path, sha256_hex(current), operation_digest)
+
+
+def check_fresh_digest(ctx: ToolContext, path: Path, current_digest: str, operation_digest: str) -> Conflict | None:
+    """check_fresh from the SHA-256 of the current bytes (streamed; the bytes need not be held)."""
     receipt = ctx.store.read_receipt(ctx.session_id, receipt_key(ctx, path))
     shown = ctx.workspace.display(path)
-    current_digest = sha256_hex(current)
     if receipt is None:
         return Conflict(
             "ReadRequired",

@@ -23,13 +23,26 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo, create_model, field_
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
-from zuno.declarations import BlockKind, Concurrency, Declarations, Effect, Outcome, Replay
+from zuno.declarations import Concurrency, Declarations, Effect, Outcome, Replay
+from zuno.errors import Refused, TransientError
 
 if TYPE_CHECKING:
     from zuno.config import Config
     from zuno.store import Store
     from zuno.workspace import Workspace
 
+
+__all__ = [
+    "FunctionTool",
+    "Refused",
+    "Services",
+    "Tool",
+    "ToolArgs",
+    "ToolContext",
+    "ToolOutput",
+    "TransientError",
+    "tool",
+]
 
 _T = TypeVar("_T")
 
@@ -166,22 +179,6 @@ class ToolOutput:
         if self.raw is None and self.raw_path is not None:
             return self.raw_path.read_bytes()
         return self.raw if self.raw is not None else self.text.encode("utf-8", "surrogateescape")
-
-
-class Refused(Exception):
-    """Raised by a tool for a call that must not run (nothing happened): the call settles as
-    ``blocked`` with the given kind, and a dispatch-blocked event is recorded first."""
-
-    def __init__(self, kind: BlockKind, message: str, **metadata: Any) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.metadata = metadata
-
-
-class TransientError(Exception):
-    """Raised by a tool whose failure may pass. Only a call whose replay is Safe is attempted
-    again (after a backoff, a bounded number of times); a Never call settles as ``error``."""
 
 
 @dataclass(slots=True)

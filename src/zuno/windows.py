@@ -85,17 +85,24 @@ def read_window(
 ) -> Window:
     """Read one window of a file. Without a cursor: from byte 0, or (``from_end``) the newest
     window ending at ``total``."""
-    lim = clamp_limit(limit)
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size if total is None else total
-        aligned_start = False
-        if cursor is None:
-            start = max(0, size - lim) if from_end else 0
-            aligned_start = from_end and start > 0
-        else:
-            start = min(max(0, cursor), size)
-        f.seek(start)
-        data = f.read(min(lim, size - start))
+        return read_window_fd(f.fileno(), cursor, limit, from_end=from_end, total=total)
+
+
+def read_window_fd(
+    fd: int, cursor: int | None, limit: int | None, *, from_end: bool = False, total: int | None = None
+) -> Window:
+    """read_window over an open descriptor (one opened without following links, say): only the
+    window's bytes are read, at their offset."""
+    lim = clamp_limit(limit)
+    size = os.fstat(fd).st_size if total is None else total
+    aligned_start = False
+    if cursor is None:
+        start = max(0, size - lim) if from_end else 0
+        aligned_start = from_end and start > 0
+    else:
+        start = min(max(0, cursor), size)
+    data = os.pread(fd, min(lim, size - start), start) if size > start else b""
     if aligned_start:
         skip = _skip_continuations(data)
         start += skip

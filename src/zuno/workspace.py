@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import os
 import stat
 from pathlib import Path
 from types import TracebackType
 
+from zuno import limits, safefs
 from zuno.declarations import BlockKind
-from zuno.tool import Refused
+from zuno.errors import Refused
 
 STATE_DIR = ".zuno"
 _STATE_GITIGNORE = "# Zuno's durable state: never committed.\n*\n"
@@ -79,9 +81,15 @@ class Workspace:
     def ensure_state_dir(self) -> Path:
         d = self.state_dir
         d.mkdir(parents=True, exist_ok=True)
-        gi = d / ".gitignore"
-        if not gi.exists():
-            gi.write_text(_STATE_GITIGNORE)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:  # never through a link planted in its place
+            fd = os.open(d / ".gitignore", flags, 0o644)
+        except FileExistsError:
+            return d
+        try:
+            os.write(fd, _STATE_GITIGNORE.encode())
+        finally:
+            os.close(fd)
         return d
 
     def roots(self) -> list[Path]:
@@ -92,15 +100,17 @@ class Workspace:
 
     def resolve(self, raw: str, *, field: str = "path") -> Path:
         """Resolve a model-given path (relative to the root, or absolute) and refuse one outside
-        the workspace and the granted directories. Symlinks are resolved before the check."""
+        the workspace and the granted directories. Symlinks are resolved before the check, once:
+        every later open goes through ``safefs`` on the resolved path and follows no link again."""
         if not isinstance(raw, str) or raw == "":
             raise Refused(BlockKind.invalid_arguments, f"argument '{field}': give a non-empty path.")
         if "\x00" in raw:
             raise Refused(BlockKind.invalid_arguments, f"argument '{field}': a path cannot contain a NUL byte.")
+        check_name_lengths(raw, field)
         p = Path(os.path.expanduser(raw))
         resolved = self._below_root(p) if not p.is_absolute() else None
         if resolved is None:
-            resolved = Path(os.path.realpath(p if p.is_absolute() else self.root / p))
+            resolved = _realpath(p if p.is_absolute() else self.root / p, raw, field)
         if not self.is_inside(resolved):
             raise Refused(
                 BlockKind.denied,
@@ -109,6 +119,15 @@ class Workspace:
                 + ". Use a path inside it, or grant the directory in the config (workspace.granted_dirs).",
             )
         return resolved
+
+    def target(self, resolved: Path, *, field: str = "path") -> safefs.Target:
+        """The no-follow handle of a resolved path: components below the deepest root holding it."""
+        return safefs.target(self.roots(), resolved, field)
+
+    def locate(self, raw: str, *, field: str = "path") -> tuple[Path, safefs.Target]:
+        """resolve() and target() in one: the real path, and how to open it without following links."""
+        resolved = self.resolve(raw, field=field)
+        return resolved, self.target(resolved, field=field)
 
     def _below_root(self, rel: Path) -> Path | None:
         """The common case, fast: a relative path with no '..' whose components below the (already
@@ -139,3 +158,53 @@ class Workspace:
             return str(p.relative_to(self.root))
         except ValueError:
             return str(p)
+
+
+def check_name_lengths(raw: str, field: str) -> None:
+    """A component over NAME_MAX or a path over PATH_MAX is invalid arguments naming the field."""
+    try:
+        whole = os.fsencode(raw)
+    except UnicodeEncodeError:
+        raise Refused(
+            BlockKind.invalid_arguments,
+            f"argument '{field}': the path holds a lone surrogate, which no name can carry.",
+        ) from None
+    if len(whole) > limits.PATH_MAX_BYTES:
+        raise Refused(
+            BlockKind.invalid_arguments,
+            f"argument '{field}': the path is {len(whole)} bytes; a path holds at most {limits.PATH_MAX_BYTES} bytes.",
+        )
+    for part in whole.split(b"/"):
+        if len(part) > limits.PATH_NAME_MAX_BYTES:
+            name = os.fsdecode(part)
+            raise Refused(
+                BlockKind.invalid_arguments,
+                f"argument '{field}': the name {name[:40]!r}... is {len(part)} bytes; a file or directory name holds "
+                f"at most {limits.PATH_NAME_MAX_BYTES} bytes. Use a shorter name.",
+            )
+
+
+def _realpath(joined: Path, raw: str, field: str) -> Path:
+    """os.path.realpath, tolerant of a link swapped while it runs (readlink of a name that stopped
+    being a link raises): tried again a few times, then refused. A link loop is invalid arguments."""
+    for _ in range(8):
+        try:
+            return Path(os.path.realpath(joined, strict=True))
+        except FileNotFoundError:
+            try:
+                return Path(os.path.realpath(joined))
+            except OSError:
+                continue
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise Refused(
+                    BlockKind.invalid_arguments,
+                    f"argument '{field}': {raw!r} goes through a symbolic link loop (a link that points back to "
+                    "itself); it names no file. Name the real path.",
+                ) from None
+            continue
+    raise Refused(
+        BlockKind.denied,
+        f"argument '{field}': {raw!r} kept changing while it was resolved (a symbolic link swapped in and out); "
+        "nothing was done. Try again when it holds still.",
+    )

@@ -16,17 +16,18 @@ import hashlib
 import json
 import os
 import re
-from pathlib import Path
+import stat
 from typing import Any, Literal
 
 from pydantic import Field
 
+from zuno import limits, safefs
 from zuno.declarations import READ_ONLY_PARALLEL, BlockKind, Declarations
-from zuno.fsutil import atomic_write
 from zuno.output import ARTIFACTS_DIR
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
-from zuno.windows import read_window
+from zuno.tools.file_scan import in_thread
+from zuno.windows import Window, read_window_fd
 from zuno.workspace import STATE_DIR
 
 RESULTS_DIR = "results"
@@ -39,15 +40,17 @@ _SEGMENT_BAD = re.compile(r'[\x00-\x1f\x7f<>:"|?*\\]')
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-def session_dir(ctx: ToolContext) -> Path:
+def session_dir(ctx: ToolContext) -> safefs.Target:
+    """The session's artifact folder, made (and later opened) without following a link."""
     if not _SESSION_ID.match(ctx.session_id) or ".." in ctx.session_id:
         raise Refused(
             BlockKind.unavailable,
             f"session id {ctx.session_id!r} cannot name an artifact folder; use letters, digits, '.', '_' or '-'.",
         )
-    d = ctx.workspace.ensure_state_dir() / ARTIFACTS_DIR / ctx.session_id
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    base = safefs.Target(ctx.workspace.root, (STATE_DIR, ARTIFACTS_DIR, ctx.session_id), "filename")
+    safefs.mkdirs(base)
+    ctx.workspace.ensure_state_dir()
+    return base
 
 
 def session_relative(raw: str, field: str) -> str:
@@ -68,20 +71,22 @@ def session_relative(raw: str, field: str) -> str:
     return "/".join(parts)
 
 
-def _no_symlinks(base: Path, rel: str) -> Path:
-    p = base
-    for seg in rel.split("/"):
-        p = p / seg
-        if p.is_symlink():
-            raise Refused(BlockKind.denied, f"artifact path {rel!r} passes through a symbolic link; refused.")
-    return p
+def _below(base: safefs.Target, rel: str, field: str) -> safefs.Target:
+    return safefs.Target(base.root, (*base.parts, *rel.split("/")), field)
 
 
-def _append(target: Path, data: bytes) -> None:
-    with open(target, "ab") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+def _digest(where: safefs.Target) -> tuple[int, str]:
+    """Size and SHA-256 of the whole file, streamed."""
+    fd = safefs.open_regular(where)
+    try:
+        h = hashlib.sha256()
+        size = 0
+        while chunk := os.read(fd, limits.FILE_READ_CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+        return size, h.hexdigest()
+    finally:
+        os.close(fd)
 
 
 class SaveArtifactArgs(ToolArgs):
@@ -143,8 +148,8 @@ class SaveArtifactTool(Tool):
             data = content.encode("utf-8")
         except UnicodeEncodeError:
             raise Refused(BlockKind.invalid_arguments, "argument 'content' holds a lone surrogate.") from None
-        base = session_dir(ctx)
-        target = _no_symlinks(base, rel)
+        where = _below(session_dir(ctx), rel, "filename")
+        target = where.path
         shown = ctx.workspace.display(target)
         async with ctx.workspace.mutation_lock:
             known = ctx.store.artifact(shown)
@@ -154,27 +159,33 @@ class SaveArtifactTool(Tool):
                     f"{rel} is an artifact the runtime saved ({known['kind']}); it is read-only. "
                     "Pick another filename.",
                 )
-            exists = target.exists()
-            if exists and not target.is_file():
-                return ToolOutput.failure(f"{rel} exists and is not a file; nothing was written.")
+            st = await in_thread(lambda _stop: safefs.lstat(where))
+            exists = st is not None
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                return ToolOutput.failure(f"{rel} exists and is {safefs.kind_of(st.st_mode)}; nothing was written.")
             if mode == "create" and exists:
                 return ToolOutput.failure(
                     f"artifact {rel} already exists; nothing was written. Use mode 'append' or 'overwrite', "
                     "or another filename."
                 )
-            if mode == "append" and exists:
-                _append(target, data)
-            else:
-                atomic_write(target, data, None)
-            saved = ctx.store  # record size/digest of the whole file
-            whole = target.read_bytes()
-            digest = hashlib.sha256(whole).hexdigest()
-            saved.record_artifact(ctx.session_id, ctx.call_seq, shown, SESSION_ARTIFACT, len(whole), digest)
+
+            def save(_stop: object) -> tuple[int, str]:
+                if mode == "append" and exists:
+                    safefs.append(where, data)
+                else:
+                    safefs.atomic_write(where, data, None)
+                return _digest(where)  # size and digest of the whole file
+
+            try:
+                total, digest = await in_thread(save)
+            except NotADirectoryError as e:
+                return ToolOutput.failure(f"{rel}: {e.filename} is a file, not a folder; nothing was written.")
+            ctx.store.record_artifact(ctx.session_id, ctx.call_seq, shown, SESSION_ARTIFACT, total, digest)
         verb = {"create": "Created", "overwrite": "Wrote", "append": "Appended to"}[mode]
         return ToolOutput(
-            text=f"{verb} artifact {rel} ({len(data)} bytes written; {len(whole)} bytes total).",
+            text=f"{verb} artifact {rel} ({len(data)} bytes written; {total} bytes total).",
             metadata={
-                "artifact": {"rel_path": rel, "path": shown, "size_bytes": len(whole), "sha256": digest, "mode": mode},
+                "artifact": {"rel_path": rel, "path": shown, "size_bytes": total, "sha256": digest, "mode": mode},
                 "outputPaths": [shown],
             },
         )
@@ -193,11 +204,12 @@ class SaveArtifactTool(Tool):
             raise Refused(BlockKind.invalid_arguments, f"argument 'result' is not storable JSON ({e}).") from None
         digest = hashlib.sha256(data).hexdigest()
         rel = f"{RESULTS_DIR}/{digest}.json"
-        target = _no_symlinks(session_dir(ctx), rel)
-        shown = ctx.workspace.display(target)
-        existed = target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == digest
+        where = _below(session_dir(ctx), rel, "result")
+        shown = ctx.workspace.display(where.path)
+        st = safefs.lstat(where)
+        existed = st is not None and stat.S_ISREG(st.st_mode) and _digest(where)[1] == digest
         if not existed:
-            atomic_write(target, data, 0o444)
+            safefs.atomic_write(where, data, 0o444)
         ctx.store.record_artifact(ctx.session_id, ctx.call_seq, shown, RESULT_ARTIFACT, len(data), digest)
         ref = {
             "id": f"res_{digest[:24]}",
@@ -234,15 +246,26 @@ class ReadArtifactTool(Tool):
         raw = raw.removeprefix(f"{STATE_DIR}/{ARTIFACTS_DIR}/{ctx.session_id}/")
         rel = session_relative(raw, "path")
         base = session_dir(ctx)
-        target = _no_symlinks(base, rel)
-        if not target.is_file():
-            names = sorted(str(p.relative_to(base)) for p in base.rglob("*") if p.is_file())[:20]
+        where = _below(base, rel, "path")
+        target = where.path
+
+        def window(_stop: object) -> Window:
+            fd = safefs.open_regular(where)  # no link followed, no FIFO waited on
+            try:
+                return read_window_fd(fd, args.cursor, args.limit)
+            finally:
+                os.close(fd)
+
+        try:
+            w = await in_thread(window)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            names = sorted(str(p.relative_to(base.path)) for p in base.path.rglob("*") if p.is_file())[:20]
             return ToolOutput.failure(
                 f"no session artifact {rel!r}."
                 + (f" This session has: {', '.join(names)}." if names else " This session has no artifacts yet.")
             )
-        try:
-            w = read_window(target, args.cursor, args.limit)
+        except safefs.NotRegular as e:
+            return ToolOutput.failure(f"artifact {rel} is {e.what}, not a file; nothing was read.")
         except OSError as e:
             return ToolOutput.failure(f"artifact {rel} cannot be read ({e.strerror}).")
         head = f"[artifact {rel}: bytes {w.window_from}-{w.cursor} of {w.total}]"

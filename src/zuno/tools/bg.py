@@ -19,6 +19,7 @@ already bounded).
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,13 +27,13 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from zuno import limits
+from zuno import limits, safefs
 from zuno.declarations import READ_ONLY_PARALLEL, BlockKind, Effect
 from zuno.jobs import Job, JobManager, exit_text, fmt_s
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.quote import quote
-from zuno.windows import Window, read_window
+from zuno.windows import Window, read_window, read_window_fd
 
 
 class BgArgs(ToolArgs):
@@ -244,7 +245,7 @@ class BgTool(Tool):
                 BlockKind.invalid_arguments,
                 "argument 'outputPath' is required for action \"artifact\": pass the path the notice named.",
             )
-        path = ctx.workspace.resolve(args.outputPath, field="outputPath")
+        path, where = ctx.workspace.locate(args.outputPath, field="outputPath")
         shown = ctx.workspace.display(path)
         if ctx.store.artifact(shown) is None:
             raise Refused(
@@ -253,7 +254,7 @@ class BgTool(Tool):
                 "Use the outputPath from a withheld-output notice (metadata.withheldOutput.outputPath).",
             )
         try:
-            w = read_window(path, args.cursor, args.limit)
+            w = await asyncio.to_thread(_artifact_window, where, args.cursor, args.limit)
         except OSError as e:
             return ToolOutput.failure(f"artifact {shown} cannot be read ({e.strerror}); it may have been removed.")
         head = (
@@ -265,6 +266,15 @@ class BgTool(Tool):
         return ToolOutput(
             text=w.text(), head=head, raw=w.data, bounded=True, metadata={"outputPath": shown, **w.facts()}
         )
+
+
+def _artifact_window(where: safefs.Target, cursor: int | None, limit: int | None) -> Window:
+    """One window of a saved artifact, opened without following a link or waiting on a FIFO."""
+    fd = safefs.open_regular(where)
+    try:
+        return read_window_fd(fd, cursor, limit)
+    finally:
+        os.close(fd)
 
 
 def register(registry: Registry) -> None:

@@ -15,11 +15,12 @@ import stat
 
 from pydantic import Field
 
+from zuno import safefs
 from zuno.declarations import BlockKind, Declarations
-from zuno.fsutil import atomic_write
-from zuno.receipts import Conflict, check_fresh, read_call, record_read, sha256_hex
+from zuno.receipts import Conflict, check_fresh, check_fresh_digest, read_call, record_read, sha256_hex
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
+from zuno.tools.file_scan import digest_current, in_thread, not_a_file, read_current
 from zuno.tools.patch import textfile
 from zuno.tools.patch.applier import ABSENT, in_state_dir, remember, replay_conflict
 from zuno.tools.patch.grammar import digest
@@ -51,7 +52,7 @@ class EditTool(Tool):
     declarations = Declarations()
 
     async def run(self, ctx: ToolContext, args: EditArgs) -> ToolOutput:
-        path = ctx.workspace.resolve(args.path)
+        path, where = ctx.workspace.locate(args.path)
         shown = ctx.workspace.display(path)
         _refuse_state(ctx, path, shown)
         old = args.old_string.replace("\r\n", "\n")
@@ -71,13 +72,14 @@ class EditTool(Tool):
             )
         op_digest = digest({"kind": "edit", "path": str(path), "old": old, "new": new, "all": args.replace_all})
         async with ctx.workspace.mutation_lock:
-            if not path.exists():
+            try:
+                current, st = await in_thread(lambda _stop: read_current(where))
+            except OSError as e:
+                return ToolOutput.failure(not_a_file(shown, e, "edit changes files only"))
+            if current is None or st is None:
                 return ToolOutput.failure(
                     f"{shown}: no such file. edit changes an existing file; use write to create one."
                 )
-            if not path.is_file():
-                return ToolOutput.failure(f"{shown} is not a regular file; edit changes files only.")
-            current = path.read_bytes()
             cur_digest = sha256_hex(current)
             conflict = replay_conflict(ctx, path, op_digest, cur_digest) or check_fresh(ctx, path, current, op_digest)
             if conflict is not None:
@@ -102,11 +104,14 @@ class EditTool(Tool):
             replaced = count if args.replace_all else 1
             out = logical.replace(old, new) if args.replace_all else logical.replace(old, new, 1)
             data = _relay(out, logical, old, new, terms, tf, args.replace_all)
-            mode = stat.S_IMODE(path.stat().st_mode)
+            mode = stat.S_IMODE(st.st_mode)
             try:
-                atomic_write(path, data, mode)
+                await in_thread(lambda _stop: safefs.atomic_write(where, data, mode))
             except OSError as e:
-                after = path.read_bytes() if path.exists() else None
+                try:
+                    after, _ = await in_thread(lambda _stop: read_current(where))
+                except OSError:
+                    after = None
                 if after == current:
                     return ToolOutput.failure(f"{shown}: the write failed ({e.strerror}); the file is unchanged.")
                 return ToolOutput.uncertain(
@@ -175,7 +180,7 @@ class DeleteTool(Tool):
 
     async def run(self, ctx: ToolContext, args: DeleteArgs) -> ToolOutput:
         path_raw = ctx.workspace.root / args.path if not os.path.isabs(args.path) else None
-        path = ctx.workspace.resolve(args.path)
+        path, where = ctx.workspace.locate(args.path)
         shown = ctx.workspace.display(path)
         _refuse_state(ctx, path, shown)
         if path_raw is not None and path_raw.is_symlink():
@@ -184,31 +189,33 @@ class DeleteTool(Tool):
             )
         op_digest = digest({"kind": "delete", "path": str(path)})
         async with ctx.workspace.mutation_lock:
-            if not path.exists():
+            try:
+                current = await in_thread(lambda _stop: digest_current(where))
+            except OSError as e:
+                return ToolOutput.failure(not_a_file(shown, e, "delete removes files only; nothing was deleted"))
+            if current is None:
                 conflict = replay_conflict(ctx, path, op_digest, ABSENT)
                 if conflict is not None:
                     return conflict.to_output()
                 return ToolOutput.failure(f"{shown}: no such file; nothing was deleted.")
-            if not path.is_file():
-                return ToolOutput.failure(f"{shown} is not a regular file; delete removes files only.")
-            current = path.read_bytes()
-            conflict = check_fresh(ctx, path, current, op_digest)
+            cur_digest, size, _st = current
+            conflict = check_fresh_digest(ctx, path, cur_digest, op_digest)
             if conflict is not None:
                 return conflict.to_output()
             try:
-                os.unlink(path)
+                await in_thread(lambda _stop: safefs.unlink(where))
             except OSError as e:
                 return ToolOutput.failure(f"{shown}: cannot be deleted ({e.strerror}); it is unchanged.")
             ctx.store.drop_read_receipt(ctx.session_id, str(path))
-            remember(ctx, path, op_digest, sha256_hex(current), "before", "applied", self.name)
+            remember(ctx, path, op_digest, cur_digest, "before", "applied", self.name)
             remember(ctx, path, op_digest, ABSENT, "after", "applied", self.name)
         return ToolOutput(
-            text=f"Deleted {shown} ({len(current)} bytes).",
+            text=f"Deleted {shown} ({size} bytes).",
             metadata={
                 "writtenPaths": [],
                 "deletedPaths": [shown],
-                "bytes": len(current),
-                "sha256": sha256_hex(current),
+                "bytes": size,
+                "sha256": cur_digest,
             },
         )
 

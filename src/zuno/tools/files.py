@@ -8,19 +8,25 @@ in its current state; otherwise it is a typed conflict and nothing is written.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import stat
+import threading
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from zuno import limits
+from zuno import limits, safefs
 from zuno.declarations import READ_ONLY_PARALLEL, BlockKind, Declarations
-from zuno.fsutil import atomic_write
-from zuno.receipts import check_fresh, record_read, sha256_hex
+from zuno.receipts import check_fresh_digest, record_read, record_seen, sha256_hex
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
+from zuno.tools.file_scan import Scan, digest_current, image_format, in_thread, not_a_file, scan_window
 from zuno.workspace import STATE_DIR
+
+if TYPE_CHECKING:
+    from zuno.config import Config
 
 
 def _suggest(p: Path) -> str:
@@ -51,76 +57,97 @@ class ReadTool(Tool):
     declarations = READ_ONLY_PARALLEL
 
     async def run(self, ctx: ToolContext, args: ReadArgs) -> ToolOutput:
-        path = ctx.workspace.resolve(args.path)
+        path, where = ctx.workspace.locate(args.path)
         shown = ctx.workspace.display(path)
-        if not path.exists():
-            return ToolOutput.failure(f"{shown}: no such file or directory.{_suggest(path)}")
-        if path.is_dir():
-            return self._list(ctx, path, shown, args)
-        try:
-            data = path.read_bytes()
-        except OSError as e:
-            return ToolOutput.failure(f"{shown}: cannot be read ({e.strerror}).")
-        record_read(ctx, path, data)
-        if b"\x00" in data[: limits.READ_BINARY_SNIFF_BYTES]:
-            return ToolOutput.failure(
-                f"{shown} is a binary file ({len(data)} bytes); read shows text only. "
-                "Inspect it with a tool meant for its format."
-            )
-        if not data:
-            return ToolOutput(text=f"({shown} is empty)", metadata={"path": shown, "lines": 0, "bytes": 0})
-        lines = data.split(b"\n")
-        if data.endswith(b"\n"):
-            lines.pop()
-        total = len(lines)
         start = args.offset or 1
-        if start > total:
-            return ToolOutput.failure(f"offset {start} is past the end of {shown} ({total} lines).")
         want = args.limit or limits.READ_DEFAULT_LIMIT_LINES
         budget = ctx.config.tool_output.max_bytes - 200
-        out: list[str] = []
-        used = 0
-        end = start - 1
+
+        def work(stop: threading.Event) -> tuple[str, Any]:
+            st = safefs.lstat(where)
+            if st is None:
+                return "missing", None
+            if stat.S_ISDIR(st.st_mode):
+                return "dir", safefs.listdir(where)
+            fd = safefs.open_regular(where)  # no link followed, no FIFO waited on; the descriptor is checked
+            try:
+                return "file", (scan_window(fd, start, want, budget, stop), os.fstat(fd))
+            finally:
+                os.close(fd)
+
+        def small_inline() -> tuple[str, Any] | None:
+            """A small regular file is scanned on the loop (a few syscalls, no thread hop); anything
+            else — missing, a directory, a large file — goes to the worker thread."""
+            try:
+                fd = safefs.open_regular(where)
+            except OSError:  # missing, a directory, a FIFO...: the thread path says which
+                return None
+            try:
+                fst = os.fstat(fd)
+                if fst.st_size > limits.READ_INLINE_MAX_BYTES:
+                    return None
+                return "file", (scan_window(fd, start, want, budget, _NEVER), fst)
+            finally:
+                os.close(fd)
+
+        try:
+            found = small_inline()
+            kind, value = found if found is not None else await in_thread(work)
+        except FileNotFoundError:
+            kind, value = "missing", None
+        except safefs.NotRegular as e:
+            return ToolOutput.failure(
+                f"{shown} is {e.what}, not a regular file; read shows regular files and lists directories only. "
+                "Nothing was read."
+            )
+        except IsADirectoryError:
+            return ToolOutput.failure(f"{shown} became a directory while it was read; read it again to list it.")
+        except OSError as e:
+            return ToolOutput.failure(f"{shown}: cannot be read ({e.strerror}).")
+        if kind == "missing":
+            return ToolOutput.failure(f"{shown}: no such file or directory.{_suggest(path)}")
+        if kind == "dir":
+            return self._list(value, shown, args)
+        scan, st = value
+        record_seen(ctx, path, scan.sha256, scan.size, st)
+        if b"\x00" in scan.head:
+            return ToolOutput.failure(_binary_message(ctx, shown, scan))
+        if not scan.size:
+            return ToolOutput(text=f"({shown} is empty)", metadata={"path": shown, "lines": 0, "bytes": 0})
+        total = scan.lines
+        if start > total:
+            return ToolOutput.failure(f"offset {start} is past the end of {shown} ({total} lines).")
         width = len(str(min(total, start + want - 1)))
-        for i in range(start - 1, min(total, start - 1 + want)):
-            text = lines[i].decode("utf-8", "replace").rstrip("\r")
-            row = f"{i + 1:>{width}}\t{text}"
-            if out and used + len(row.encode()) + 1 > budget:
-                break
-            out.append(row)
-            used += len(row.encode()) + 1
-            end = i + 1
+        out = []
+        for row in scan.rows:
+            text = row.text
+            if row.cut:
+                text += (
+                    f" [... line {row.number} is {row.length} bytes; read holds its first "
+                    f"{limits.READ_LINE_HOLD_BYTES}. Read the rest with grep or shell.]"
+                )
+            out.append(f"{row.number:>{width}}\t{text}")
+        end = scan.rows[-1].number if scan.rows else start - 1
         if end < total:
             footer = f"(lines {start}-{end} of {total}; continue with offset={end + 1})"
         else:
             footer = f"(end of file: {total} lines)" if start > 1 or args.limit else ""
-        body = "\n".join(out)
         return ToolOutput(
-            text=body,
+            text="\n".join(out),
             tail=footer,
             metadata={
                 "path": shown,
                 "lines": total,
-                "bytes": len(data),
+                "bytes": scan.size,
                 "from": start,
                 "to": end,
-                "sha256": sha256_hex(data),
+                "sha256": scan.sha256,
             },
         )
 
     @staticmethod
-    def _list(ctx: ToolContext, path: Path, shown: str, args: ReadArgs) -> ToolOutput:
-        try:
-            entries = sorted(os.scandir(path), key=lambda e: e.name)
-        except OSError as e:
-            return ToolOutput.failure(f"{shown}: the directory cannot be listed ({e.strerror}).")
-        names = []
-        for e in entries:
-            try:
-                is_dir = e.is_dir()
-            except OSError:
-                is_dir = False
-            names.append(e.name + ("/" if is_dir else ""))
+    def _list(entries: list[tuple[str, bool]], shown: str, args: ReadArgs) -> ToolOutput:
+        names = [name + ("/" if is_dir else "") for name, is_dir in entries]
         start = args.offset or 1
         want = args.limit or limits.READ_DEFAULT_LIMIT_LINES
         page = names[start - 1 : start - 1 + want]
@@ -129,6 +156,34 @@ class ReadTool(Tool):
             footer = f"({len(page)} of {len(names)} entries; continue with offset={start + len(page)})"
         head = f"{shown}/ ({len(names)} entries)" if shown != "." else f"./ ({len(names)} entries)"
         return ToolOutput(text="\n".join(page), head=head, tail=footer, metadata={"path": shown, "entries": len(names)})
+
+
+_NEVER = threading.Event()  # the stop signal of an inline scan, which nothing cancels midway
+
+
+def image_tool_on_surface(config: Config) -> bool:
+    """Whether view_image is on this configuration's surface (chord's default, unless switched off)."""
+    if config.profile != "chord" or config.tools.get("view_image") is False:
+        return False
+    return config.agent.tools is None or "view_image" in config.agent.tools
+
+
+def _binary_message(ctx: ToolContext, shown: str, scan: Scan) -> str:
+    fmt = image_format(scan.head)
+    if fmt is None:
+        return (
+            f"{shown} is a binary file ({scan.size} bytes); read shows text only. "
+            "Inspect it with a tool meant for its format."
+        )
+    if image_tool_on_surface(ctx.config):
+        return (
+            f"{shown} is an image ({fmt}, {scan.size} bytes), a binary file; read shows text only. "
+            f'Look at it with view_image {{"path": {json.dumps(shown)}}}.'
+        )
+    return (
+        f"{shown} is an image ({fmt}, {scan.size} bytes), a binary file; read shows text only, and no image "
+        "viewer is on this tool surface."
+    )
 
 
 class WriteArgs(ToolArgs):
@@ -146,7 +201,7 @@ class WriteTool(Tool):
     declarations = Declarations()  # SideEffecting, Never, Exclusive
 
     async def run(self, ctx: ToolContext, args: WriteArgs) -> ToolOutput:
-        path = ctx.workspace.resolve(args.path)
+        path, where = ctx.workspace.locate(args.path)
         shown = ctx.workspace.display(path)
         if path == ctx.workspace.state_dir or path.is_relative_to(ctx.workspace.state_dir):
             raise Refused(
@@ -155,17 +210,22 @@ class WriteTool(Tool):
         data = args.content.encode("utf-8", "surrogatepass")
         op_digest = sha256_hex(b"write\0" + str(path).encode() + b"\0" + data)
         async with ctx.workspace.mutation_lock:
-            existed = path.exists()
-            if existed and not path.is_file():
-                return ToolOutput.failure(f"{shown} exists and is not a regular file; write replaces files only.")
+            try:
+                current = await in_thread(lambda _stop: digest_current(where))
+            except OSError as e:
+                return ToolOutput.failure(not_a_file(shown, e, "write creates or replaces files only"))
+            existed = current is not None
             mode = None
-            if existed:
-                current = path.read_bytes()
-                conflict = check_fresh(ctx, path, current, op_digest)
+            if current is not None:
+                cur_digest, _size, st = current
+                conflict = check_fresh_digest(ctx, path, cur_digest, op_digest)
                 if conflict is not None:
                     return conflict.to_output()
-                mode = stat.S_IMODE(path.stat().st_mode)
-            atomic_write(path, data, mode)
+                mode = stat.S_IMODE(st.st_mode)
+            try:
+                await in_thread(lambda _stop: safefs.atomic_write(where, data, mode))
+            except OSError as e:
+                return ToolOutput.failure(not_a_file(shown, e, "nothing was written"))
             generation = record_read(ctx, path, data)
         verb = "Replaced" if existed else "Created"
         return ToolOutput(

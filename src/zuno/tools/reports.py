@@ -10,17 +10,15 @@ are refused, and so is a state folder reached through a symbolic link.
 from __future__ import annotations
 
 import hashlib
-import os
-import stat
 import unicodedata
-from pathlib import Path
 
 from pydantic import Field
 
-from zuno import limits
+from zuno import limits, safefs
 from zuno.declarations import BlockKind, Declarations
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
+from zuno.tools.file_scan import in_thread
 from zuno.workspace import STATE_DIR
 
 REPORTS_DIR = "reports"
@@ -105,21 +103,25 @@ class ReportWriteTool(Tool):
                 f"argument 'content' is {len(data)} bytes; a report holds at most {limits.REPORT_MAX_BYTES} bytes "
                 "(1 MiB). Split it into several reports.",
             )
-        directory = self._directory(ctx)
         filename = report_filename(args.name, ctx.session_id, ctx.call_id, ctx.call_seq)
-        target = directory / filename
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        where = safefs.Target(ctx.workspace.root, (STATE_DIR, REPORTS_DIR, filename), "name")
+        target = where.path
         try:
-            fd = os.open(target, flags, 0o644)
+            # .zuno/reports/ is made and opened without following a link: a symlinked ancestor is refused.
+            safefs.mkdirs(safefs.Target(where.root, where.parts[:-1], "name"))
+        except NotADirectoryError:
+            raise Refused(
+                BlockKind.denied,
+                f"{STATE_DIR}/{REPORTS_DIR} is not a directory; reports are published only into a real "
+                f"{STATE_DIR}/{REPORTS_DIR}/ folder of the workspace.",
+            ) from None
+        ctx.workspace.ensure_state_dir()
+        try:
+            await in_thread(lambda _stop: safefs.create_exclusive(where, data, 0o644, make_parents=False))
         except FileExistsError:
             return ToolOutput.failure(
                 f"{ctx.workspace.display(target)} already exists; a report is never overwritten. Nothing was written."
             )
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
         except OSError as e:
             return ToolOutput.uncertain(
                 f"writing the report {ctx.workspace.display(target)} failed after it began ({e.strerror}); "
@@ -134,29 +136,6 @@ class ReportWriteTool(Tool):
             text=f"Published report {shown} ({len(data)} bytes, sha256 {digest}).",
             metadata={"reportArtifact": receipt, "writtenPaths": [shown], "outputPaths": [shown]},
         )
-
-    @staticmethod
-    def _directory(ctx: ToolContext) -> Path:
-        """.zuno/reports/, refusing a symbolic link anywhere from the root down."""
-        root = ctx.workspace.root
-        state = ctx.workspace.state_dir
-        for d in (state, state / REPORTS_DIR):
-            try:
-                st = os.lstat(d)
-            except FileNotFoundError:
-                if d == state:
-                    ctx.workspace.ensure_state_dir()
-                else:
-                    os.mkdir(d, 0o755)
-                st = os.lstat(d)
-            if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-                raise Refused(
-                    BlockKind.denied,
-                    f"{d.relative_to(root)} is a symbolic link or not a directory; reports are published only into "
-                    f"a real {STATE_DIR}/{REPORTS_DIR}/ folder of the workspace.",
-                )
-        ctx.workspace.ensure_state_dir()
-        return state / REPORTS_DIR
 
 
 def register(registry: Registry) -> None:

@@ -18,11 +18,12 @@ from typing import Any
 
 from pydantic import Field
 
-from zuno import limits
+from zuno import limits, safefs
 from zuno.declarations import READ_ONLY_PARALLEL, BlockKind, Declarations, Effect
 from zuno.permissions import decide
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
+from zuno.tools.file_scan import in_thread
 
 ACCEPTED = {"PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF", "MPO"}
 _FTYP_REFUSED = {
@@ -77,7 +78,7 @@ class ViewImageTool(Tool):
     declarations = READ_ONLY_PARALLEL
 
     async def run(self, ctx: ToolContext, args: ViewImageArgs) -> ToolOutput:
-        path = ctx.workspace.resolve(args.path)
+        path, where = ctx.workspace.locate(args.path)
         shown = ctx.workspace.display(path)
         # Path permissions as read: a rule for read over this path applies here too.
         verdict = decide(
@@ -89,14 +90,23 @@ class ViewImageTool(Tool):
                 f"{shown}: the permission rules for read {verdict.action} this path ({verdict.reason}); "
                 "view_image follows them and cannot ask.",
             )
-        if not path.exists():
-            return ToolOutput.failure(f"{shown}: no such file.")
-        if not path.is_file():
-            return ToolOutput.failure(f"{shown} is not a file.")
         try:
-            data = path.read_bytes()
+            # Bounded, without following a link or waiting on a FIFO, off the event loop.
+            data = await in_thread(lambda _stop: safefs.read_bytes(where, limits.IMAGE_MAX_SOURCE_BYTES))
+        except (FileNotFoundError, NotADirectoryError):
+            return ToolOutput.failure(f"{shown}: no such file.")
+        except IsADirectoryError:
+            return ToolOutput.failure(f"{shown} is a directory, not an image file.")
+        except safefs.NotRegular as e:
+            return ToolOutput.failure(f"{shown} is {e.what}, not a regular file; view_image loads image files only.")
         except OSError as e:
             return ToolOutput.failure(f"{shown}: cannot be read ({e.strerror}).")
+        if len(data) > limits.IMAGE_MAX_SOURCE_BYTES:
+            raise Refused(
+                BlockKind.invalid_arguments,
+                f"argument 'path': {shown} is larger than {limits.IMAGE_MAX_SOURCE_BYTES} bytes, more than view_image "
+                "decodes; scale it down first (for example with an image tool through shell).",
+            )
         bad = refused_format(data, path.name)
         if bad is not None:
             raise Refused(
@@ -105,7 +115,7 @@ class ViewImageTool(Tool):
                 "Convert it to PNG or JPEG first.",
             )
         try:
-            image = normalise(data)
+            image = await in_thread(lambda _stop: normalise(data))
         except UnsupportedImage as e:
             raise Refused(BlockKind.invalid_arguments, f"argument 'path': {shown}: {e}") from None
         image["sourcePath"] = shown

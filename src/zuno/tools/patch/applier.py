@@ -21,11 +21,12 @@ from typing import Any
 
 from pydantic import Field
 
+from zuno import safefs
 from zuno.declarations import BlockKind, Declarations
-from zuno.fsutil import atomic_write
 from zuno.permissions import decide
 from zuno.receipts import Conflict, check_fresh, read_call, record_read, sha256_hex
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
+from zuno.tools.file_scan import in_thread, not_a_file, read_current
 from zuno.tools.patch import textfile
 from zuno.tools.patch.grammar import Chunk, FileOp, PatchSyntaxError, digest, first_path, parse
 from zuno.tools.patch.matcher import LEVEL_NAMES, Matcher
@@ -93,19 +94,16 @@ def replay_conflict(ctx: ToolContext, resource: Path, op_digest: str, current: s
 # -- writing -----------------------------------------------------------------------------------
 
 
-def remove_file(path: Path) -> None:
-    os.unlink(path)
-
-
 def in_state_dir(ctx: ToolContext, path: Path) -> bool:
     sd = ctx.workspace.state_dir
     return path == sd or path.is_relative_to(sd)
 
 
-def snapshot(path: Path) -> bytes | None:
+def snapshot(where: safefs.Target) -> bytes | None:
+    """What is there now, for telling what a failed write changed (None: nothing readable)."""
     try:
-        return path.read_bytes()
-    except OSError:
+        return read_current(where)[0]
+    except (OSError, Refused):
         return None
 
 
@@ -119,6 +117,9 @@ class Planned:
     source: Path
     dest: Path | None  # move destination
     op_digest: str
+    where: safefs.Target  # how source is opened (no link followed)
+    dest_where: safefs.Target | None = None
+    dest_before: bytes | None = None  # an existing move destination's bytes
     before: bytes | None = None
     before_digest: str = ABSENT
     after: bytes | None = None  # new content of (dest or source); None for a delete
@@ -129,6 +130,10 @@ class Planned:
     @property
     def target(self) -> Path:
         return self.dest or self.source
+
+    @property
+    def target_where(self) -> safefs.Target:
+        return self.dest_where or self.where
 
 
 class ApplyPatchArgs(ToolArgs):
@@ -166,10 +171,10 @@ class ApplyPatchTool(Tool):
         plans = self._resolve(ctx, ops)
         patch_digest = digest([p.op_digest for p in plans])
         async with ctx.workspace.mutation_lock:
-            conflicts, problems = self._preflight(ctx, plans)
+            conflicts, problems = await self._preflight(ctx, plans)
             if conflicts or problems:
                 return self._refuse(ctx, plans, conflicts, problems, patch_digest)
-            return self._write(ctx, plans, patch_digest)
+            return await self._write(ctx, plans, patch_digest)
 
     def _check_permissions(self, ctx: ToolContext, ops: list[FileOp]) -> None:
         """The dispatcher matched permission patterns against the first path only (the call's
@@ -226,25 +231,27 @@ class ApplyPatchTool(Tool):
                     )
                 seen[p] = n
             canonical = op.canonical(str(src), str(dest) if dest else None)
-            plans.append(Planned(op, n, src, dest, digest(canonical)))
+            where = ctx.workspace.target(src, field="patch")
+            dest_where = ctx.workspace.target(dest, field="patch") if dest is not None else None
+            plans.append(Planned(op, n, src, dest, digest(canonical), where, dest_where))
         return plans
 
     # -- pre-flight: every file validated, every new content computed -------------------------
 
-    def _preflight(self, ctx: ToolContext, plans: list[Planned]) -> tuple[list[Conflict], list[str]]:
+    async def _preflight(self, ctx: ToolContext, plans: list[Planned]) -> tuple[list[Conflict], list[str]]:
         conflicts: list[Conflict] = []
         problems: list[str] = []
         for plan in plans:
             op, src = plan.op, plan.source
             shown = ctx.workspace.display(src)
             where = f"operation {plan.index} (line {op.line})"
-            exists = os.path.lexists(src)
-            if exists and not src.is_file():
-                problems.append(f"{where}: {shown} is not a regular file; apply_patch changes files only.")
-                continue
-            current = snapshot(src) if exists else None
-            if exists and current is None:
-                problems.append(f"{where}: {shown} cannot be read.")
+            parent_is_file = False
+            try:
+                current, st = await in_thread(lambda _stop, t=plan.where: read_current(t))
+            except NotADirectoryError:
+                current, st, parent_is_file = None, None, True
+            except OSError as e:
+                problems.append(f"{where}: " + not_a_file(shown, e, "apply_patch changes files only"))
                 continue
             plan.before = current
             cur_digest = sha256_hex(current) if current is not None else ABSENT
@@ -259,12 +266,12 @@ class ApplyPatchTool(Tool):
                     if c is not None:
                         conflicts.append(_explain_add(c))
                         continue
-                    plan.mode = stat.S_IMODE(src.stat().st_mode)
+                    plan.mode = stat.S_IMODE(st.st_mode) if st is not None else None
                     tf = textfile.decode(current)
                     bom, style = tf.bom, tf.style
                 else:
                     bom, style = False, textfile.LF
-                    if not self._parent_ok(src):
+                    if parent_is_file:
                         problems.append(f"{where}: a parent of {shown} exists and is not a directory.")
                         continue
                 lines = op.add_lines
@@ -287,17 +294,23 @@ class ApplyPatchTool(Tool):
             if c is not None:
                 conflicts.append(c)
                 continue
-            plan.mode = stat.S_IMODE(src.stat().st_mode)
+            plan.mode = stat.S_IMODE(st.st_mode) if st is not None else None
             if op.kind == "delete":
                 continue
             # update (and move)
-            if plan.dest is not None:
+            if plan.dest is not None and plan.dest_where is not None:
                 dshown = ctx.workspace.display(plan.dest)
-                if os.path.lexists(plan.dest):
-                    if not plan.dest.is_file():
-                        problems.append(f"{where}: the move destination {dshown} exists and is not a regular file.")
-                        continue
-                    dcur = snapshot(plan.dest) or b""
+                try:
+                    dcur, _ = await in_thread(lambda _stop, t=plan.dest_where: read_current(t))
+                except NotADirectoryError:
+                    problems.append(f"{where}: a parent of the move destination {dshown} is not a directory.")
+                    continue
+                except OSError as e:
+                    why = not_a_file(dshown, e, "a move replaces files only")
+                    problems.append(f"{where}: the move destination {why}")
+                    continue
+                plan.dest_before = dcur
+                if dcur is not None:
                     c = check_fresh(ctx, plan.dest, dcur, plan.op_digest)
                     if c is not None:
                         conflicts.append(
@@ -307,9 +320,6 @@ class ApplyPatchTool(Tool):
                             )
                         )
                         continue
-                elif not self._parent_ok(plan.dest):
-                    problems.append(f"{where}: a parent of the move destination {dshown} is not a directory.")
-                    continue
             result = self._apply_chunks(ctx, plan, current)
             if isinstance(result, Conflict):
                 conflicts.append(result)
@@ -319,13 +329,6 @@ class ApplyPatchTool(Tool):
             else:
                 plan.after = result
         return conflicts, problems
-
-    @staticmethod
-    def _parent_ok(path: Path) -> bool:
-        p = path.parent
-        while not os.path.lexists(p):
-            p = p.parent
-        return p.is_dir()
 
     def _apply_chunks(self, ctx: ToolContext, plan: Planned, current: bytes) -> bytes | Conflict | str:
         tf = textfile.decode(current)
@@ -369,6 +372,11 @@ class ApplyPatchTool(Tool):
                 continue
             unique = chunk.title is None
             found, level = matcher.find(old, region, at_end=chunk.end_of_file, want=2 if unique else 1)
+            if not found:
+                retried = _without_final_blank(matcher, chunk, region, unique)
+                if retried is not None:
+                    chunk, found, level = retried
+                    old = chunk.old
             if not found:
                 where = "at the end of the file" if chunk.end_of_file else f"from line {region + 1} on"
                 hint, near = _closest(matcher, old, region)
@@ -447,29 +455,38 @@ class ApplyPatchTool(Tool):
             meta["problems"] = problems
         return ToolOutput.failure(text, **meta)
 
-    def _write(self, ctx: ToolContext, plans: list[Planned], patch_digest: str) -> ToolOutput:
-        originals: dict[Path, bytes | None] = {}
+    async def _write(self, ctx: ToolContext, plans: list[Planned], patch_digest: str) -> ToolOutput:
+        originals: dict[Path, tuple[safefs.Target, bytes | None]] = {}
         for plan in plans:
-            originals[plan.source] = plan.before
-            if plan.dest is not None:
-                originals[plan.dest] = snapshot(plan.dest)
-        writes: list[tuple[Path, bytes, int | None]] = []
-        removals: list[Path] = []
+            originals[plan.source] = (plan.where, plan.before)
+            if plan.dest is not None and plan.dest_where is not None:
+                originals[plan.dest] = (plan.dest_where, plan.dest_before)
+        writes: list[tuple[safefs.Target, bytes, int | None]] = []
+        removals: list[safefs.Target] = []
         for plan in plans:
             if plan.op.kind == "delete":
-                removals.append(plan.source)
+                removals.append(plan.where)
             else:
                 assert plan.after is not None
-                writes.append((plan.target, plan.after, plan.mode))
+                writes.append((plan.target_where, plan.after, plan.mode))
                 if plan.dest is not None:
-                    removals.append(plan.source)
+                    removals.append(plan.where)
+
+        def apply(_stop: object) -> None:
+            for where, data, mode in writes:
+                safefs.atomic_write(where, data, mode)
+            for where in removals:
+                safefs.unlink(where)
+
+        def observe(_stop: object) -> tuple[list[str], list[str]]:
+            changed = [ctx.workspace.display(p) for p, (t, orig) in originals.items() if snapshot(t) != orig]
+            present = [ctx.workspace.display(p) for p, (t, _) in originals.items() if safefs_present(t)]
+            return changed, [s for s in changed if s in present]
+
         try:
-            for path, data, mode in writes:
-                atomic_write(path, data, mode)
-            for path in removals:
-                remove_file(path)
+            await in_thread(apply)
         except Exception as e:  # I/O once writing began: observe what changed
-            changed = [ctx.workspace.display(p) for p, orig in originals.items() if snapshot(p) != orig]
+            changed, present = await in_thread(observe)
             if not changed:
                 return ToolOutput.failure(
                     f"apply_patch: writing failed ({type(e).__name__}: {e}) and no file was observed as changed; "
@@ -479,7 +496,6 @@ class ApplyPatchTool(Tool):
                     patchDigest=patch_digest,
                     error=f"{type(e).__name__}: {e}",
                 )
-            present = [s for s in changed if os.path.lexists(ctx.workspace.root / s)]
             return ToolOutput.uncertain(
                 f"apply_patch: writing failed after it began ({type(e).__name__}: {e}). "
                 f"Paths observed as changed: {', '.join(changed) if changed else '(none)'}. "
@@ -535,10 +551,42 @@ class ApplyPatchTool(Tool):
         )
 
 
+def safefs_present(where: safefs.Target) -> bool:
+    try:
+        return safefs.lstat(where) is not None
+    except (OSError, Refused):
+        return False
+
+
 def _given(ctx: ToolContext, raw: str) -> Path:
     """The path as the model named it, before symbolic links are resolved."""
     p = Path(os.path.expanduser(raw))
     return p if p.is_absolute() else ctx.workspace.root / p
+
+
+def _without_final_blank(
+    matcher: Matcher, chunk: Chunk, region: int, unique: bool
+) -> tuple[Chunk, list[int], int] | None:
+    """A chunk whose last line is a blank context line that stands for the file's final newline
+    (a common habit of patch writers): retried without it, and accepted only when that is
+    unambiguous — the rest of the chunk then ends exactly at the file's last line, and (for a chunk
+    without an anchor) occurs nowhere else. The file keeps its own final-newline state."""
+    if not chunk.ops or chunk.ops[-1] != ("ctx", "") or len(chunk.old) < 2:
+        return None
+    trimmed = replace(chunk, ops=chunk.ops[:-1])
+    old = trimmed.old
+    at_end, level = matcher.find(old, region, at_end=True)
+    if not at_end:
+        return None
+    if unique:
+        anywhere, _ = matcher.find(old, region, want=2)
+        if len(anywhere) != 1:
+            return None
+    else:
+        first, _ = matcher.find(old, region)
+        if first != at_end:
+            return None
+    return trimmed, at_end, level
 
 
 def _closest(matcher: Matcher, old: list[str], start: int) -> tuple[str, int]:

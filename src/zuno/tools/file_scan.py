@@ -1,0 +1,205 @@
+"""How file tools read. A mutation's pre-read of the current bytes (never a wait on a FIFO, never
+through a link). For read, one bounded, streamed pass over a file: the SHA-256 and size of every
+byte (for the read receipt), the line count (for the footer), the first bytes (to tell binary
+from text), and only the lines of the requested window — never the whole file. Both run in a
+worker thread; a cancelled call stops a scan at the next chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from zuno import limits, safefs
+
+_T = TypeVar("_T")
+
+# What a file's first bytes say it is, for read to name the right tool.
+IMAGE_MAGIC: tuple[tuple[bytes, int, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", 0, "PNG"),
+    (b"\xff\xd8\xff", 0, "JPEG"),
+    (b"GIF87a", 0, "GIF"),
+    (b"GIF89a", 0, "GIF"),
+    (b"WEBP", 8, "WebP"),
+    (b"II*\x00", 0, "TIFF"),
+    (b"MM\x00*", 0, "TIFF"),
+    (b"BM", 0, "BMP"),
+    (b"ftypheic", 4, "HEIC"),
+    (b"ftypavif", 4, "AVIF"),
+)
+
+
+def image_format(head: bytes) -> str | None:
+    for magic, at, name in IMAGE_MAGIC:
+        if head[at : at + len(magic)] == magic and (name != "WebP" or head[:4] == b"RIFF"):
+            return name
+    return None
+
+
+class ScanCancelled(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class Row:
+    number: int  # 1-based line number
+    text: str  # decoded, without the terminator (and any trailing \r)
+    length: int  # the line's real length in bytes (more than held when it was cut)
+    cut: bool = False
+
+
+@dataclass(slots=True)
+class Scan:
+    size: int = 0
+    sha256: str = ""
+    lines: int = 0
+    head: bytes = b""
+    rows: list[Row] = field(default_factory=list)
+
+
+def scan_window(
+    fd: int, start: int, want: int, budget: int, stop: threading.Event, *, hold: int = limits.READ_LINE_HOLD_BYTES
+) -> Scan:
+    """Stream fd to its end. Lines start..start+want-1 are kept while their rendered rows
+    (``<number>\\t<text>``, numbers padded to the widest possible) fit in ``budget`` bytes; the
+    first row is always kept, at most ``hold`` bytes of it."""
+    h = hashlib.sha256()
+    out = Scan()
+    head = bytearray()
+    last_line = start + want - 1
+    width = len(str(last_line))
+    used = 0
+    done = False
+    cur = 1  # the line the next byte belongs to
+    held = bytearray()
+    real = 0
+    last = b""
+
+    def finish() -> None:
+        nonlocal used, done, held, real
+        text = bytes(held).decode("utf-8", "replace")
+        cut = real > len(held)
+        if not cut:
+            text = text.rstrip("\r")
+        cost = width + 1 + len(text.encode()) + 1
+        if out.rows and used + cost > budget:
+            done = True
+        else:
+            out.rows.append(Row(cur, text, real, cut))
+            used += cost
+            if cur >= last_line:
+                done = True
+        held = bytearray()
+        real = 0
+
+    while True:
+        if stop.is_set():
+            raise ScanCancelled
+        chunk = os.read(fd, limits.FILE_READ_CHUNK)
+        if not chunk:
+            break
+        h.update(chunk)
+        out.size += len(chunk)
+        last = chunk[-1:]
+        if len(head) < limits.READ_BINARY_SNIFF_BYTES:
+            head += chunk[: limits.READ_BINARY_SNIFF_BYTES - len(head)]
+        if done:
+            cur += chunk.count(b"\n")
+            continue
+        i, n = 0, len(chunk)
+        while True:
+            if cur < start:  # before the window: skip to the next line break, or past the chunk
+                rest = chunk.count(b"\n", i)
+                if cur + rest < start:
+                    cur += rest
+                    break
+                k = start - cur  # the window starts inside this chunk, after k more line breaks
+                i = n - len(chunk[i:].split(b"\n", k)[-1])
+                cur += k
+                continue
+            j = chunk.find(b"\n", i)
+            seg_end = j if j >= 0 else n
+            real += seg_end - i
+            room = hold - len(held)
+            if room > 0:
+                held += chunk[i : min(seg_end, i + room)]
+            if j < 0:
+                break
+            finish()
+            cur += 1
+            i = j + 1
+            if done:
+                cur += chunk.count(b"\n", i)
+                break
+    if out.size and last != b"\n":
+        out.lines = cur
+        if not done and start <= cur:
+            finish()
+    else:
+        out.lines = cur - 1
+    out.sha256 = h.hexdigest()
+    out.head = bytes(head)
+    return out
+
+
+async def in_thread(fn: Callable[[threading.Event], _T]) -> _T:
+    """Run blocking file work off the event loop; cancelling the call asks it to stop."""
+    stop = threading.Event()
+    try:
+        return await asyncio.to_thread(fn, stop)
+    except asyncio.CancelledError:
+        stop.set()
+        raise
+
+
+def read_current(where: safefs.Target) -> tuple[bytes | None, os.stat_result | None]:
+    """A mutation's pre-read: the file's bytes and status, or (None, None) when nothing is there.
+    A directory raises IsADirectoryError, a FIFO, device or socket safefs.NotRegular, a parent
+    that is a file NotADirectoryError — never a wait on a FIFO."""
+    try:
+        fd = safefs.open_regular(where)
+    except FileNotFoundError:
+        return None, None
+    try:
+        st = os.fstat(fd)
+        chunks = []
+        while chunk := os.read(fd, limits.FILE_READ_CHUNK):
+            chunks.append(chunk)
+        return b"".join(chunks), st
+    finally:
+        os.close(fd)
+
+
+def not_a_file(shown: str, e: OSError, rule: str) -> str:
+    """The message for a path that names no regular file (or whose write failed)."""
+    if isinstance(e, IsADirectoryError):
+        return f"{shown} is a directory, not a regular file; {rule}."
+    if isinstance(e, safefs.NotRegular):
+        return f"{shown} is {e.what}, not a regular file; {rule}."
+    if isinstance(e, NotADirectoryError):
+        return f"a parent of {shown} ({e.filename}) is a file, not a directory; {rule}."
+    return f"{shown}: {e.strerror or e}; {rule}."
+
+
+def digest_current(where: safefs.Target) -> tuple[str, int, os.stat_result] | None:
+    """Like read_current, for a mutation that replaces or removes the whole file and so needs only
+    the current bytes' SHA-256 and size: streamed, never held. None when nothing is there."""
+    try:
+        fd = safefs.open_regular(where)
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        h = hashlib.sha256()
+        size = 0
+        while chunk := os.read(fd, limits.FILE_READ_CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+        return h.hexdigest(), size, st
+    finally:
+        os.close(fd)
