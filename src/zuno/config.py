@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from zuno import limits
 
@@ -105,6 +105,46 @@ class EditingConfig(_Strict):
     style: Literal["edit", "patch"] = "edit"
 
 
+class McpToolDeclarations(_Strict):
+    """A per-tool override of a connected MCP tool's declarations; it wins over annotations and trust."""
+
+    effect: Literal["ReadOnly", "UserMediated", "Delegating", "SideEffecting"] | None = None
+    replay: Literal["Never", "Safe"] | None = None
+    concurrency: Literal["Exclusive", "ParallelSafe", "IsolatedBackground"] | None = None
+
+
+class McpServerConfig(_Strict):
+    """One MCP server Zuno connects to: a stdio ``command`` (with args/env/cwd) or a streamable HTTP
+    ``url`` (with headers / bearer). "{env:NAME}" in env, headers and bearer reads the environment."""
+
+    command: str | None = Field(None, min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = Field(None, min_length=1)
+    headers: dict[str, str] = Field(default_factory=dict)
+    bearer: str | None = None
+    # Only these remote tool names are registered (all when absent).
+    allowed_tools: list[str] | None = None
+    # Annotations of an untrusted server never loosen a declaration.
+    trusted: bool = False
+    enabled: bool = True
+    timeout_ms: int = Field(limits.MCP_TIMEOUT_DEFAULT_MS, ge=1, le=limits.MCP_TIMEOUT_MAX_MS)
+    declarations: dict[str, McpToolDeclarations] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError('give exactly one of "command" (a stdio server) or "url" (a streamable HTTP server)')
+        return self
+
+
+class ToolSearchConfig(_Strict):
+    # When connected MCP tools' schemas are withheld behind tool_search: "always", "never", or when
+    # they would take more than this many prompt tokens (estimated at 4 bytes a token).
+    defer: Literal["always", "never"] | int = "always"
+
+
 class Config(_Strict):
     profile: Literal["zuno", "chord"] = "zuno"
     tools: dict[str, bool] = Field(default_factory=dict)
@@ -118,6 +158,8 @@ class Config(_Strict):
     search: SearchConfig = Field(default_factory=SearchConfig)
     shell: ShellConfig = Field(default_factory=ShellConfig)
     editing: EditingConfig = Field(default_factory=EditingConfig)
+    mcp: dict[str, McpServerConfig] = Field(default_factory=dict)
+    tool_search: ToolSearchConfig = Field(default_factory=ToolSearchConfig)
 
 
 def _merge(base: dict[str, Any], top: Mapping[str, Any], origin: dict[str, str], src: str, prefix: str) -> None:

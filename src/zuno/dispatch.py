@@ -45,6 +45,23 @@ class _Admitted:
     accept_large_output: bool
 
 
+@dataclass(eq=False)
+class _StepState:
+    """What belongs to one running step: its number, whether it was asked to stop, the tool tasks
+    it runs and whether it has ended. Several steps of one session may run at once (an MCP client
+    sends requests concurrently): cancelling one settles only its own calls."""
+
+    n: int
+    cancel_requested: bool = False
+    inner: set[asyncio.Task[Any]] = field(default_factory=set)
+    ended: bool = False
+
+    def cancel(self) -> None:
+        self.cancel_requested = True
+        for t in list(self.inner):
+            t.cancel()
+
+
 @dataclass
 class _Blocked:
     idx: int
@@ -207,18 +224,17 @@ class Dispatcher:
         self.approver = approver
         self.artifacts = Artifacts(workspace, store)
         self._bound = asyncio.Semaphore(config.concurrency.tool_calls)
-        self._inner: set[asyncio.Task[ToolOutput]] = set()
-        self._cancel_requested = False
+        self._steps: set[_StepState] = set()
         self.artifact_reader = "bg" if "bg" in surface.tools else "read"
 
     # -- cancellation ---------------------------------------------------------------------------
 
     def cancel(self) -> None:
-        """Cancel the running step: running calls are cancelled and settle with what they have;
-        calls not started yet do not start."""
-        self._cancel_requested = True
-        for t in list(self._inner):
-            t.cancel()
+        """Cancel every running step: running calls are cancelled and settle with what they have;
+        calls not started yet do not start. (Cancelling the task that runs one step cancels only
+        that step.)"""
+        for st in list(self._steps):
+            st.cancel()
 
     # -- admission ------------------------------------------------------------------------------
 
@@ -366,12 +382,20 @@ class Dispatcher:
     # -- the step -------------------------------------------------------------------------------
 
     async def step(self, calls: list[Any], notices: list[dict[str, Any]] | None = None) -> StepResult:
-        self._cancel_requested = False
         n = self.store.begin_step(self.session_id, {"calls": len(calls)})
-        delivered = [*(notices or []), *self.store.take_notices(self.session_id, n)]
+        st = _StepState(n)
+        self._steps.add(st)
+        try:
+            return await self._step(st, calls, notices)
+        finally:
+            self._steps.discard(st)
+
+    async def _step(self, st: _StepState, calls: list[Any], notices: list[dict[str, Any]] | None) -> StepResult:
+        n = st.n
+        running = [o.n for o in self._steps if o is not st]
+        delivered = [*(notices or []), *self.store.take_notices(self.session_id, n, running)]
         records: list[CallRecord | None] = [None] * len(calls)
         pending: dict[int, Callable[[int | None], CallRecord]] = {}
-        self._step_ended = False
         cursor = 0
 
         def settle(idx: int, persist: Callable[[int | None], CallRecord]) -> None:
@@ -383,7 +407,7 @@ class Dispatcher:
                 last = cursor == len(calls) - 1
                 records[cursor] = pending.pop(cursor)(n if last else None)
                 if last:
-                    self._step_ended = True
+                    st.ended = True
                 cursor += 1
 
         admissions: list[_Admitted | _Blocked] = []
@@ -414,11 +438,11 @@ class Dispatcher:
                 segments[-1].append(adm)
 
         async def one(adm: _Admitted) -> None:
-            persist = await self._run_call(n, adm)
+            persist = await self._run_call(st, adm)
             settle(adm.idx, persist)
 
         for seg in segments:
-            if self._cancel_requested:
+            if st.cancel_requested:
                 for adm in seg:
                     settle(adm.idx, self._persist_not_started(n, adm))
                 continue
@@ -431,15 +455,15 @@ class Dispatcher:
                 task = asyncio.current_task()
                 if task is not None:
                     task.uncancel()
-                self.cancel()
+                st.cancel()
                 await asyncio.wait(tasks)
                 self._record_rest(n, segments, seg, settle)
-                self._end_step(n)
+                self._end_step(st)
                 raise
             for t in tasks:
                 if (exc := t.exception()) is not None:  # a bug in the dispatcher itself
                     raise exc
-        self._end_step(n)
+        self._end_step(st)
         return StepResult(self.session_id, n, [r for r in records if r is not None], delivered)
 
     def _record_rest(
@@ -458,10 +482,10 @@ class Dispatcher:
                 for adm in seg:
                     settle(adm.idx, self._persist_not_started(n, adm))
 
-    def _end_step(self, n: int) -> None:
-        if not self._step_ended:
-            self._step_ended = True
-            self.store.end_step(self.session_id, n)
+    def _end_step(self, st: _StepState) -> None:
+        if not st.ended:
+            st.ended = True
+            self.store.end_step(self.session_id, st.n)
 
     # -- settling -------------------------------------------------------------------------------
 
@@ -512,15 +536,16 @@ class Dispatcher:
 
         return persist
 
-    async def _run_call(self, n: int, adm: _Admitted) -> Callable[[int | None], CallRecord]:
+    async def _run_call(self, st: _StepState, adm: _Admitted) -> Callable[[int | None], CallRecord]:
         exclusive = adm.decl.concurrency is Concurrency.Exclusive
         if exclusive:
-            return await self._run_admitted(n, adm)
+            return await self._run_admitted(st, adm)
         async with self._bound:
-            return await self._run_admitted(n, adm)
+            return await self._run_admitted(st, adm)
 
-    async def _run_admitted(self, n: int, adm: _Admitted) -> Callable[[int | None], CallRecord]:
-        if self._cancel_requested:
+    async def _run_admitted(self, st: _StepState, adm: _Admitted) -> Callable[[int | None], CallRecord]:
+        n = st.n
+        if st.cancel_requested:
             return self._persist_not_started(n, adm)
         started = time.time()
         seq, attempt = self.store.insert_call(
@@ -544,7 +569,7 @@ class Dispatcher:
             services=self.services,
             tool_name=adm.name,
         )
-        out = await self._invoke(ctx, adm)
+        out = await self._invoke(ctx, adm, st)
         ended = time.time()
         if isinstance(out, Refused):
             self.store.add_event(
@@ -616,17 +641,17 @@ class Dispatcher:
 
         return persist
 
-    async def _invoke(self, ctx: ToolContext, adm: _Admitted) -> ToolOutput | Refused:
+    async def _invoke(self, ctx: ToolContext, adm: _Admitted, st: _StepState) -> ToolOutput | Refused:
         attempts = limits.SAFE_RETRY_ATTEMPTS if adm.decl.replay is Replay.Safe else 1
         for i in range(attempts):
             inner = asyncio.create_task(adm.tool.run(ctx, adm.args))
-            self._inner.add(inner)
-            if self._cancel_requested:
+            st.inner.add(inner)
+            if st.cancel_requested:
                 inner.cancel()
             try:
                 await asyncio.wait({inner})
             finally:
-                self._inner.discard(inner)
+                st.inner.discard(inner)
             if inner.cancelled():
                 return self._cancelled_output(adm)
             exc = inner.exception()
@@ -637,7 +662,7 @@ class Dispatcher:
                 return out
             if isinstance(exc, Refused):
                 return exc
-            if isinstance(exc, TransientError) and i + 1 < attempts and not self._cancel_requested:
+            if isinstance(exc, TransientError) and i + 1 < attempts and not st.cancel_requested:
                 delay = limits.SAFE_RETRY_BACKOFF_S[min(i, len(limits.SAFE_RETRY_BACKOFF_S) - 1)]
                 self.store.add_event(
                     self.session_id,

@@ -148,3 +148,16 @@ READ_INLINE_MAX_BYTES = 256 * 1024
 READ_LINE_HOLD_BYTES = 1024 * 1024
 # view_image decodes a source file of at most this many bytes (it holds the file to decode it).
 IMAGE_MAX_SOURCE_BYTES = 64 * 1024 * 1024
+
+
+# -- MCP (issue 11) ------------------------------------------------------------------------------
+# A connected server's call (and its start) times out after timeout_ms: default 60 s, at most 1 h.
+MCP_TIMEOUT_DEFAULT_MS = 60_000
+MCP_TIMEOUT_MAX_MS = 3_600_000
+# Tool names as providers take them: ^[A-Za-z0-9_-]{1,64}$.
+MCP_TOOL_NAME_MAX = 64
+# tool_search returns at most this many matches (default 5).
+TOOL_SEARCH_DEFAULT_RESULTS = 5
+TOOL_SEARCH_MAX_RESULTS = 20
+# A server's stderr log is cut back to its newest half past this size.
+MCP_STDERR_LOG_MAX_BYTES = 8 << 20

@@ -7,16 +7,20 @@ async with zuno.Runtime(root=".") as rt:
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
+from fnmatch import fnmatchcase
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from pydantic import ValidationError
+
 from zuno.config import Config, ConfigError, load_config
-from zuno.declarations import Outcome
-from zuno.dispatch import Dispatcher
-from zuno.permissions import Approver, NoApprover
+from zuno.declarations import Declarations, Outcome
+from zuno.dispatch import CROSS_CUTTING, Dispatcher
+from zuno.permissions import Approver, NoApprover, decide
 from zuno.records import StepResult
 from zuno.session_ids import SessionNotFound, validate_session_id
 from zuno.store import Store
@@ -87,6 +91,29 @@ class Runtime:
         self._store: Store | None = None
         self._reader: Store | None = None
         self.approver: Approver = approver or NoApprover()
+        # The user's MCP servers (config "mcp"): connected when the first session opens.
+        self.mcp: Any = None
+        self.deferred: frozenset[str] = frozenset()
+        self._mcp_started = False
+        if any(cfg.enabled for cfg in self.config.mcp.values()):
+            from zuno.connect.mcp import McpHub
+
+            self.mcp = McpHub(self.config, self.root, self.workspace.ensure_state_dir() / "logs" / "mcp")
+
+    async def start_mcp(self) -> None:
+        """Connect the configured MCP servers (once) and put their tools on the surface; with
+        deferred schemas, withhold them from the visible tools and add tool_search."""
+        if self.mcp is None or self._mcp_started:
+            return
+        self._mcp_started = True
+        from zuno.connect.mcp import ToolSearchTool, should_defer
+
+        added = await self.mcp.start(set(self.surface.tools))
+        self.surface.tools.update(added)
+        connected = list(self.mcp.tools.values())
+        if should_defer(self.config.tool_search.defer, connected):
+            self.deferred = frozenset(t.name for t in connected)
+            self.surface.tools["tool_search"] = ToolSearchTool(lambda: [self.surface.tools[n] for n in self.deferred])
 
     @property
     def store(self) -> Store:
@@ -162,10 +189,14 @@ class Runtime:
         return get_receipt(store, receipt_id) if store is not None else None
 
     async def aclose(self) -> None:
-        for store in (self._reader, self._store):
-            if store is not None:
-                store.close()
-        self._reader = self._store = None
+        try:
+            if self.mcp is not None:
+                await self.mcp.aclose()
+        finally:
+            for store in (self._reader, self._store):
+                if store is not None:
+                    store.close()
+            self._reader = self._store = None
 
     async def __aenter__(self) -> Runtime:
         return self
@@ -189,6 +220,7 @@ class Session:
 
     async def open(self) -> Session:
         rt = self.runtime
+        await rt.start_mcp()
         self.id = rt.store.ensure_session(self._requested_id, str(rt.root), rt.surface.profile)
         rt.store.acquire_session(self.id)
         self._recover()
@@ -202,6 +234,11 @@ class Session:
             approver=rt.approver,
         )
         rt.store.add_event(self.id, "session-opened", {"pid": os.getpid(), "profile": rt.surface.profile})
+        if rt.mcp is not None:
+            for server, why in rt.mcp.failures.items():
+                rt.store.add_notice(
+                    self.id, "mcp_server_failed", f"{why}; its tools are not available.", {"server": server}
+                )
         return self
 
     def _recover(self) -> None:
@@ -245,6 +282,61 @@ class Session:
                     "replay": row.replay,
                 },
             )
+
+    def _resolve(self, call: Any) -> tuple[Tool, Any] | None:
+        if not isinstance(call, dict):
+            return None
+        tool = self.runtime.surface.tools.get(str(call.get("name") or ""))
+        if tool is None:
+            return None
+        arguments: Any = call.get("arguments", {})
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError:
+                return None
+        if not isinstance(arguments, dict):
+            return None
+        rest = {k: v for k, v in arguments.items() if k not in CROSS_CUTTING}
+        try:
+            return tool, tool.Args.model_validate(rest)
+        except ValidationError:
+            return None
+
+    def classify(self, call: Any) -> Declarations | None:
+        """The declarations the dispatcher would give this call (resolve -> validate -> classify),
+        without running it, recording anything or asking anyone; None when the call would be
+        refused before it could run (unknown tool, bad arguments). Transports that order requests
+        themselves (``zuno mcp``) use it; the step still admits the call in full."""
+        resolved = self._resolve(call)
+        return None if resolved is None else resolved[0].classify(resolved[1])
+
+    def approval_needed(self, call: Any) -> tuple[str, str | None] | None:
+        """(reason, subject) when the permission rules or strict mode would ask before this call
+        runs, else None (it is allowed, denied, or refused before permission). Nothing is recorded;
+        the step decides again in full."""
+        resolved = self._resolve(call)
+        if resolved is None:
+            return None
+        tool, args = resolved
+        subject = tool.subject(args)
+        decision = decide(self.runtime.config.permission, tool.name, subject, tool.classify(args))
+        return (decision.reason, subject) if decision.action == "ask" else None
+
+    def visible_tools(self) -> list[Tool]:
+        """The tools whose schemas the model should see now, in surface order: the surface less the
+        tools a deny rule (without a pattern) refuses outright, and less the connected MCP tools whose
+        schemas are deferred and that no tool_search of this session has matched yet."""
+        rt = self.runtime
+        tools = list(rt.surface.tools.values())
+        denied = [r.tool for r in rt.config.permission.rules if r.action == "deny" and r.pattern is None]
+        tools = [t for t in tools if not any(fnmatchcase(t.name, d) for d in denied)]
+        if rt.deferred:
+            from zuno.connect.mcp import expanded_names
+
+            shown = expanded_names(rt.store, self.id) if self.id else set()
+            tools = [t for t in tools if t.name not in rt.deferred or t.name in shown]
+        return tools
 
     async def step(self, calls: list[Any]) -> StepResult:
         if self._dispatcher is None:

@@ -18,7 +18,7 @@ import stat
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -372,7 +372,8 @@ class Store:
     def begin_step(self, session_id: str, event: dict[str, Any] | None = None) -> int:
         """Number the next step of the session. The step row and its step-started event are written
         with the step's first durable fact, in that fact's transaction (one commit less per step); a
-        step that never wrote anything left nothing to record. Safe because a session has one driver."""
+        step that never wrote anything left nothing to record. Safe because a session has one driver
+        process; steps of that process may overlap (each begin flushes the one still pending)."""
         with self._lock:
             (n,) = self._db.execute("SELECT last_step + 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
             pending = self._pending_steps.get(session_id)
@@ -607,13 +608,18 @@ class Store:
         )
         return int(cur.lastrowid or 0)
 
-    def take_notices(self, session_id: str, step: int) -> list[dict[str, Any]]:
+    def take_notices(self, session_id: str, step: int, running: Collection[int] = ()) -> list[dict[str, Any]]:
         """The pending notices of the session, for this step. They are marked delivered in the
         transaction that ends the step, so a step that dies before it ends delivers them again
-        with the next one: a notice may be seen twice, never lost."""
+        with the next one: a notice may be seen twice, never lost. ``running``: the other steps of
+        the session still in progress in this process, whose notices are theirs."""
         with self._lock:  # atomic with notices_in_flight() readers (a completion claimed exactly once)
+            # A notice already handed to another step of this session that is still running (steps run
+            # concurrently when an MCP client sends requests together) is that step's: not handed twice.
+            floor = max((self._deliver_on_end.get((session_id, m), 0) for m in running), default=0)
             rows = self.query(
-                "SELECT * FROM notices WHERE session_id = ? AND delivered_step IS NULL ORDER BY seq", (session_id,)
+                "SELECT * FROM notices WHERE session_id = ? AND delivered_step IS NULL AND seq > ? ORDER BY seq",
+                (session_id, floor),
             )
             if rows:
                 self._deliver_on_end[(session_id, step)] = rows[-1]["seq"]

@@ -1,0 +1,115 @@
+"""``zuno mcp``: serve the surface to an MCP client over stdio (default) or streamable HTTP.
+
+zuno mcp [--root DIR] [--profile P] [--session ID | --continue] [--approve]
+zuno mcp --http 127.0.0.1:PORT [--token TOKEN]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from typing import Any
+
+from zuno.cli_support import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    UsageError,
+    add_common_arguments,
+    runtime_from_args,
+)
+from zuno.config import ConfigError
+from zuno.session_ids import InvalidSessionId, SessionNotFound
+from zuno.store import SessionBusy
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("mcp", help="serve the tool surface to an MCP client (stdio, or --http)")
+    add_common_arguments(p)
+    p.add_argument("--continue", "-c", dest="continue_latest", action="store_true", help="continue the latest session")
+    p.add_argument("--http", default=None, metavar="HOST:PORT", help="serve streamable HTTP at /mcp instead of stdio")
+    p.add_argument(
+        "--token",
+        action="append",
+        default=None,
+        help="a bearer token HTTP clients must send (generated when not given); repeat it to name several "
+        "clients, each its own session",
+    )
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow --http on an address that is not loopback (the bearer token is still required)",
+    )
+    p.set_defaults(func=run)
+
+
+def _fail(message: str) -> int:
+    print(f"zuno mcp: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def run(args: argparse.Namespace) -> int:
+    from zuno.serve.mcp.approvals import McpApprover
+
+    approver = McpApprover(auto=bool(args.approve))
+    try:
+        if args.session and args.continue_latest:
+            raise UsageError("give --session ID or --continue, not both.")
+        http = _parse_http(args.http, args.allow_remote) if args.http else None
+        rt = runtime_from_args(args, approver=approver)
+        try:
+            session_id = rt.resolve_session(args.session, continue_latest=args.continue_latest)
+        except BaseException:
+            rt.store.close()
+            raise
+    except (UsageError, ConfigError, InvalidSessionId, SessionNotFound) as e:
+        return _fail(str(e))
+    return asyncio.run(_serve(rt, session_id, approver, http, args.token))
+
+
+def _parse_http(value: str, allow_remote: bool) -> tuple[str, int]:
+    from zuno.serve.mcp.http import parse_bind
+
+    return parse_bind(value, allow_remote)
+
+
+async def _serve(
+    rt: Any, session_id: str | None, approver: Any, http: tuple[str, int] | None, token: list[str] | None
+) -> int:
+    from zuno.serve.mcp.server import Frontend
+
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    stopped: dict[str, int] = {}
+
+    def stop(status: int) -> None:
+        stopped.setdefault("status", status)
+        if main is not None:
+            main.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, stop, EXIT_TERMINATED)
+    loop.add_signal_handler(signal.SIGINT, stop, EXIT_INTERRUPTED)
+    frontend = Frontend(rt, session_id=session_id, approver=approver)
+    try:
+        if http is None:
+            from zuno.serve.mcp.stdio import serve_stdio
+
+            await serve_stdio(frontend)
+        else:
+            from zuno.serve.mcp.http import serve_http
+
+            await serve_http(frontend, http[0], http[1], token)
+    except SessionBusy as e:
+        print(f"zuno mcp: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except asyncio.CancelledError:
+        pass
+    finally:
+        try:
+            await frontend.aclose()
+        finally:
+            await rt.aclose()
+    return stopped.get("status", EXIT_OK)

@@ -1,0 +1,1 @@
+"""What Zuno consumes: the user's MCP servers."""

@@ -1,0 +1,1 @@
+"""Transports that expose the surface: ``zuno mcp`` (stdio, streamable HTTP)."""

@@ -1,0 +1,124 @@
+"""``zuno mcp --http HOST:PORT``: streamable HTTP at ``/mcp``.
+
+Loopback by default (another address needs ``--allow-remote``), a bearer token on every request
+(generated when not given and printed once to stderr), DNS-rebinding protection on (Host and
+Origin must name this server). One Zuno session per client identity: the token a client presents
+and, on a legacy (handshake) connection, its ``Mcp-Session-Id``. A 2026-07-28 request has no
+connection, so its identity is its token alone: give each such client its own ``--token``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import secrets
+import sys
+from typing import Any
+
+import uvicorn
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from zuno.cli_support import UsageError
+from zuno.serve.mcp.server import Frontend, build_server
+
+MCP_PATH = "/mcp"
+IDENTITY_KEY = "zuno_client"
+
+
+def parse_bind(value: str, allow_remote: bool = False) -> tuple[str, int]:
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not port_text.isdigit() or not host:
+        raise UsageError(f"--http {value!r}: give HOST:PORT, for example 127.0.0.1:8765.")
+    host = host.strip("[]")
+    port = int(port_text)
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--http {value!r}: the port must be 0..=65535.")
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback and not allow_remote:
+        raise UsageError(
+            f"--http {value!r} is not a loopback address: zuno mcp serves 127.0.0.1 / ::1 by default. "
+            "Pass --allow-remote to serve another address (the bearer token is still required)."
+        )
+    return host, port
+
+
+def token_identity(token: str) -> str:
+    return "tok_" + hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
+class BearerGate:
+    """ASGI middleware: every request carries ``Authorization: Bearer <one of the tokens>``, or it
+    is answered 401 before anything reads it. The matching token names the client."""
+
+    def __init__(self, app: ASGIApp, tokens: list[str]) -> None:
+        self.app = app
+        self._tokens = [t.encode() for t in tokens]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        header = b""
+        for k, v in scope.get("headers", []):
+            if k.lower() == b"authorization":
+                header = v
+        presented = header[7:].strip() if header[:7].lower() == b"bearer " else b""
+        match = next((t for t in self._tokens if presented and hmac.compare_digest(presented, t)), None)
+        if match is None:
+            body = b'{"error":"unauthorized","error_description":"send Authorization: Bearer <token>"}'
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        scope.setdefault("state", {})[IDENTITY_KEY] = token_identity(match.decode())
+        await self.app(scope, receive, send)
+
+
+def identify(ctx: Any) -> str:
+    request = getattr(ctx, "request", None)
+    if request is None:
+        return "anonymous"
+    who = request.scope.get("state", {}).get(IDENTITY_KEY, "anonymous")
+    session = request.headers.get("mcp-session-id")
+    return f"{who}:{session}" if session else who
+
+
+def security_for(host: str, port: int) -> TransportSecuritySettings:
+    shown = f"[{host}]" if ":" in host else host
+    names = {shown, "localhost", "127.0.0.1", "[::1]"} if host in ("127.0.0.1", "::1", "localhost") else {shown}
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{n}:{port}" for n in names] + [f"{n}:*" for n in names if port == 0],
+        allowed_origins=[f"http://{n}:{port}" for n in names] + [f"http://{n}:*" for n in names if port == 0],
+    )
+
+
+def build_app(frontend: Frontend, host: str, port: int, tokens: list[str]) -> ASGIApp:
+    frontend.identify = identify
+    server = build_server(frontend)
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH, transport_security=security_for(host, port), host=host
+    )
+    return BearerGate(app, tokens)
+
+
+async def serve_http(frontend: Frontend, host: str, port: int, token: str | list[str] | None) -> None:
+    tokens = [token] if isinstance(token, str) else list(token or [])
+    if not tokens:
+        tokens = [secrets.token_urlsafe(32)]
+        print(f"zuno mcp: bearer token (shown once): {tokens[0]}", file=sys.stderr, flush=True)
+    config = uvicorn.Config(build_app(frontend, host, port, tokens), host=host, port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"zuno mcp: serving http://{shown}:{port}{MCP_PATH}", file=sys.stderr, flush=True)
+    await server.serve()

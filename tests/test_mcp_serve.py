@@ -1,0 +1,102 @@
+"""``zuno mcp`` over stdio, driven by the official SDK's client on both protocol revisions."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from mcp_peers import MODES, zuno_client
+
+
+def _facts(result):
+    return result.structured_content
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_listing_carries_schemas_and_annotations_from_declarations(workspace: Path, mode: str) -> None:
+    async with zuno_client(workspace, mode) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+    read, write, shell, bg = tools["read"], tools["write"], tools["shell"], tools["bg"]
+    assert read.input_schema["type"] == "object" and "path" in read.input_schema["properties"]
+    a = read.annotations
+    assert (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint) == (True, False, True, False)
+    a = write.annotations
+    assert (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint) == (False, True, False, False)
+    assert shell.annotations.open_world_hint is True and shell.annotations.destructive_hint is True
+    # bg is mixed: annotated by its strictest action (cancel), and it says so.
+    assert bg.annotations.read_only_hint is False and bg.annotations.destructive_hint is True
+    assert "strictest action" in bg.description and "cancel: SideEffecting" in bg.description
+    assert all(t.output_schema is not None for t in tools.values())
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_every_outcome_keeps_its_facts_and_matches_the_output_schema(workspace: Path, mode: str) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    async with zuno_client(workspace, mode) as c:
+        schema = {t.name: t for t in (await c.list_tools()).tools}["read"].output_schema
+        ok = await c.call_tool("read", {"path": "a.txt"})
+        err = await c.call_tool("read", {"path": "missing.txt"})
+        bad = await c.call_tool("read", {"nope": 1})
+        unknown = await c.call_tool("no_such_tool", {})
+        wrote = await c.call_tool("write", {"path": "b.txt", "content": "beta\n"})
+    assert not ok.is_error and _facts(ok)["outcome"] == "ok" and "alpha" in ok.content[0].text
+    assert err.is_error and _facts(err)["outcome"] == "error"
+    assert bad.is_error and _facts(bad)["block_kind"] == "invalid_arguments"
+    assert bad.content[0].text.startswith("[blocked: invalid_arguments]")
+    assert unknown.is_error and _facts(unknown)["block_kind"] == "unavailable"
+    assert _facts(wrote)["writtenPaths"] and (workspace / "b.txt").read_text() == "beta\n"
+    for r in (ok, err, bad, unknown, wrote):
+        jsonschema.validate(r.structured_content, schema)
+    assert unknown.content[0].text.startswith("[blocked: unavailable] tool 'no_such_tool' is not available")
+    assert unknown.content[0].text.endswith("Nothing ran.")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_withheld_output_is_paged_back_through_bg(workspace: Path, mode: str) -> None:
+    body = "".join(f"line {i:05d}\n" for i in range(3000))
+    (workspace / "big.txt").write_text(body)
+    config = {"tool_output": {"max_bytes": 2000}}
+    async with zuno_client(workspace, mode, config=config) as c:
+        r = await c.call_tool("shell", {"command": "cat big.txt"})
+        withheld = _facts(r)["withheldOutput"]
+        assert withheld["read"]["name"] == "bg" and "bg" in r.content[0].text
+        got = b""
+        cursor = 0
+        for _ in range(200):
+            page = await c.call_tool(
+                "bg", {"action": "artifact", "outputPath": withheld["outputPath"], "cursor": cursor, "limit": 51200}
+            )
+            assert not page.is_error, page.content[0].text
+            meta = _facts(page)["metadata"]
+            got += page.content[0].text.encode() if "content" not in meta else meta["content"].encode()
+            nxt = meta.get("nextCursor")
+            if nxt is None or meta.get("eof") or nxt == cursor:
+                break
+            cursor = nxt
+    assert withheld["bytes"] == len(body.encode())
+    assert b"line 02999" in got
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_background_job_is_read_in_later_requests_and_its_notice_arrives_once(
+    workspace: Path, mode: str
+) -> None:
+    async with zuno_client(workspace, mode) as c:
+        started = await c.call_tool("shell", {"command": "echo bg-out; sleep 0.3", "run_in_background": True})
+        task = _facts(started)["metadata"]["background"]["taskID"]
+        waited = await c.call_tool("bg", {"action": "wait", "taskID": task})
+        assert "bg-out" in waited.content[0].text
+        seen: list[str] = []
+        for _ in range(30):
+            r = await c.call_tool("bg", {"action": "list"})
+            seen += [n["kind"] for n in _facts(r)["notices"]]
+            if "job_completed" in seen:
+                break
+            await asyncio.sleep(0.1)
+        again = await c.call_tool("bg", {"action": "output", "taskID": task})
+    assert "bg-out" in again.content[0].text
+    assert seen.count("job_completed") <= 1
+    assert "job_completed" not in [n["kind"] for n in _facts(again)["notices"]]
