@@ -20,6 +20,7 @@ from zuno.cli_support import (
     UsageError,
     add_common_arguments,
     runtime_from_args,
+    session_from_args,
 )
 from zuno.config import ConfigError
 from zuno.session_ids import InvalidSessionId, SessionNotFound
@@ -29,7 +30,6 @@ from zuno.store import SessionBusy
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("mcp", help="serve the tool surface to an MCP client (stdio, or --http)")
     add_common_arguments(p)
-    p.add_argument("--continue", "-c", dest="continue_latest", action="store_true", help="continue the latest session")
     p.add_argument("--http", default=None, metavar="HOST:PORT", help="serve streamable HTTP at /mcp instead of stdio")
     p.add_argument(
         "--token",
@@ -56,12 +56,10 @@ def run(args: argparse.Namespace) -> int:
 
     approver = McpApprover(auto=bool(args.approve))
     try:
-        if args.session and args.continue_latest:
-            raise UsageError("give --session ID or --continue, not both.")
         http = _parse_http(args.http, args.allow_remote) if args.http else None
         rt = runtime_from_args(args, approver=approver)
         try:
-            session_id = rt.resolve_session(args.session, continue_latest=args.continue_latest)
+            session_id = session_from_args(rt, args)
         except BaseException:
             rt.store.close()
             raise
