@@ -97,11 +97,15 @@ def main() -> None:
     printed: dict[str, str] = {}  # call id -> outcome the killed process printed
     counter = 0
     t_start = time.monotonic()
+    missed = 0
+    created = subprocess.run(
+        [sys.executable, "-m", "zuno", "steps", "-", "--new-session", "soak"], input=b"[]\n", cwd=ws, env=env, stdout=subprocess.DEVNULL
+    )
+    assert created.returncode == 0, "could not create the session"
     for k in range(a.kills + 1):
         final = k == a.kills
-        flag = "--new-session" if k == 0 else "--session"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "zuno", "steps", "-", flag, "soak"],
+            [sys.executable, "-m", "zuno", "steps", "-", "--session", "soak"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -137,8 +141,11 @@ def main() -> None:
                     break
                 time.sleep(0.002)
             time.sleep(rng.uniform(0, 0.01))
-        os.kill(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:  # (it should not end before: its stdin stays open)
+            os.kill(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate(timeout=30)
+        if proc.returncode != -signal.SIGKILL:
+            missed += 1
         for line in out.decode(errors="replace").splitlines():
             try:
                 step_out = json.loads(line)
@@ -161,7 +168,8 @@ def main() -> None:
     uncertain = sum(1 for _s, o in rows.values() if o == "uncertain")
     safe_unrecorded = sum(1 for c in ran if sent.get(c) == "soak_safe" and c not in rows)
     print(
-        f"kills: {a.kills} in {elapsed:.0f} s; calls sent {len(sent)}, ran {len(ran)}, results printed "
+        f"kills: {a.kills - missed} of {a.kills} rounds (ended otherwise: {missed}) in {elapsed:.0f} s;"
+        f" calls sent {len(sent)}, ran {len(ran)}, results printed "
         f"{len(printed)}, rows {len(rows)} ({uncertain} uncertain after recovery; {safe_unrecorded} Safe calls "
         "killed mid-flight left no row)"
     )
@@ -169,7 +177,7 @@ def main() -> None:
         f"replays: {len(replays)}; lost printed results: {len(lost_printed)}; Never calls run without an intent "
         f"row: {len(lost_intents)}; unsettled rows: {len(unsettled)}; ok rows never run: {len(ok_unrun)}"
     )
-    bad = replays or lost_printed or lost_intents or unsettled or ok_unrun
+    bad = missed or replays or lost_printed or lost_intents or unsettled or ok_unrun
     for name, items in (
         ("replayed", replays),
         ("lost", lost_printed),
