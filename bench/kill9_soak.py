@@ -99,7 +99,11 @@ def main() -> None:
     t_start = time.monotonic()
     missed = 0
     created = subprocess.run(
-        [sys.executable, "-m", "zuno", "steps", "-", "--new-session", "soak"], input=b"[]\n", cwd=ws, env=env, stdout=subprocess.DEVNULL
+        [sys.executable, "-m", "zuno", "steps", "-", "--new-session", "soak"],
+        input=b"[]\n",
+        cwd=ws,
+        env=env,
+        stdout=subprocess.DEVNULL,
     )
     assert created.returncode == 0, "could not create the session"
     for k in range(a.kills + 1):
@@ -156,7 +160,7 @@ def main() -> None:
     elapsed = time.monotonic() - t_start
 
     ran: dict[str, int] = {}
-    for tag in (marks.read_text().split() if marks.exists() else []):
+    for tag in marks.read_text().split() if marks.exists() else []:
         ran[tag] = ran.get(tag, 0) + 1
     db = sqlite3.connect(f"{(ws / '.zuno' / 'zuno.db').as_uri()}?mode=ro", uri=True)
     rows = {cid: (state, outcome) for cid, state, outcome in db.execute("SELECT call_id, state, outcome FROM calls")}
