@@ -76,6 +76,13 @@ async def soak_safe(tag: str, hang: bool = False) -> str:
 TOOLS = ("soak_never", "soak_exclusive", "soak_safe")
 
 
+def _count(marks: Path) -> int:
+    try:
+        return marks.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kills", type=int, default=200)
@@ -131,20 +138,20 @@ def main() -> None:
                 sent[cid] = tool
                 step.append({"id": cid, "name": tool, "arguments": {"tag": cid, "hang": rng.random() < 0.15}})
             lines.append(json.dumps(step))
-        before = marks.read_text().count("\n") if marks.exists() else 0
+        before = _count(marks)
         proc.stdin.write(("\n".join(lines) + "\n").encode())
         proc.stdin.flush()
-        if rng.random() < 0.5:
-            time.sleep(rng.uniform(0.05, 1.2))
-        else:
-            want = before + rng.randint(1, max(1, sum(len(json.loads(x)) for x in lines)))
-            deadline = time.monotonic() + 1.5
-            while time.monotonic() < deadline:
-                now = marks.read_text().count("\n") if marks.exists() else 0
-                if now >= want:
-                    break
-                time.sleep(0.002)
-            time.sleep(rng.uniform(0, 0.01))
+        # The kill lands after this process ran its first call (its start-up alone takes about a
+        # second on a loaded machine): a random delay later, or once a random number of markers appeared.
+        total = sum(len(json.loads(x)) for x in lines)
+        want = before + (1 if rng.random() < 0.5 else rng.randint(1, total))
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and _count(marks) < before + 1:
+            time.sleep(0.002)
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline and _count(marks) < want:
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0, 0.05) if rng.random() < 0.7 else rng.uniform(0, 0.5))
         if proc.poll() is None:  # (it should not end before: its stdin stays open)
             os.kill(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate(timeout=30)
