@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +25,7 @@ from zuno.output import Artifacts, apply_limits
 from zuno.permissions import ApprovalRequest, Approver, decide
 from zuno.records import CallRecord, StepResult
 from zuno.store import Store
+from zuno.store.calls import CallEntry
 from zuno.surface import Surface
 from zuno.tool import Refused, Services, Tool, ToolArgs, ToolContext, ToolOutput, TransientError
 from zuno.workspace import Workspace
@@ -43,6 +43,7 @@ class _Admitted:
     args: ToolArgs
     decl: Declarations
     accept_large_output: bool
+    entry: CallEntry | None = None
 
 
 @dataclass(eq=False)
@@ -55,6 +56,7 @@ class _StepState:
     cancel_requested: bool = False
     inner: set[asyncio.Task[Any]] = field(default_factory=set)
     ended: bool = False
+    outer_cancelled: bool = False
 
     def cancel(self) -> None:
         self.cancel_requested = True
@@ -201,6 +203,61 @@ def _lone_surrogate(value: Any, where: str = "") -> str | None:
             if (found := _lone_surrogate(v, f"{where}[{i}]")) is not None:
                 return found
     return None
+
+
+class _Book:
+    """A step's results, persisted in call order in as few transactions as that order allows: every
+    result ready in order is written in one transaction, the last one with the end of the step. A
+    run of overlapping calls gathers the results that complete in one turn of the event loop."""
+
+    def __init__(self, store: Store, session_id: str, st: _StepState, count: int) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.st = st
+        self.count = count
+        self.records: list[CallRecord | None] = [None] * count
+        self.pending: dict[int, tuple[CallEntry, CallRecord]] = {}
+        self.cursor = 0
+        self.handle: asyncio.Handle | None = None
+        self.error: BaseException | None = None
+
+    def add(self, idx: int, item: tuple[CallEntry, CallRecord], *, soon: bool = False) -> None:
+        self.pending[idx] = item
+        if soon and self.handle is None:
+            self.handle = asyncio.get_running_loop().call_soon(self._soon)
+
+    def _soon(self) -> None:
+        self.handle = None
+        try:
+            self.flush()
+        except BaseException as e:  # re-raised in the step by its next flush
+            self.error = e
+
+    def flush(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+        if self.error is not None:
+            err, self.error = self.error, None
+            raise err
+        ready = []
+        i = self.cursor
+        while i in self.pending:
+            ready.append(i)
+            i += 1
+        if not ready:
+            return
+        last = i == self.count
+        self.store.write_settlements(
+            [self.pending[j][0] for j in ready], (self.session_id, self.st.n) if last else None
+        )
+        for j in ready:
+            entry, rec = self.pending.pop(j)
+            rec.attempt = entry.attempt
+            self.records[j] = rec
+        self.cursor = i
+        if last:
+            self.st.ended = True
 
 
 class Dispatcher:
@@ -394,21 +451,7 @@ class Dispatcher:
         n = st.n
         running = [o.n for o in self._steps if o is not st]
         delivered = [*(notices or []), *self.store.take_notices(self.session_id, n, running)]
-        records: list[CallRecord | None] = [None] * len(calls)
-        pending: dict[int, Callable[[int | None], CallRecord]] = {}
-        cursor = 0
-
-        def settle(idx: int, persist: Callable[[int | None], CallRecord]) -> None:
-            # Results are persisted in call order; the last one also closes the step, in the same
-            # transaction, so a one-call step costs one commit less.
-            nonlocal cursor
-            pending[idx] = persist
-            while cursor in pending:
-                last = cursor == len(calls) - 1
-                records[cursor] = pending.pop(cursor)(n if last else None)
-                if last:
-                    st.ended = True
-                cursor += 1
+        book = _Book(self.store, self.session_id, st, len(calls))
 
         admissions: list[_Admitted | _Blocked] = []
         for idx, raw in enumerate(calls):
@@ -423,9 +466,11 @@ class Dispatcher:
                 )
             admissions.append(adm)
 
-        for adm in admissions:
-            if isinstance(adm, _Blocked):
-                settle(adm.idx, self._persist_blocked(n, adm))
+        blocked = [adm for adm in admissions if isinstance(adm, _Blocked)]
+        for b in blocked:
+            book.add(b.idx, self._blocked_entry(n, b))
+        if blocked:
+            book.flush()
 
         segments: list[list[_Admitted]] = []
         for adm in admissions:
@@ -438,13 +483,23 @@ class Dispatcher:
                 segments[-1].append(adm)
 
         async def one(adm: _Admitted) -> None:
-            persist = await self._run_call(st, adm)
-            settle(adm.idx, persist)
+            book.add(adm.idx, await self._run_call(st, adm), soon=True)
 
         for seg in segments:
             if st.cancel_requested:
                 for adm in seg:
-                    settle(adm.idx, self._persist_not_started(n, adm))
+                    book.add(adm.idx, self._not_started(n, adm))
+                continue
+            self._open_run(n, seg)
+            if len(seg) == 1:
+                # One call: awaited in the step's own task (no task of its own); a cancellation of
+                # the step reaching it is absorbed there, the call settles, then it goes through.
+                book.add(seg[0].idx, await self._run_call(st, seg[0], direct=True))
+                book.flush()
+                if st.outer_cancelled:
+                    self._record_rest(n, segments, seg, book)
+                    self._end_step(st, book)
+                    raise asyncio.CancelledError
                 continue
             tasks = [asyncio.create_task(one(adm)) for adm in seg]
             try:
@@ -457,22 +512,41 @@ class Dispatcher:
                     task.uncancel()
                 st.cancel()
                 await asyncio.wait(tasks)
-                self._record_rest(n, segments, seg, settle)
-                self._end_step(st)
+                self._record_rest(n, segments, seg, book)
+                self._end_step(st, book)
                 raise
             for t in tasks:
                 if (exc := t.exception()) is not None:  # a bug in the dispatcher itself
                     raise exc
-        self._end_step(st)
-        return StepResult(self.session_id, n, [r for r in records if r is not None], delivered)
+            book.flush()
+        self._end_step(st, book)
+        return StepResult(self.session_id, n, [r for r in book.records if r is not None], delivered)
 
-    def _record_rest(
-        self,
-        n: int,
-        segments: list[list[_Admitted]],
-        current: list[_Admitted],
-        settle: Callable[[int, Callable[[int | None], CallRecord]], None],
-    ) -> None:
+    def _open_run(self, n: int, seg: list[_Admitted]) -> None:
+        """Number the calls of a run and commit the intents of its Never calls, all in one
+        transaction (with a full sync), before any of them starts. A Safe call gets no intent row:
+        it may be run again by definition, so it is written once, settled."""
+        intents = []
+        for adm in seg:
+            never = adm.decl.replay is not Replay.Safe
+            adm.entry = CallEntry(
+                "intent" if never else "ran",
+                self.session_id,
+                n,
+                adm.idx,
+                adm.call_id,
+                adm.name,
+                adm.arguments,
+                adm.decl.as_dict(),
+                seq=self.store.next_call_seq(),
+                started_at=time.time(),
+            )
+            if never:
+                intents.append(adm.entry)
+        if intents:
+            self.store.write_intents(intents)
+
+    def _record_rest(self, n: int, segments: list[list[_Admitted]], current: list[_Admitted], book: _Book) -> None:
         after = False
         for seg in segments:
             if seg is current:
@@ -480,84 +554,93 @@ class Dispatcher:
                 continue
             if after:
                 for adm in seg:
-                    settle(adm.idx, self._persist_not_started(n, adm))
+                    book.add(adm.idx, self._not_started(n, adm))
 
-    def _end_step(self, st: _StepState) -> None:
+    def _end_step(self, st: _StepState, book: _Book) -> None:
+        book.flush()
         if not st.ended:
             st.ended = True
             self.store.end_step(self.session_id, st.n)
 
     # -- settling -------------------------------------------------------------------------------
 
-    def _persist_blocked(self, n: int, b: _Blocked) -> Callable[[int | None], CallRecord]:
-        def persist(end_step: int | None) -> CallRecord:
-            text = f"[blocked: {b.kind}] {_sentence(b.message)} Nothing ran."
-            self.store.insert_settled_call(
-                session_id=self.session_id,
-                step=n,
-                idx=b.idx,
-                call_id=b.call_id,
-                name=b.name,
-                arguments=b.arguments,
-                declarations=b.decl.as_dict(),
-                outcome=str(Outcome.blocked),
-                block_kind=str(b.kind),
-                cancelled=False,
-                text=text,
-                metadata=b.metadata,
-                end_step=end_step,
-            )
-            return CallRecord(b.call_id, b.name, Outcome.blocked, b.kind, False, text, b.metadata, b.decl, None, None)
-
-        return persist
-
-    def _persist_not_started(self, n: int, a: _Admitted) -> Callable[[int | None], CallRecord]:
-        def persist(end_step: int | None) -> CallRecord:
-            text = "[cancelled] The step was cancelled before this call started. Nothing ran."
-            self.store.insert_settled_call(
-                session_id=self.session_id,
-                step=n,
-                idx=a.idx,
-                call_id=a.call_id,
-                name=a.name,
-                arguments=a.arguments,
-                declarations=a.decl.as_dict(),
-                outcome=str(Outcome.error),
-                block_kind=None,
-                cancelled=True,
-                text=text,
-                metadata={"notStarted": True},
-                end_step=end_step,
-                event=("call-settled", {"outcome": "error", "cancelled": True, "notStarted": True}),
-            )
-            return CallRecord(
-                a.call_id, a.name, Outcome.error, None, True, text, {"notStarted": True}, a.decl, None, None
-            )
-
-        return persist
-
-    async def _run_call(self, st: _StepState, adm: _Admitted) -> Callable[[int | None], CallRecord]:
-        exclusive = adm.decl.concurrency is Concurrency.Exclusive
-        if exclusive:
-            return await self._run_admitted(st, adm)
-        async with self._bound:
-            return await self._run_admitted(st, adm)
-
-    async def _run_admitted(self, st: _StepState, adm: _Admitted) -> Callable[[int | None], CallRecord]:
-        n = st.n
-        if st.cancel_requested:
-            return self._persist_not_started(n, adm)
-        started = time.time()
-        seq, attempt = self.store.insert_call(
-            session_id=self.session_id,
-            step=n,
-            idx=adm.idx,
-            call_id=adm.call_id,
-            name=adm.name,
-            arguments=adm.arguments,
-            declarations=adm.decl.as_dict(),
-            started_at=started,
+    def _blocked_entry(self, n: int, b: _Blocked) -> tuple[CallEntry, CallRecord]:
+        text = f"[blocked: {b.kind}] {_sentence(b.message)} Nothing ran."
+        entry = CallEntry(
+            "settled",
+            self.session_id,
+            n,
+            b.idx,
+            b.call_id,
+            b.name,
+            b.arguments,
+            b.decl.as_dict(),
+            outcome=str(Outcome.blocked),
+            block_kind=str(b.kind),
+            text=text,
+            metadata=b.metadata,
         )
+        rec = CallRecord(b.call_id, b.name, Outcome.blocked, b.kind, False, text, b.metadata, b.decl, None, None)
+        return entry, rec
+
+    def _not_started(self, n: int, a: _Admitted) -> tuple[CallEntry, CallRecord]:
+        """A call the cancellation of its step kept from starting (its intent row, if it has one,
+        is settled; otherwise it is written settled)."""
+        text = "[cancelled] The step was cancelled before this call started. Nothing ran."
+        entry = a.entry
+        if entry is None or not entry.intent_written:
+            entry = CallEntry(
+                "settled",
+                self.session_id,
+                n,
+                a.idx,
+                a.call_id,
+                a.name,
+                a.arguments,
+                a.decl.as_dict(),
+                seq=entry.seq if entry is not None else 0,
+            )
+        entry.outcome = str(Outcome.error)
+        entry.cancelled = True
+        entry.text = text
+        entry.metadata = {"notStarted": True}
+        entry.started_at = entry.ended_at = None
+        entry.event = ("call-settled", {"outcome": "error", "cancelled": True, "notStarted": True})
+        rec = CallRecord(a.call_id, a.name, Outcome.error, None, True, text, {"notStarted": True}, a.decl, None, None)
+        return entry, rec
+
+    @staticmethod
+    def _absorb(st: _StepState) -> None:
+        """The step's own task was cancelled while it ran a call directly: take the cancellation
+        as the step's (its calls stop and settle); the step re-raises it once recorded."""
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        st.outer_cancelled = True
+        st.cancel()
+
+    async def _run_call(self, st: _StepState, adm: _Admitted, direct: bool = False) -> tuple[CallEntry, CallRecord]:
+        if adm.decl.concurrency is Concurrency.Exclusive:
+            return await self._run_admitted(st, adm, direct)
+        try:
+            await self._bound.acquire()
+        except asyncio.CancelledError:
+            if not direct:
+                raise
+            self._absorb(st)
+            return self._not_started(st.n, adm)
+        try:
+            return await self._run_admitted(st, adm, direct)
+        finally:
+            self._bound.release()
+
+    async def _run_admitted(self, st: _StepState, adm: _Admitted, direct: bool) -> tuple[CallEntry, CallRecord]:
+        n = st.n
+        entry = adm.entry
+        if st.cancel_requested or entry is None:
+            return self._not_started(n, adm)
+        started = entry.started_at = time.time()
+        seq = entry.seq
         ctx = ToolContext(
             workspace=self.workspace,
             store=self.store,
@@ -569,7 +652,7 @@ class Dispatcher:
             services=self.services,
             tool_name=adm.name,
         )
-        out = await self._invoke(ctx, adm, st)
+        out = await self._invoke(ctx, adm, st, direct)
         ended = time.time()
         if isinstance(out, Refused):
             self.store.add_event(
@@ -592,7 +675,6 @@ class Dispatcher:
                 adm.decl,
                 started,
                 ended,
-                attempt,
             )
         else:
             try:
@@ -621,27 +703,17 @@ class Dispatcher:
                 adm.decl,
                 started,
                 ended,
-                attempt,
             )
+        entry.outcome = str(rec.outcome)
+        entry.block_kind = str(rec.block_kind) if rec.block_kind else None
+        entry.cancelled = rec.cancelled
+        entry.text = rec.text
+        entry.metadata = rec.metadata
+        entry.ended_at = ended
+        entry.event = ("call-settled", {"outcome": entry.outcome, "cancelled": rec.cancelled})
+        return entry, rec
 
-        def persist(end_step: int | None) -> CallRecord:
-            self.store.settle_call(
-                seq,
-                outcome=str(rec.outcome),
-                block_kind=str(rec.block_kind) if rec.block_kind else None,
-                cancelled=rec.cancelled,
-                text=rec.text,
-                metadata=rec.metadata,
-                started_at=rec.started_at,
-                ended_at=rec.ended_at,
-                event=("call-settled", {"outcome": str(rec.outcome), "cancelled": rec.cancelled}),
-                end_step=end_step,
-            )
-            return rec
-
-        return persist
-
-    async def _invoke(self, ctx: ToolContext, adm: _Admitted, st: _StepState) -> ToolOutput | Refused:
+    async def _invoke(self, ctx: ToolContext, adm: _Admitted, st: _StepState, direct: bool) -> ToolOutput | Refused:
         attempts = limits.SAFE_RETRY_ATTEMPTS if adm.decl.replay is Replay.Safe else 1
         for i in range(attempts):
             inner = asyncio.create_task(adm.tool.run(ctx, adm.args))
@@ -650,6 +722,15 @@ class Dispatcher:
                 inner.cancel()
             try:
                 await asyncio.wait({inner})
+            except asyncio.CancelledError:
+                if not direct:
+                    raise
+                self._absorb(st)  # cancels inner: wait for it to end
+                while not inner.done():
+                    try:
+                        await asyncio.wait({inner})
+                    except asyncio.CancelledError:
+                        self._absorb(st)
             finally:
                 st.inner.discard(inner)
             if inner.cancelled():
@@ -672,7 +753,13 @@ class Dispatcher:
                     call_seq=ctx.call_seq,
                     call_id=adm.call_id,
                 )
-                await asyncio.sleep(delay)
+                try:
+                    await asyncio.sleep(delay)
+                except asyncio.CancelledError:
+                    if not direct:
+                        raise
+                    self._absorb(st)
+                    return self._cancelled_output(adm)
                 continue
             if isinstance(exc, TransientError):
                 why = (
