@@ -397,15 +397,17 @@ class Dispatcher:
         # 3. classify
         decl = tool.classify(args)
         # 4. hooks
-        payload = {
-            "session": self.session_id,
-            "call_id": call_id,
-            "tool": name,
-            "arguments": arguments,
-            "declarations": decl.as_dict(),
-        }
+        payload: dict[str, Any] | None = None
         for hook in self.config.hooks.pre_dispatch:
             if applies(hook, name):
+                if payload is None:
+                    payload = {
+                        "session": self.session_id,
+                        "call_id": call_id,
+                        "tool": name,
+                        "arguments": arguments,
+                        "declarations": decl.as_dict(),
+                    }
                 verdict = await run_hook(hook, payload, self.workspace.root)
                 if not verdict.allowed:
                     return refuse(BlockKind.denied, _sentence(verdict.reason), decl=decl)

@@ -136,6 +136,7 @@ class Store:
         self._deliver_on_end: dict[tuple[str, int], int] = {}
         self._pending_receipts: dict[tuple[str, str], dict[str, Any]] = {}
         self._seq_next = self._seq_end = 0
+        self._last_step: dict[str, int] = {}
         self.intent_synchronous = INTENT_SYNCHRONOUS
         try:
             if readonly:
@@ -300,6 +301,7 @@ class Store:
         """Unlink the lock file while still holding the lock, then close (which releases it): a
         waiter that opened the old file sees, after acquiring, that the path is gone and retries."""
         held = self._session_locks.pop(session_id, None)
+        self._last_step.pop(session_id, None)
         if held is not None:
             fd, lp = held
             with contextlib.suppress(OSError):
@@ -363,13 +365,18 @@ class Store:
         step that never wrote anything left nothing to record. Safe because a session has one driver
         process; steps of that process may overlap (each begin flushes the one still pending)."""
         with self._lock:
-            (n,) = self._db.execute("SELECT last_step + 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            last = self._last_step.get(session_id)
+            if last is None:
+                (n,) = self._db.execute("SELECT last_step + 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            else:  # this process drives the session: it numbered its last step itself
+                n = last + 1
             pending = self._pending_steps.get(session_id)
             if pending is not None:  # a previous step of this session wrote nothing: it still takes its number
                 n = max(n, pending[0] + 1)
                 with self.transaction():
                     pass
             self._pending_steps[session_id] = (int(n), event, time.time())
+            self._last_step[session_id] = int(n)
         return int(n)
 
     def _flush_pending_steps(self, db: sqlite3.Connection) -> None:
