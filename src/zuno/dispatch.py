@@ -24,6 +24,7 @@ from zuno.hooks import applies, run_hook
 from zuno.output import Artifacts, apply_limits
 from zuno.permissions import ApprovalRequest, Approver, decide
 from zuno.records import CallRecord, StepResult
+from zuno.settling import StepBook
 from zuno.store import Store
 from zuno.store.calls import CallEntry
 from zuno.surface import Surface
@@ -203,61 +204,6 @@ def _lone_surrogate(value: Any, where: str = "") -> str | None:
             if (found := _lone_surrogate(v, f"{where}[{i}]")) is not None:
                 return found
     return None
-
-
-class _Book:
-    """A step's results, persisted in call order in as few transactions as that order allows: every
-    result ready in order is written in one transaction, the last one with the end of the step. A
-    run of overlapping calls gathers the results that complete in one turn of the event loop."""
-
-    def __init__(self, store: Store, session_id: str, st: _StepState, count: int) -> None:
-        self.store = store
-        self.session_id = session_id
-        self.st = st
-        self.count = count
-        self.records: list[CallRecord | None] = [None] * count
-        self.pending: dict[int, tuple[CallEntry, CallRecord]] = {}
-        self.cursor = 0
-        self.handle: asyncio.Handle | None = None
-        self.error: BaseException | None = None
-
-    def add(self, idx: int, item: tuple[CallEntry, CallRecord], *, soon: bool = False) -> None:
-        self.pending[idx] = item
-        if soon and self.handle is None:
-            self.handle = asyncio.get_running_loop().call_soon(self._soon)
-
-    def _soon(self) -> None:
-        self.handle = None
-        try:
-            self.flush()
-        except BaseException as e:  # re-raised in the step by its next flush
-            self.error = e
-
-    def flush(self) -> None:
-        if self.handle is not None:
-            self.handle.cancel()
-            self.handle = None
-        if self.error is not None:
-            err, self.error = self.error, None
-            raise err
-        ready = []
-        i = self.cursor
-        while i in self.pending:
-            ready.append(i)
-            i += 1
-        if not ready:
-            return
-        last = i == self.count
-        self.store.write_settlements(
-            [self.pending[j][0] for j in ready], (self.session_id, self.st.n) if last else None
-        )
-        for j in ready:
-            entry, rec = self.pending.pop(j)
-            rec.attempt = entry.attempt
-            self.records[j] = rec
-        self.cursor = i
-        if last:
-            self.st.ended = True
 
 
 class Dispatcher:
@@ -453,7 +399,7 @@ class Dispatcher:
         n = st.n
         running = [o.n for o in self._steps if o is not st]
         delivered = [*(notices or []), *self.store.take_notices(self.session_id, n, running)]
-        book = _Book(self.store, self.session_id, st, len(calls))
+        book = StepBook(self.store, self.session_id, st, len(calls))
 
         admissions: list[_Admitted | _Blocked] = []
         for idx, raw in enumerate(calls):
@@ -548,7 +494,7 @@ class Dispatcher:
         if intents:
             self.store.write_intents(intents)
 
-    def _record_rest(self, n: int, segments: list[list[_Admitted]], current: list[_Admitted], book: _Book) -> None:
+    def _record_rest(self, n: int, segments: list[list[_Admitted]], current: list[_Admitted], book: StepBook) -> None:
         after = False
         for seg in segments:
             if seg is current:
@@ -558,7 +504,7 @@ class Dispatcher:
                 for adm in seg:
                     book.add(adm.idx, self._not_started(n, adm))
 
-    def _end_step(self, st: _StepState, book: _Book) -> None:
+    def _end_step(self, st: _StepState, book: StepBook) -> None:
         book.flush()
         if not st.ended:
             st.ended = True
