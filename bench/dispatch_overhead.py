@@ -1,28 +1,46 @@
-"""Dispatcher overhead per durable call, and overlap of ParallelSafe calls.
+"""Dispatcher overhead per durable call, as ratios against floors measured in the same run.
 
-1. 1000 `read` calls of small files through Session.step in one process (one call per step, the
-   worst case: every call pays for its own step), against plain open().read() of the same files.
-   Target: <= 0.5 ms of overhead per durable call.
-2. A step of 8 ParallelSafe extension calls that each wait 200 ms, against 8 x 200 ms run one after
-   another. Target: >= 6x faster.
+Rounds interleave, in a shuffled (seeded) order:
+- plain ``open().read()`` of the same small files;
+- a bare SQLite WAL loop writing the rows one durable ``read`` call writes (the step row and
+  its two events, the settled call row and its two events, the read receipt, the end of the step,
+  the session's step counter), with Zuno's own schema and pragmas (``synchronous=NORMAL``), one
+  transaction per call ("1/txn"), and the same rows for 100 calls in one transaction ("100/txn");
+- ``read`` through ``Session.step``, one call per step and 100 calls per step.
 
-    python bench/dispatch_overhead.py
+The figure is the overhead of a durable call (Zuno per call minus plain ``open().read()``) as a
+ratio against the bare loop: target <= 3x for one call per step. On the issue's reference
+machine (2 cores) the absolute targets were <= 0.3 ms (1 call per step) and <= 0.1 ms (100 per
+step); they are printed as context only: an absolute time is never a verdict here.
+
+Also: the cost of committing a Never call's intent with a full sync (``synchronous=FULL`` for
+that transaction) against the same call with the intent committed at NORMAL, and the bare loop's
+FULL vs NORMAL commit; and the overlap of 8 ParallelSafe calls that each wait 200 ms.
+
+    python bench/dispatch_overhead.py [--calls 200] [--rounds 7]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
+import os
+import random
+import sqlite3
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import zuno
+from zuno.store import sqlite as store_sqlite
+from zuno.store.schema import MIGRATIONS
 
-N = 1000
 EXT = '''
 import asyncio, zuno
 
@@ -31,34 +49,142 @@ async def wait200(tag: str) -> str:
     """Wait 200 ms."""
     await asyncio.sleep(0.2)
     return tag
+
+@zuno.tool(effect="SideEffecting", replay="Never", concurrency="Exclusive")
+async def never_noop(tag: str) -> str:
+    """Do nothing, as a Never call: its intent is committed before it starts."""
+    return tag
 '''
 
 
-async def overhead(root: Path) -> tuple[float, float, float]:
+# -- the bare WAL loop ------------------------------------------------------------------------
+
+
+def bare_db(path: Path, synchronous: str) -> sqlite3.Connection:
+    db = sqlite3.connect(str(path), isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute(f"PRAGMA synchronous={synchronous}")
+    db.execute(f"PRAGMA wal_autocheckpoint={store_sqlite.WAL_AUTOCHECKPOINT_PAGES}")
+    db.execute(f"PRAGMA journal_size_limit={store_sqlite.WAL_SIZE_LIMIT_BYTES}")
+    for _name, sql in MIGRATIONS:
+        for statement in (s.strip() for s in sql.split(";")):
+            if statement:
+                db.execute(statement)
+    db.execute("INSERT INTO sessions (id, created_at, root, profile) VALUES ('s', 0, '/', 'zuno')")
+    return db
+
+
+EVENT = "INSERT INTO events (session_id, step, call_seq, call_id, kind, data, at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+CALL = (
+    "INSERT INTO calls (session_id, step, idx, call_id, name, arguments, args_digest, effect, replay, concurrency,"
+    " state, attempt, outcome, cancelled, text, metadata, started_at, ended_at, recorded_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'settled', 1, 'ok', 0, ?, ?, ?, ?, ?)"
+)
+
+
+def bare_loop(db: sqlite3.Connection, step0: int, calls: int, per_txn: int, texts: list[str]) -> int:
+    """Write the rows of ``calls`` durable reads, ``per_txn`` calls (one step) per transaction."""
+    step = step0
+    for start in range(0, calls, per_txn):
+        step += 1
+        now = time.time()
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("UPDATE sessions SET last_step = ? WHERE id = 's'", (step,))
+        db.execute("INSERT INTO steps (session_id, n, started_at) VALUES ('s', ?, ?)", (step, now))
+        db.execute(EVENT, ("s", step, None, None, "step-started", json.dumps({"calls": per_txn}), now))
+        for i in range(start, min(start + per_txn, calls)):
+            args = json.dumps({"path": f"f{i:04d}.txt"})
+            cur = db.execute(
+                CALL,
+                ("s", step, i - start, f"c{i}", "read", args, "d" * 64, "ReadOnly", "Safe", "ParallelSafe",
+                 texts[i], "{}", now, now, now),
+            )
+            seq = cur.lastrowid
+            db.execute(EVENT, ("s", step, seq, f"c{i}", "call-started", '{"tool":"read"}', now))
+            db.execute(EVENT, ("s", step, seq, f"c{i}", "call-settled", '{"outcome":"ok"}', now))
+            db.execute(
+                "INSERT OR REPLACE INTO read_receipts VALUES ('s', ?, ?, ?, ?, 1, ?, ?)",
+                (f"f{i:04d}.txt", "h" * 64, 40, 0, seq, now),
+            )
+        db.execute("UPDATE steps SET ended_at = ? WHERE session_id = 's' AND n = ?", (now, step))
+        db.execute(EVENT, ("s", step, None, None, "step-ended", "{}", now))
+        db.execute("COMMIT")
+    return step
+
+
+# -- the rounds -------------------------------------------------------------------------------
+
+
+async def rounds(root: Path, calls: int, n_rounds: int, seed: int) -> dict[str, list[float]]:
     files = []
-    for i in range(N):
+    for i in range(calls):
         p = root / f"f{i:04d}.txt"
         p.write_text(f"file {i}\n" * 5)
         files.append(p)
-    t0 = time.perf_counter()
-    for p in files:
-        with open(p, "rb") as f:
-            f.read()
-    plain = time.perf_counter() - t0
-    async with zuno.Runtime(root=root) as rt, rt.session() as s:
-        await s.step([{"name": "read", "arguments": {"path": files[0].name}}])  # warm up
-        t0 = time.perf_counter()
-        for p in files:
-            res = await s.step([{"name": "read", "arguments": {"path": p.name}}])
-            assert res.results[0].outcome == "ok"
-        one_per_step = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for start in range(0, N, 100):
-            batch = [{"name": "read", "arguments": {"path": p.name}} for p in files[start : start + 100]]
-            res = await s.step(batch)
-            assert all(r.outcome == "ok" for r in res.results)
-        hundred_per_step = time.perf_counter() - t0
-    return plain, one_per_step, hundred_per_step
+    texts = ["\n".join(f"{j + 1}\tfile {i}" for j in range(5)) + "\n" for i in range(calls)]
+    (root / "bench_ext.py").write_text(EXT)
+    bare_normal = bare_db(root / "bare-normal.db", "NORMAL")
+    bare_full = bare_db(root / "bare-full.db", "FULL")
+    steps = {"normal": 0, "full": 0}
+    times: dict[str, list[float]] = {}
+
+    async with zuno.Runtime(root=root, config_overrides={"extensions": ["bench_ext.py"]}) as rt, rt.session() as s:
+
+        async def zuno_one() -> None:
+            for p in files:
+                res = await s.step([{"name": "read", "arguments": {"path": p.name}}])
+                assert res.results[0].outcome == "ok", res.results[0].text
+
+        async def zuno_hundred() -> None:
+            for start in range(0, calls, 100):
+                batch = [{"name": "read", "arguments": {"path": p.name}} for p in files[start : start + 100]]
+                res = await s.step(batch)
+                assert all(r.outcome == "ok" for r in res.results)
+
+        async def never(sync: str) -> None:
+            rt.store.intent_synchronous = sync
+            try:
+                for i in range(calls // 4):
+                    res = await s.step([{"name": "never_noop", "arguments": {"tag": str(i)}}])
+                    assert res.results[0].outcome == "ok", res.results[0].text
+            finally:
+                rt.store.intent_synchronous = "FULL"
+
+        async def plain() -> None:
+            for p in files:
+                with open(p, "rb") as f:
+                    f.read()
+
+        def bare(kind: str, per_txn: int) -> Callable[[], Awaitable[None]]:
+            async def run() -> None:
+                db = bare_normal if kind == "normal" else bare_full
+                n = calls if per_txn > 1 or kind == "normal" else calls // 4
+                steps[kind] = bare_loop(db, steps[kind], n, per_txn, texts)
+
+            return run
+
+        cases: dict[str, Callable[[], Awaitable[None]]] = {
+            "plain": plain,
+            "bare 1/txn": bare("normal", 1),
+            "bare 100/txn": bare("normal", 100),
+            "bare FULL 1/txn": bare("full", 1),
+            "zuno 1/step": zuno_one,
+            "zuno 100/step": zuno_hundred,
+            "never FULL intent": lambda: never("FULL"),
+            "never NORMAL intent": lambda: never("NORMAL"),
+        }
+        await zuno_one()  # warm up (imports, statement cache, page cache)
+        rng = random.Random(seed)
+        for _ in range(n_rounds):
+            order = list(cases)
+            rng.shuffle(order)
+            for name in order:
+                t0 = time.perf_counter()
+                await cases[name]()
+                times.setdefault(name, []).append(time.perf_counter() - t0)
+    bare_normal.close()
+    bare_full.close()
+    return times
 
 
 async def overlap(root: Path) -> float:
@@ -72,23 +198,48 @@ async def overlap(root: Path) -> float:
 
 
 def main() -> None:
-    runs = []
-    for _ in range(3):
-        with tempfile.TemporaryDirectory() as d:
-            runs.append(asyncio.run(overhead(Path(d))))
-    plain, one, hundred = (statistics.median(r[i] for r in runs) for i in range(3))
-    per_call_one = (one - plain) / N * 1000
-    per_call_hundred = (hundred - plain) / N * 1000
-    print(f"plain open().read(): {plain / N * 1e6:.1f} us per file")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--calls", type=int, default=200, help="calls per round and case (a multiple of 100)")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--seed", type=int, default=15)
+    a = ap.parse_args()
+    calls = max(100, a.calls // 100 * 100)
+    print(f"machine: {os.cpu_count()} cpus, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{a.rounds} rounds of {calls} calls per case, shuffled order (seed {a.seed}); per call: best / median")
+    with tempfile.TemporaryDirectory() as d:
+        times = asyncio.run(rounds(Path(d), calls, a.rounds, a.seed))
+    per = {
+        k: [t / (calls // 4 if k.startswith("never") or k == "bare FULL 1/txn" else calls) for t in v]
+        for k, v in times.items()
+    }
+    best = {k: min(v) for k, v in per.items()}
+    med = {k: statistics.median(v) for k, v in per.items()}
+    for k in per:
+        print(f"  {k:<22} {best[k] * 1e6:8.1f} us / {med[k] * 1e6:8.1f} us")
+
+    def overhead(k: str, stat: dict[str, float]) -> float:
+        return stat[k] - stat["plain"]
+
+    print()
+    for zk, bk, absolute in (("zuno 1/step", "bare 1/txn", 0.3), ("zuno 100/step", "bare 100/txn", 0.1)):
+        ob, om = overhead(zk, best), overhead(zk, med)
+        rb, rm = ob / best[bk], om / med[bk]
+        target = " (target <= 3x)" if zk == "zuno 1/step" else ""
+        verdict = (" " + ("PASS" if rb <= 3 else "MISS")) if target else ""
+        print(
+            f"{zk}: overhead per durable call {ob * 1e3:.3f} ms best / {om * 1e3:.3f} ms median"
+            f" = {rb:.2f}x / {rm:.2f}x the bare WAL loop ({bk}){target}{verdict};"
+            f" {best[zk] / best['plain']:.0f}x plain open().read();"
+            f" reference-machine figure <= {absolute} ms, context only"
+        )
+    full_cost_b = best["never FULL intent"] - best["never NORMAL intent"]
+    full_cost_m = med["never FULL intent"] - med["never NORMAL intent"]
+    bare_full_b = best["bare FULL 1/txn"] - best["bare 1/txn"]
     print(
-        f"read through Session.step, 1 call per step:   {one / N * 1000:.3f} ms per call; "
-        f"overhead {per_call_one:.3f} ms per durable call (target <= 0.5 ms): "
-        f"{'PASS' if per_call_one <= 0.5 else 'MISS'}; {one / plain:.0f}x plain"
-    )
-    print(
-        f"read through Session.step, 100 calls per step: {hundred / N * 1000:.3f} ms per call; "
-        f"overhead {per_call_hundred:.3f} ms per durable call (target <= 0.5 ms): "
-        f"{'PASS' if per_call_hundred <= 0.5 else 'MISS'}"
+        f"Never call, intent committed with synchronous=FULL vs NORMAL: +{full_cost_b * 1e3:.3f} ms best /"
+        f" +{full_cost_m * 1e3:.3f} ms median per call ({best['never FULL intent'] * 1e3:.3f} vs"
+        f" {best['never NORMAL intent'] * 1e3:.3f} ms); a bare FULL commit costs +{bare_full_b * 1e3:.3f} ms"
+        " over a NORMAL one"
     )
     with tempfile.TemporaryDirectory() as d:
         elapsed = min(asyncio.run(overlap(Path(d))) for _ in range(3))

@@ -110,10 +110,13 @@ async def test_resumed_session_gets_the_recovery_notice_in_the_next_result_once(
         async with rt.session() as s:
             sid = s.id
             n = rt.store.begin_step(sid)
-            rt.store.insert_call(
-                session_id=sid, step=n, idx=0, call_id="call_lost", name="write",
-                arguments={"path": "x", "content": "y"}, declarations=zuno.Declarations().as_dict(), started_at=1.0,
+            from zuno.store.calls import CallEntry
+
+            lost = CallEntry(
+                "intent", sid, n, 0, "call_lost", "write", {"path": "x", "content": "y"},
+                zuno.Declarations().as_dict(), started_at=1.0,
             )  # fmt: skip
+            rt.store.write_intents([lost])  # a Never call's intent row, never settled
     async with zuno_client(workspace, mode, "--session", sid) as c:
         first = await c.call_tool("read", {"path": "."})
         second = await c.call_tool("read", {"path": "."})

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +25,9 @@ from zuno.hooks import applies, run_hook
 from zuno.output import Artifacts, apply_limits
 from zuno.permissions import ApprovalRequest, Approver, decide
 from zuno.records import CallRecord, StepResult
+from zuno.settling import StepBook
 from zuno.store import Store
+from zuno.store.calls import CallEntry
 from zuno.surface import Surface
 from zuno.tool import Refused, Services, Tool, ToolArgs, ToolContext, ToolOutput, TransientError
 from zuno.workspace import Workspace
@@ -44,6 +45,7 @@ class _Admitted:
     args: ToolArgs
     decl: Declarations
     accept_large_output: bool
+    entry: CallEntry | None = None
 
 
 @dataclass(eq=False)
@@ -56,6 +58,7 @@ class _StepState:
     cancel_requested: bool = False
     inner: set[asyncio.Task[Any]] = field(default_factory=set)
     ended: bool = False
+    outer_cancelled: bool = False
 
     def cancel(self) -> None:
         self.cancel_requested = True
@@ -243,15 +246,17 @@ class Dispatcher:
         # 3. classify
         decl = tool.classify(args)
         # 4. hooks
-        payload = {
-            "session": self.session_id,
-            "call_id": call_id,
-            "tool": name,
-            "arguments": arguments,
-            "declarations": decl.as_dict(),
-        }
+        payload: dict[str, Any] | None = None
         for hook in self.config.hooks.pre_dispatch:
             if applies(hook, name):
+                if payload is None:
+                    payload = {
+                        "session": self.session_id,
+                        "call_id": call_id,
+                        "tool": name,
+                        "arguments": arguments,
+                        "declarations": decl.as_dict(),
+                    }
                 verdict = await run_hook(hook, payload, self.workspace.root)
                 if not verdict.allowed:
                     return refuse(BlockKind.denied, sentence(verdict.reason), decl=decl)
@@ -297,21 +302,7 @@ class Dispatcher:
         n = st.n
         running = [o.n for o in self._steps if o is not st]
         delivered = [*(notices or []), *self.store.take_notices(self.session_id, n, running)]
-        records: list[CallRecord | None] = [None] * len(calls)
-        pending: dict[int, Callable[[int | None], CallRecord]] = {}
-        cursor = 0
-
-        def settle(idx: int, persist: Callable[[int | None], CallRecord]) -> None:
-            # Results are persisted in call order; the last one also closes the step, in the same
-            # transaction, so a one-call step costs one commit less.
-            nonlocal cursor
-            pending[idx] = persist
-            while cursor in pending:
-                last = cursor == len(calls) - 1
-                records[cursor] = pending.pop(cursor)(n if last else None)
-                if last:
-                    st.ended = True
-                cursor += 1
+        book = StepBook(self.store, self.session_id, st, len(calls))
 
         admissions: list[_Admitted | _Blocked] = []
         for idx, raw in enumerate(calls):
@@ -326,9 +317,11 @@ class Dispatcher:
                 )
             admissions.append(adm)
 
-        for adm in admissions:
-            if isinstance(adm, _Blocked):
-                settle(adm.idx, self._persist_blocked(n, adm))
+        blocked = [adm for adm in admissions if isinstance(adm, _Blocked)]
+        for b in blocked:
+            book.add(b.idx, self._blocked_entry(n, b))
+        if blocked:
+            book.flush()
 
         segments: list[list[_Admitted]] = []
         for adm in admissions:
@@ -341,13 +334,23 @@ class Dispatcher:
                 segments[-1].append(adm)
 
         async def one(adm: _Admitted) -> None:
-            persist = await self._run_call(st, adm)
-            settle(adm.idx, persist)
+            book.add(adm.idx, await self._run_call(st, adm), soon=True)
 
         for seg in segments:
             if st.cancel_requested:
                 for adm in seg:
-                    settle(adm.idx, self._persist_not_started(n, adm))
+                    book.add(adm.idx, self._not_started(n, adm))
+                continue
+            self._open_run(n, seg)
+            if len(seg) == 1:
+                # One call: awaited in the step's own task (no task of its own); a cancellation of
+                # the step reaching it is absorbed there, the call settles, then it goes through.
+                book.add(seg[0].idx, await self._run_call(st, seg[0], direct=True))
+                book.flush()
+                if st.outer_cancelled:
+                    self._record_rest(n, segments, seg, book)
+                    self._end_step(st, book)
+                    raise asyncio.CancelledError
                 continue
             tasks = [asyncio.create_task(one(adm)) for adm in seg]
             try:
@@ -360,22 +363,41 @@ class Dispatcher:
                     task.uncancel()
                 st.cancel()
                 await asyncio.wait(tasks)
-                self._record_rest(n, segments, seg, settle)
-                self._end_step(st)
+                self._record_rest(n, segments, seg, book)
+                self._end_step(st, book)
                 raise
             for t in tasks:
                 if (exc := t.exception()) is not None:  # a bug in the dispatcher itself
                     raise exc
-        self._end_step(st)
-        return StepResult(self.session_id, n, [r for r in records if r is not None], delivered)
+            book.flush()
+        self._end_step(st, book)
+        return StepResult(self.session_id, n, [r for r in book.records if r is not None], delivered)
 
-    def _record_rest(
-        self,
-        n: int,
-        segments: list[list[_Admitted]],
-        current: list[_Admitted],
-        settle: Callable[[int, Callable[[int | None], CallRecord]], None],
-    ) -> None:
+    def _open_run(self, n: int, seg: list[_Admitted]) -> None:
+        """Number the calls of a run and commit the intents of its Never calls, all in one
+        transaction (with a full sync), before any of them starts. A Safe call gets no intent row:
+        it may be run again by definition, so it is written once, settled."""
+        intents = []
+        for adm in seg:
+            never = adm.decl.replay is not Replay.Safe
+            adm.entry = CallEntry(
+                "intent" if never else "ran",
+                self.session_id,
+                n,
+                adm.idx,
+                adm.call_id,
+                adm.name,
+                adm.arguments,
+                adm.decl.as_dict(),
+                seq=self.store.next_call_seq(),
+                started_at=time.time(),
+            )
+            if never:
+                intents.append(adm.entry)
+        if intents:
+            self.store.write_intents(intents)
+
+    def _record_rest(self, n: int, segments: list[list[_Admitted]], current: list[_Admitted], book: StepBook) -> None:
         after = False
         for seg in segments:
             if seg is current:
@@ -383,84 +405,93 @@ class Dispatcher:
                 continue
             if after:
                 for adm in seg:
-                    settle(adm.idx, self._persist_not_started(n, adm))
+                    book.add(adm.idx, self._not_started(n, adm))
 
-    def _end_step(self, st: _StepState) -> None:
+    def _end_step(self, st: _StepState, book: StepBook) -> None:
+        book.flush()
         if not st.ended:
             st.ended = True
             self.store.end_step(self.session_id, st.n)
 
     # -- settling -------------------------------------------------------------------------------
 
-    def _persist_blocked(self, n: int, b: _Blocked) -> Callable[[int | None], CallRecord]:
-        def persist(end_step: int | None) -> CallRecord:
-            text = f"[blocked: {b.kind}] {sentence(b.message)} Nothing ran."
-            self.store.insert_settled_call(
-                session_id=self.session_id,
-                step=n,
-                idx=b.idx,
-                call_id=b.call_id,
-                name=b.name,
-                arguments=b.arguments,
-                declarations=b.decl.as_dict(),
-                outcome=str(Outcome.blocked),
-                block_kind=str(b.kind),
-                cancelled=False,
-                text=text,
-                metadata=b.metadata,
-                end_step=end_step,
-            )
-            return CallRecord(b.call_id, b.name, Outcome.blocked, b.kind, False, text, b.metadata, b.decl, None, None)
-
-        return persist
-
-    def _persist_not_started(self, n: int, a: _Admitted) -> Callable[[int | None], CallRecord]:
-        def persist(end_step: int | None) -> CallRecord:
-            text = "[cancelled] The step was cancelled before this call started. Nothing ran."
-            self.store.insert_settled_call(
-                session_id=self.session_id,
-                step=n,
-                idx=a.idx,
-                call_id=a.call_id,
-                name=a.name,
-                arguments=a.arguments,
-                declarations=a.decl.as_dict(),
-                outcome=str(Outcome.error),
-                block_kind=None,
-                cancelled=True,
-                text=text,
-                metadata={"notStarted": True},
-                end_step=end_step,
-                event=("call-settled", {"outcome": "error", "cancelled": True, "notStarted": True}),
-            )
-            return CallRecord(
-                a.call_id, a.name, Outcome.error, None, True, text, {"notStarted": True}, a.decl, None, None
-            )
-
-        return persist
-
-    async def _run_call(self, st: _StepState, adm: _Admitted) -> Callable[[int | None], CallRecord]:
-        exclusive = adm.decl.concurrency is Concurrency.Exclusive
-        if exclusive:
-            return await self._run_admitted(st, adm)
-        async with self._bound:
-            return await self._run_admitted(st, adm)
-
-    async def _run_admitted(self, st: _StepState, adm: _Admitted) -> Callable[[int | None], CallRecord]:
-        n = st.n
-        if st.cancel_requested:
-            return self._persist_not_started(n, adm)
-        started = time.time()
-        seq, attempt = self.store.insert_call(
-            session_id=self.session_id,
-            step=n,
-            idx=adm.idx,
-            call_id=adm.call_id,
-            name=adm.name,
-            arguments=adm.arguments,
-            declarations=adm.decl.as_dict(),
-            started_at=started,
+    def _blocked_entry(self, n: int, b: _Blocked) -> tuple[CallEntry, CallRecord]:
+        text = f"[blocked: {b.kind}] {sentence(b.message)} Nothing ran."
+        entry = CallEntry(
+            "settled",
+            self.session_id,
+            n,
+            b.idx,
+            b.call_id,
+            b.name,
+            b.arguments,
+            b.decl.as_dict(),
+            outcome=str(Outcome.blocked),
+            block_kind=str(b.kind),
+            text=text,
+            metadata=b.metadata,
         )
+        rec = CallRecord(b.call_id, b.name, Outcome.blocked, b.kind, False, text, b.metadata, b.decl, None, None)
+        return entry, rec
+
+    def _not_started(self, n: int, a: _Admitted) -> tuple[CallEntry, CallRecord]:
+        """A call the cancellation of its step kept from starting (its intent row, if it has one,
+        is settled; otherwise it is written settled)."""
+        text = "[cancelled] The step was cancelled before this call started. Nothing ran."
+        entry = a.entry
+        if entry is None or not entry.intent_written:
+            entry = CallEntry(
+                "settled",
+                self.session_id,
+                n,
+                a.idx,
+                a.call_id,
+                a.name,
+                a.arguments,
+                a.decl.as_dict(),
+                seq=entry.seq if entry is not None else 0,
+            )
+        entry.outcome = str(Outcome.error)
+        entry.cancelled = True
+        entry.text = text
+        entry.metadata = {"notStarted": True}
+        entry.started_at = entry.ended_at = None
+        entry.event = ("call-settled", {"outcome": "error", "cancelled": True, "notStarted": True})
+        rec = CallRecord(a.call_id, a.name, Outcome.error, None, True, text, {"notStarted": True}, a.decl, None, None)
+        return entry, rec
+
+    @staticmethod
+    def _absorb(st: _StepState) -> None:
+        """The step's own task was cancelled while it ran a call directly: take the cancellation
+        as the step's (its calls stop and settle); the step re-raises it once recorded."""
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        st.outer_cancelled = True
+        st.cancel()
+
+    async def _run_call(self, st: _StepState, adm: _Admitted, direct: bool = False) -> tuple[CallEntry, CallRecord]:
+        if adm.decl.concurrency is Concurrency.Exclusive:
+            return await self._run_admitted(st, adm, direct)
+        try:
+            await self._bound.acquire()
+        except asyncio.CancelledError:
+            if not direct:
+                raise
+            self._absorb(st)
+            return self._not_started(st.n, adm)
+        try:
+            return await self._run_admitted(st, adm, direct)
+        finally:
+            self._bound.release()
+
+    async def _run_admitted(self, st: _StepState, adm: _Admitted, direct: bool) -> tuple[CallEntry, CallRecord]:
+        n = st.n
+        entry = adm.entry
+        if st.cancel_requested or entry is None:
+            return self._not_started(n, adm)
+        started = entry.started_at = time.time()
+        seq = entry.seq
         ctx = ToolContext(
             workspace=self.workspace,
             store=self.store,
@@ -472,7 +503,7 @@ class Dispatcher:
             services=self.services,
             tool_name=adm.name,
         )
-        out = await self._invoke(ctx, adm, st)
+        out = await self._invoke(ctx, adm, st, direct)
         ended = time.time()
         if isinstance(out, Refused):
             self.store.add_event(
@@ -495,7 +526,6 @@ class Dispatcher:
                 adm.decl,
                 started,
                 ended,
-                attempt,
             )
         else:
             try:
@@ -524,27 +554,17 @@ class Dispatcher:
                 adm.decl,
                 started,
                 ended,
-                attempt,
             )
+        entry.outcome = str(rec.outcome)
+        entry.block_kind = str(rec.block_kind) if rec.block_kind else None
+        entry.cancelled = rec.cancelled
+        entry.text = rec.text
+        entry.metadata = rec.metadata
+        entry.ended_at = ended
+        entry.event = ("call-settled", {"outcome": entry.outcome, "cancelled": rec.cancelled})
+        return entry, rec
 
-        def persist(end_step: int | None) -> CallRecord:
-            self.store.settle_call(
-                seq,
-                outcome=str(rec.outcome),
-                block_kind=str(rec.block_kind) if rec.block_kind else None,
-                cancelled=rec.cancelled,
-                text=rec.text,
-                metadata=rec.metadata,
-                started_at=rec.started_at,
-                ended_at=rec.ended_at,
-                event=("call-settled", {"outcome": str(rec.outcome), "cancelled": rec.cancelled}),
-                end_step=end_step,
-            )
-            return rec
-
-        return persist
-
-    async def _invoke(self, ctx: ToolContext, adm: _Admitted, st: _StepState) -> ToolOutput | Refused:
+    async def _invoke(self, ctx: ToolContext, adm: _Admitted, st: _StepState, direct: bool) -> ToolOutput | Refused:
         attempts = limits.SAFE_RETRY_ATTEMPTS if adm.decl.replay is Replay.Safe else 1
         for i in range(attempts):
             inner = asyncio.create_task(adm.tool.run(ctx, adm.args))
@@ -553,6 +573,15 @@ class Dispatcher:
                 inner.cancel()
             try:
                 await asyncio.wait({inner})
+            except asyncio.CancelledError:
+                if not direct:
+                    raise
+                self._absorb(st)  # cancels inner: wait for it to end
+                while not inner.done():
+                    try:
+                        await asyncio.wait({inner})
+                    except asyncio.CancelledError:
+                        self._absorb(st)
             finally:
                 st.inner.discard(inner)
             if inner.cancelled():
@@ -575,7 +604,13 @@ class Dispatcher:
                     call_seq=ctx.call_seq,
                     call_id=adm.call_id,
                 )
-                await asyncio.sleep(delay)
+                try:
+                    await asyncio.sleep(delay)
+                except asyncio.CancelledError:
+                    if not direct:
+                        raise
+                    self._absorb(st)
+                    return self._cancelled_output(adm)
                 continue
             if isinstance(exc, TransientError):
                 why = (

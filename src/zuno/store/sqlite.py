@@ -21,12 +21,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zuno.store.calls import CallEntry, as_text, dumps
 from zuno.store.locks import hold_lock_file, release_lock_file
 from zuno.store.paths import StoreUnusable, check_store_path
 from zuno.store.schema import MIGRATIONS
 
 WAL_AUTOCHECKPOINT_PAGES = 10_000
 WAL_SIZE_LIMIT_BYTES = 64 << 20
+# Call numbers (calls.seq) are reserved this many at a time, in one commit, so a call knows its
+# number before it runs without a commit of its own (a Safe call has no intent row).
+CALL_SEQ_BLOCK = 256
+# The synchronous level of the transaction that commits Never calls' intents: FULL fsyncs the WAL
+# at that commit, so an intent survives a power loss, not only a crash of the process.
+INTENT_SYNCHRONOUS = "FULL"
 
 
 class SessionBusy(Exception):
@@ -56,29 +63,8 @@ class CallRow:
     ended_at: float | None
 
 
-def args_digest(name: str, arguments: Any) -> str:
-    blob = json.dumps([name, arguments], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _dumps(v: Any) -> str:
-    """JSON for a column. Text that is not valid Unicode (a lone surrogate from a "\\ud800" escape)
-    cannot be stored as UTF-8, so such a value is written with \\u escapes: lossless either way."""
-    text = json.dumps(v, ensure_ascii=False, separators=(",", ":"), default=str)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(v, ensure_ascii=True, separators=(",", ":"), default=str)
-    return text
-
-
-def _text(v: str) -> str:
-    """A model-visible text column: a lone surrogate is shown escaped rather than failing the write."""
-    try:
-        v.encode("utf-8")
-    except UnicodeEncodeError:
-        return v.encode("utf-8", "backslashreplace").decode("utf-8")
-    return v
+_dumps = dumps
+_text = as_text
 
 
 class Store:
@@ -100,6 +86,9 @@ class Store:
         self._pending_steps: dict[str, tuple[int, dict[str, Any] | None, float]] = {}
         self._deliver_on_end: dict[tuple[str, int], int] = {}
         self._pending_receipts: dict[tuple[str, str], dict[str, Any]] = {}
+        self._seq_next = self._seq_end = 0
+        self._last_step: dict[str, int] = {}
+        self.intent_synchronous = INTENT_SYNCHRONOUS
         try:
             if readonly:
                 self._db = sqlite3.connect(
@@ -243,6 +232,7 @@ class Store:
 
     def release_session(self, session_id: str) -> None:
         held = self._session_locks.pop(session_id, None)
+        self._last_step.pop(session_id, None)
         if held is not None:
             release_lock_file(*held)
 
@@ -302,13 +292,18 @@ class Store:
         step that never wrote anything left nothing to record. Safe because a session has one driver
         process; steps of that process may overlap (each begin flushes the one still pending)."""
         with self._lock:
-            (n,) = self._db.execute("SELECT last_step + 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            last = self._last_step.get(session_id)
+            if last is None:
+                (n,) = self._db.execute("SELECT last_step + 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            else:  # this process drives the session: it numbered its last step itself
+                n = last + 1
             pending = self._pending_steps.get(session_id)
             if pending is not None:  # a previous step of this session wrote nothing: it still takes its number
                 n = max(n, pending[0] + 1)
                 with self.transaction():
                     pass
             self._pending_steps[session_id] = (int(n), event, time.time())
+            self._last_step[session_id] = int(n)
         return int(n)
 
     def _flush_pending_steps(self, db: sqlite3.Connection) -> None:
@@ -333,62 +328,60 @@ class Store:
 
     # -- calls ----------------------------------------------------------------------------------
 
-    def insert_call(
-        self,
-        *,
-        session_id: str,
-        step: int,
-        idx: int,
-        call_id: str,
-        name: str,
-        arguments: Any,
-        declarations: dict[str, str],
-        started_at: float | None,
-    ) -> tuple[int, int]:
-        """Commit the intent row of a call (state 'started'); returns (seq, attempt).
+    def next_call_seq(self) -> int:
+        """The number of the next call of this process. Numbers are reserved in blocks (one commit
+        per CALL_SEQ_BLOCK calls, raising the table's AUTOINCREMENT counter), so another process
+        using this database never takes one of them."""
+        with self._lock:
+            if self._seq_next >= self._seq_end:
+                with self.transaction() as db:
+                    row = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'calls'").fetchone()
+                    (top,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM calls").fetchone()
+                    top = max(int(top), int(row[0]) if row else 0)
+                    bump = (
+                        "INSERT INTO sqlite_sequence (seq, name) VALUES (?, 'calls')"
+                        if row is None
+                        else "UPDATE sqlite_sequence SET seq = ? WHERE name = 'calls'"
+                    )
+                    db.execute(bump, (top + CALL_SEQ_BLOCK,))
+                self._seq_next, self._seq_end = top + 1, top + 1 + CALL_SEQ_BLOCK
+            seq = self._seq_next
+            self._seq_next += 1
+            return seq
 
-        The attempt number counts earlier calls of the same tool with the same arguments in
-        this session: the second identical shell command is attempt 2."""
-        digest = args_digest(name, arguments)
-        with self.transaction() as db:
-            (prior,) = db.execute(
-                "SELECT COUNT(*) FROM calls WHERE session_id = ? AND name = ? AND args_digest = ?",
-                (session_id, name, digest),
-            ).fetchone()
-            cur = db.execute(
-                "INSERT INTO calls (session_id, step, idx, call_id, name, arguments, args_digest, effect,"
-                " replay, concurrency, state, attempt, started_at, recorded_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'started', ?, ?, ?)",
-                (
-                    session_id,
-                    step,
-                    idx,
-                    call_id,
-                    name,
-                    _dumps(arguments),
-                    digest,
-                    declarations["effect"],
-                    declarations["replay"],
-                    declarations["concurrency"],
-                    prior + 1,
-                    started_at,
-                    time.time(),
-                ),
-            )
-            seq = int(cur.lastrowid or 0)
-            self._event(
-                db,
-                session_id,
-                "call-started",
-                {"tool": name, "attempt": prior + 1, "declarations": declarations},
-                step,
-                seq,
-                call_id,
-            )
-        return seq, int(prior + 1)
+    def write_intents(self, entries: list[CallEntry]) -> None:
+        """Commit the intent rows (and call-started events) of these Never calls in one transaction,
+        with ``synchronous`` at ``intent_synchronous`` (FULL) for that commit: each entry's attempt
+        number is set. Called before any of them starts."""
+        with self._lock:
+            for e in entries:
+                if not e.seq:
+                    e.seq = self.next_call_seq()
+            full = self.intent_synchronous != "NORMAL"
+            if full:
+                self._db.execute(f"PRAGMA synchronous={self.intent_synchronous}")
+            try:
+                with self.transaction() as db:
+                    for e in entries:
+                        e.write_intent(db)
+            finally:
+                if full:
+                    self._db.execute("PRAGMA synchronous=NORMAL")
+            for e in entries:
+                e.intent_written = True
 
-    def mark_started(self, seq: int, started_at: float) -> None:
-        self.execute("UPDATE calls SET started_at = ? WHERE seq = ?", (started_at, seq))
+    def write_settlements(self, entries: list[CallEntry], end_step: tuple[str, int] | None = None) -> None:
+        """Write these calls' results (in the given order) and, with ``end_step``, the end of that
+        step, in one transaction. An entry without an intent row is inserted settled."""
+        with self._lock:
+            for e in entries:
+                if not e.seq:
+                    e.seq = self.next_call_seq()
+            with self.transaction() as db:
+                for e in entries:
+                    e.write_settlement(db)
+                if end_step is not None:
+                    self._end_step(db, end_step[0], end_step[1])
 
     def settle_call(
         self,
@@ -417,47 +410,6 @@ class Store:
                     self._event(db, row[0], event[0], event[1], row[1], seq, row[2])
                 if end_step is not None:
                     self._end_step(db, row[0], end_step)
-
-    def insert_settled_call(
-        self,
-        *,
-        event: tuple[str, dict[str, Any]] | None = None,
-        end_step: int | None = None,
-        **kw: Any,
-    ) -> int:
-        """Insert a call row that is settled from the start (a refusal, or a call that never started),
-        with its event and the end of its step if given, in one transaction."""
-        digest = args_digest(kw["name"], kw["arguments"])
-        with self.transaction() as db:
-            cur = db.execute(
-                "INSERT INTO calls (session_id, step, idx, call_id, name, arguments, args_digest, effect, replay,"
-                " concurrency, state, attempt, outcome, block_kind, cancelled, text, metadata, started_at, ended_at,"
-                " recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'settled', 1, ?, ?, ?, ?, ?, NULL, NULL, ?)",
-                (
-                    kw["session_id"],
-                    kw["step"],
-                    kw["idx"],
-                    _text(kw["call_id"]),
-                    _text(kw["name"]),
-                    _dumps(kw["arguments"]),
-                    digest,
-                    kw["declarations"]["effect"],
-                    kw["declarations"]["replay"],
-                    kw["declarations"]["concurrency"],
-                    kw["outcome"],
-                    kw["block_kind"],
-                    int(kw["cancelled"]),
-                    _text(kw["text"]),
-                    _dumps(kw["metadata"]),
-                    time.time(),
-                ),
-            )
-            seq = int(cur.lastrowid or 0)
-            if event is not None:
-                self._event(db, kw["session_id"], event[0], event[1], kw["step"], seq, kw["call_id"])
-            if end_step is not None:
-                self._end_step(db, kw["session_id"], end_step)
-        return seq
 
     def _row(self, r: sqlite3.Row) -> CallRow:
         return CallRow(

@@ -24,6 +24,25 @@ _DECODE_BYTES = 8_192
 _FAST_RUN_REGEX_AFTER = 64
 
 
+def _run_end(data: bytes, pos: int, prefix: bytes | None) -> tuple[int, int]:
+    """Where the run of complete lines starting with ``prefix`` that begins at ``pos`` ends, and how
+    many lines it holds, when every complete line from ``pos`` up to the last one with that prefix
+    has it (found with C scans, not line by line); (-1, 0) when another line is among them (the
+    caller matches the run)."""
+    if prefix is None or not data.startswith(prefix, pos):
+        return pos, 0
+    last = data.rfind(b"\n" + prefix, pos)
+    start = last + 1 if last >= 0 else pos
+    nl = data.find(b"\n", start + len(prefix))
+    end = nl + 1 if nl >= 0 else start
+    if end <= pos:
+        return pos, 0
+    lines = data.count(b"\n", pos, end)
+    if lines == 1 + data.count(b"\n" + prefix, pos, end - 1):
+        return end, lines
+    return -1, 0
+
+
 def utf16_units(s: str) -> int:
     if s.isascii():
         return len(s)
@@ -208,11 +227,14 @@ class GrepCollector:
         while True:
             rx = self._fast_rx
             if rx is not None and not self._carry:
-                # A long run of one counted-only file: consumed in one regex match, counted by newlines.
-                m = rx.match(data, pos)
-                if m is not None:
-                    counted += data.count(b"\n", pos, m.end())
-                    pos = m.end()
+                # A long run of one counted-only file: consumed at once, counted by newlines.
+                end, lines = _run_end(data, pos, self._fast)
+                if end < 0:
+                    m = rx.match(data, pos)
+                    end = m.end() if m is not None else pos
+                    lines = data.count(b"\n", pos, end)
+                counted += lines
+                pos = end
             nl = data.find(b"\n", pos)
             if nl < 0:
                 break

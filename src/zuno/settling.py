@@ -1,0 +1,72 @@
+"""A step's results, persisted in call order in as few transactions as that order allows."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+from zuno.records import CallRecord
+from zuno.store import Store
+from zuno.store.calls import CallEntry
+
+
+class StepState(Protocol):
+    """What the book needs of its step: its number, and a flag it sets once the step is closed."""
+
+    n: int
+    ended: bool
+
+
+class StepBook:
+    """A step's results, persisted in call order in as few transactions as that order allows: every
+    result ready in order is written in one transaction, the last one with the end of the step. A
+    run of overlapping calls gathers the results that complete in one turn of the event loop."""
+
+    def __init__(self, store: Store, session_id: str, st: StepState, count: int) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.st = st
+        self.count = count
+        self.records: list[CallRecord | None] = [None] * count
+        self.pending: dict[int, tuple[CallEntry, CallRecord]] = {}
+        self.cursor = 0
+        self.handle: asyncio.Handle | None = None
+        self.error: BaseException | None = None
+
+    def add(self, idx: int, item: tuple[CallEntry, CallRecord], *, soon: bool = False) -> None:
+        self.pending[idx] = item
+        if soon and self.handle is None:
+            self.handle = asyncio.get_running_loop().call_soon(self._soon)
+
+    def _soon(self) -> None:
+        self.handle = None
+        try:
+            self.flush()
+        except BaseException as e:  # re-raised in the step by its next flush
+            self.error = e
+
+    def flush(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+        if self.error is not None:
+            err, self.error = self.error, None
+            raise err
+        ready = []
+        i = self.cursor
+        while i in self.pending:
+            ready.append(i)
+            i += 1
+        if not ready:
+            return
+        last = i == self.count
+        self.store.write_settlements(
+            [self.pending[j][0] for j in ready], (self.session_id, self.st.n) if last else None
+        )
+        for j in ready:
+            entry, rec = self.pending.pop(j)
+            rec.attempt = entry.attempt
+            self.records[j] = rec
+        self.cursor = i
+        if last:
+            self.st.ended = True
