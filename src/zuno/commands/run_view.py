@@ -287,9 +287,10 @@ class InlineApprover:
         if self.view.mid_line:
             self.view.out.write("\n")
             self.view.mid_line = False
+        fut: asyncio.Future[bytes] = loop.create_future()
+        self._answer, self._loop = fut, loop  # before the question: a Ctrl-C at it is a refusal
         self.view.err.write(approval_question(request))
         self.view.err.flush()
-        fut: asyncio.Future[bytes] = loop.create_future()
 
         def readable() -> None:
             try:
@@ -299,10 +300,10 @@ class InlineApprover:
             if not fut.done():
                 fut.set_result(data)
 
-        self._answer, self._loop = fut, loop
         try:
             loop.add_reader(self.fd, readable)
         except (OSError, ValueError, NotImplementedError):
+            self._answer = None
             self.view.err.write("(no terminal to answer on: refused)\n")
             return False
         try:
