@@ -253,3 +253,21 @@ def test_approve_still_approves_everything_in_the_interactive_session(workspace:
     term.write(b"write it\n")
     term.until("✓ write auto.txt".encode())
     assert _leave(term) == 0 and "[y/N]" not in term.text
+
+
+def test_end_of_input_at_an_inline_approval_is_a_refusal(workspace: Path, fake: FakeProvider) -> None:
+    term = _approval_session(workspace, fake, "eof.txt")
+    term.write(b"\x04")  # Ctrl-D: the read ends with nothing
+    term.until("⊘ write eof.txt (blocked: denied)".encode())
+    assert _leave(term) == 0
+    assert not (workspace / "eof.txt").exists()
+
+
+def test_a_one_shot_run_on_a_terminal_asks_inline_too(workspace: Path, fake: FakeProvider) -> None:
+    configure(workspace, fake, {"permission": {"strict": True}})
+    fake.script(Reply(calls=[Call("write", '{"path": "one.txt", "content": "1\\n"}')]), Reply(text="finished\n"))
+    term = Pty(workspace, "write it")
+    term.until(b"[y/N] ")
+    term.write(b"yes\n")
+    assert term.finish() == 0, term.text
+    assert "✓ write one.txt" in term.text and (workspace / "one.txt").read_text() == "1\n"

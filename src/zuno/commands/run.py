@@ -97,7 +97,8 @@ def _main(
 ) -> int:
     view = View(json_mode=args.json)
     inline: InlineApprover | None = None
-    if interactive and not args.approve:
+    if not args.approve and sys.stdin.isatty() and sys.stderr.isatty():
+        # asked in this terminal session, read by the event loop (a Ctrl-C at it is a refusal)
         inline = InlineApprover(view)
         approver: Approver = inline
     else:
@@ -114,7 +115,7 @@ def _main(
         try:
             if interactive:
                 return _interactive(agent, view, inline)
-            return asyncio.run(_one_shot(agent, view, prompt, json_mode=args.json))
+            return asyncio.run(_one_shot(agent, view, prompt, json_mode=args.json, inline=inline))
         except (UsageError, KeyboardInterrupt):
             raise
         except Exception as e:  # a bug below the loop: one line, the transcript has the rest
@@ -127,10 +128,13 @@ def _main(
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-async def _one_shot(agent: Agent, view: View, prompt: str | None, *, json_mode: bool) -> int:
+async def _one_shot(
+    agent: Agent, view: View, prompt: str | None, *, json_mode: bool, inline: InlineApprover | None
+) -> int:
     await _open(agent)
     sig = _Interrupts()
     sig.install()
+    sig.approver = inline
     try:
         with sig.turn(agent):
             try:
