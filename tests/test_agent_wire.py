@@ -400,7 +400,7 @@ def test_interactive_mode_on_a_terminal(workspace: Path, fake: FakeProvider) -> 
         os.close(master)
     assert child.returncode == 0
     text = seen.decode(errors="replace")
-    assert "· read" in text and "→ ok" in text
+    assert "✓ read a.txt" in text
     assert "Mode: Goal" in fake.requests[-1].body["messages"][0]["content"]
     assert (workspace.parent / "cfg" / "history").is_file()
 

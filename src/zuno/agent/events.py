@@ -44,6 +44,8 @@ class ToolResultEvent:
     outcome: str
     text: str
     cancelled: bool = False
+    block_kind: str | None = None  # invalid_arguments | unavailable | denied, for a blocked call
+    exit_code: int | None = None  # a command's exit status, when the tool ran one
     kind: Literal["tool_result"] = "tool_result"
 
 

@@ -444,7 +444,18 @@ class AgentLoop:
             )
         self.transcript.add_tool_results(turn.n, result.step, rows)
         for c, rec in zip(calls, result.results, strict=True):
-            self.emit(ToolResultEvent(c.id, c.name, str(rec.outcome), rec.text, rec.cancelled))
+            code = rec.metadata.get("exitCode")
+            self.emit(
+                ToolResultEvent(
+                    c.id,
+                    c.name,
+                    str(rec.outcome),
+                    rec.text,
+                    rec.cancelled,
+                    str(rec.block_kind) if rec.block_kind else None,
+                    code if isinstance(code, int) and not isinstance(code, bool) else None,
+                )
+            )
         self._record_notices(turn.n, result.notices, "step")
         if self._interrupt is not None:
             raise _Stop(self._interrupt, "during a tool step (the step was cancelled and settled)")

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from zuno.agent.api import Agent, NoProvider, RunResult
-from zuno.agent.events import AgentEvent, NoticeEvent, StopEvent, TextEvent, ToolCallEvent, ToolResultEvent
 from zuno.agent.transcript import MODES
 from zuno.cli_support import (
     EXIT_INTERRUPTED,
@@ -32,9 +31,12 @@ from zuno.cli_support import (
     UsageError,
     add_common_arguments,
     add_session_arguments,
+    approver_from_args,
     print_json,
     runtime_from_args,
 )
+from zuno.commands.run_view import InlineApprover, PausingApprover, View
+from zuno.permissions import Approver
 from zuno.session_ids import InvalidSessionId, SessionNotFound
 from zuno.store import SessionBusy
 
@@ -43,7 +45,6 @@ NO_MODEL_HELP = (
     '"provider.<id>" entry: api, options.baseURL, options.apiKey), or pass --model; the built-in '
     "providers need only OPENAI_API_KEY (--model openai/<name>) or ANTHROPIC_API_KEY (--model anthropic/<name>)."
 )
-TOOL_LINE_MAX = 100
 
 
 def add_parser(sub: Any) -> None:
@@ -94,7 +95,15 @@ def _main(
     prompt: str | None,
     interactive: bool,
 ) -> int:
-    rt = runtime_from_args(args)
+    view = View(json_mode=args.json)
+    inline: InlineApprover | None = None
+    if not args.approve and sys.stdin.isatty() and sys.stderr.isatty():
+        # asked in this terminal session, read by the event loop (a Ctrl-C at it is a refusal)
+        inline = InlineApprover(view)
+        approver: Approver = inline
+    else:
+        approver = PausingApprover(approver_from_args(args), view)
+    rt = runtime_from_args(args, approver)
     try:
         try:
             sid = rt.resolve_session(session, continue_latest=continue_latest)
@@ -103,11 +112,10 @@ def _main(
         if args.model is None and getattr(rt.config, "model", None) in (None, ""):
             raise UsageError(NO_MODEL_HELP)
         agent = Agent(rt, model=args.model, mode=args.mode, session_id=sid)
-        view = _View(json_mode=args.json)
         try:
             if interactive:
-                return _interactive(agent, view)
-            return asyncio.run(_one_shot(agent, view, prompt, json_mode=args.json))
+                return _interactive(agent, view, inline)
+            return asyncio.run(_one_shot(agent, view, prompt, json_mode=args.json, inline=inline))
         except (UsageError, KeyboardInterrupt):
             raise
         except Exception as e:  # a bug below the loop: one line, the transcript has the rest
@@ -120,19 +128,23 @@ def _main(
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-async def _one_shot(agent: Agent, view: _View, prompt: str | None, *, json_mode: bool) -> int:
+async def _one_shot(
+    agent: Agent, view: View, prompt: str | None, *, json_mode: bool, inline: InlineApprover | None
+) -> int:
     await _open(agent)
     sig = _Interrupts()
     sig.install()
+    sig.approver = inline
     try:
         with sig.turn(agent):
             try:
                 result = await agent.run(prompt, on_event=view.on_event)
             except asyncio.CancelledError:
                 return sig.exit or EXIT_INTERRUPTED
+            finally:
+                await view.aend()
     finally:
         await agent.close()
-    view.end()
     if json_mode:
         print_json(result.to_json())
     return sig.exit or _exit_status(result)
@@ -167,6 +179,7 @@ class _Interrupts:
         self.count = 0
         self.exit: int | None = None
         self.at_prompt = False
+        self.approver: InlineApprover | None = None
 
     def install(self) -> None:
         signal.signal(signal.SIGINT, self._on_signal)
@@ -183,6 +196,10 @@ class _Interrupts:
     def _on_signal(self, signum: int, frame: object) -> None:
         if self.at_prompt and signum == signal.SIGINT:
             raise KeyboardInterrupt
+        if signum == signal.SIGINT and self.approver is not None and self.approver.asking:
+            print("^C", file=sys.stderr, flush=True)
+            self.approver.refuse_pending()  # Ctrl-C at an approval question is a refusal
+            return
         main, loop, agent = self.main, self.loop, self.agent
         if main is None or loop is None or agent is None or main.done():
             self.exit = self.exit or (EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED)
@@ -196,7 +213,7 @@ class _Interrupts:
         loop.call_soon_threadsafe(main.cancel)
 
 
-def _interactive(agent: Agent, view: _View) -> int:
+def _interactive(agent: Agent, view: View, inline: InlineApprover | None) -> int:
     """A line editor with history; each line is one turn. /mode plan|work|goal switches the mode,
     /exit (or Ctrl-D) leaves."""
     try:
@@ -214,6 +231,7 @@ def _interactive(agent: Agent, view: _View) -> int:
         print(f"zuno: session {agent.id}, mode {agent.transcript.state().mode}. /mode, /exit; Ctrl-C interrupts.")
         sig = _Interrupts()
         sig.install()
+        sig.approver = inline
         sig.at_prompt = True
         while True:
             try:
@@ -240,7 +258,10 @@ def _interactive(agent: Agent, view: _View) -> int:
 
             async def turn(text: str = line) -> None:
                 with sig.turn(agent):
-                    await agent.run(text, on_event=view.on_event)
+                    try:
+                        await agent.run(text, on_event=view.on_event)
+                    finally:
+                        await view.aend()
 
             sig.at_prompt = False
             task = loop.create_task(turn())
@@ -251,7 +272,6 @@ def _interactive(agent: Agent, view: _View) -> int:
                 break
             finally:
                 sig.at_prompt = True
-            view.end()
     finally:
         if readline is not None:
             with contextlib.suppress(OSError):
@@ -260,43 +280,3 @@ def _interactive(agent: Agent, view: _View) -> int:
         loop.run_until_complete(agent.close())
         loop.close()
     return code
-
-
-class _View:
-    """The live terminal view: streamed text on stdout, one compact line per tool call on stderr."""
-
-    def __init__(self, json_mode: bool) -> None:
-        self.json_mode = json_mode
-        self.mid_line = False
-        self.calls: dict[str, str] = {}
-
-    def _err(self, text: str) -> None:
-        if self.mid_line:
-            sys.stdout.write("\n")
-            sys.stdout.flush()
-            self.mid_line = False
-        print(text, file=sys.stderr, flush=True)
-
-    def on_event(self, ev: AgentEvent) -> None:
-        if isinstance(ev, TextEvent):
-            if not self.json_mode:
-                sys.stdout.write(ev.text)
-                sys.stdout.flush()
-                self.mid_line = not ev.text.endswith("\n")
-        elif isinstance(ev, ToolCallEvent):
-            self.calls[ev.call_id] = f"{ev.name} {ev.arguments}"
-        elif isinstance(ev, ToolResultEvent):
-            what = self.calls.pop(ev.call_id, ev.name)
-            if len(what) > TOOL_LINE_MAX:
-                what = what[: TOOL_LINE_MAX - 1] + "…"
-            self._err(f"  · {what} → {ev.outcome}{' (cancelled)' if ev.cancelled else ''}")
-        elif isinstance(ev, NoticeEvent):
-            self._err(f"  · notice: {ev.text.splitlines()[0][:TOOL_LINE_MAX]}")
-        elif isinstance(ev, StopEvent) and ev.stop_reason != "final":
-            self._err(f"zuno: stopped: {ev.stop_reason} ({ev.detail})")
-
-    def end(self) -> None:
-        if self.mid_line and not self.json_mode:
-            sys.stdout.write("\n")
-            sys.stdout.flush()
-            self.mid_line = False
