@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from terminal_screen import screen
 from zuno.commands.run_view import SPINNER_FRAMES
 
 from conftest import zuno_env
@@ -153,11 +154,29 @@ def test_markdown_is_rendered_on_a_terminal(workspace: Path, fake: FakeProvider)
     fake.script(Reply(text=DELTAS))
     term = Pty(workspace, "show markdown")
     assert term.finish() == 0, term.text
-    text = term.text
-    assert "\x1b[1m\x1b[4mTitle\x1b[24m\x1b[22m\n" in text
-    assert "Some \x1b[1mbold\x1b[22m and \x1b[36ma*b*\x1b[39m\n" in text
-    assert "\x1b[2mx = *y*\x1b[0m\n" in text and "• item\n" in text
-    assert "**bold**" not in text
+    rows = screen(term.text)  # the last version of each line, after the erases
+    assert "\x1b[1m\x1b[4mTitle\x1b[24m\x1b[22m" in rows
+    assert "Some \x1b[1mbold\x1b[22m and \x1b[36ma*b*\x1b[39m" in rows
+    assert "\x1b[2mx = *y*\x1b[0m" in rows and "• item" in rows
+    assert not any("**bold**" in r or "# Ti" in r for r in rows)
+    assert "\r\x1b[2K" in term.text  # a partial line was shown, then replaced
+
+
+def test_a_partial_line_is_on_the_terminal_before_its_newline_is_sent(workspace: Path, fake: FakeProvider) -> None:
+    configure(workspace, fake)
+    fake.script(Reply(text=["Some **par", "tial** and ", "more\n"], delay_s=1.0))
+    term = Pty(workspace, "stream it")
+    term.until(b"Some **par", within=30)
+    req = fake.requests[0]
+    sent = len(req.text_written_at)
+    seen_at = time.perf_counter()
+    assert b"more" not in term.seen and sent < 3, "the first delta showed only after the newline was sent"
+    term.until(b"tial** and ")
+    assert term.finish() == 0, term.text
+    assert len(req.text_written_at) == 3 and req.text_written_at[2] > seen_at
+    rows = screen(term.text)
+    assert "Some \x1b[1mpartial\x1b[22m and more" in rows
+    assert not any("**" in r for r in rows)
 
 
 def test_markdown_is_raw_in_a_pipe_and_with_no_color(workspace: Path, fake: FakeProvider) -> None:

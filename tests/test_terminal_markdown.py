@@ -4,15 +4,34 @@ from __future__ import annotations
 
 import re
 
+from terminal_screen import screen
 from zuno.agent.events import ToolResultEvent
 from zuno.commands.run_view import call_subject, tool_line
-from zuno.commands.terminal_markdown import BOLD, CODE, DIM, ITALIC, NO_BOLD, NO_CODE, NO_ITALIC, MarkdownStream
+from zuno.commands.terminal_markdown import (
+    BOLD,
+    CODE,
+    DIM,
+    ERASE_LINE,
+    ITALIC,
+    NO_BOLD,
+    NO_CODE,
+    NO_ITALIC,
+    RESET,
+    UP_ERASE,
+    MarkdownStream,
+)
+from zuno.commands.terminal_width import rows_used
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def render(deltas: list[str]) -> str:
-    m = MarkdownStream(color=True)
+    """The final screen of a stream, rows joined by newlines."""
+    return "\n".join(screen(written(deltas)))
+
+
+def written(deltas: list[str], columns: int = 80) -> str:
+    m = MarkdownStream(color=True, columns=lambda: columns)
     return "".join(m.feed(d) for d in deltas) + m.finish()
 
 
@@ -23,11 +42,53 @@ def test_without_colour_the_text_is_handed_back_byte_for_byte() -> None:
     assert out == text
 
 
-def test_a_completed_line_is_rendered_as_it_arrives_and_the_partial_one_waits() -> None:
-    m = MarkdownStream(color=True)
-    assert m.feed("Some **bo") == "" and m.pending
-    assert m.feed("ld** text\nnext") == f"Some {BOLD}bold{NO_BOLD} text\n"
-    assert m.finish() == "next" and not m.pending
+def test_the_partial_line_shows_at_once_and_is_replaced_by_its_rendering() -> None:
+    m = MarkdownStream(color=True, columns=lambda: 80)
+    assert m.feed("Some **bo") == "Some **bo" and m.pending
+    assert m.feed("ld") == "ld"
+    assert m.feed("** text\nnext") == f"{ERASE_LINE}Some {BOLD}bold{NO_BOLD} text\nnext"
+    assert m.finish() == "" and not m.pending  # "next" renders as itself: never rewritten
+
+
+def test_a_plain_line_is_never_rewritten_and_a_whole_line_is_rendered_directly() -> None:
+    assert written(["plain ", "words\n", "**b**\n"]) == f"plain words\n{BOLD}b{NO_BOLD}\n"
+
+
+def test_a_wrapped_partial_is_erased_over_every_row_it_took() -> None:
+    out = written(["**" + "x" * 20, "**\n"], columns=10)  # 22 cells raw: three rows of ten
+    assert out.endswith(f"{ERASE_LINE}{UP_ERASE * 2}{BOLD}{'x' * 20}{NO_BOLD}\n")
+    assert screen(out, 10) == [f"{BOLD}{'x' * 10}", f"{'x' * 10}{NO_BOLD}", ""]
+    exact = written(["*" + "y" * 8 + "*", "\n"], columns=10)  # exactly one row: the cursor waits on it
+    assert exact == f"*{'y' * 8}*{ERASE_LINE}{ITALIC}{'y' * 8}{NO_ITALIC}\n"
+
+
+def test_wide_characters_are_two_cells_and_wrap_early() -> None:
+    assert rows_used("中" * 5, 10) == 1 and rows_used("a" + "中" * 5, 10) == 2
+    assert rows_used("a" * 9 + "中", 10) == 2  # one cell left: the wide one goes to the next row
+    out = written(["**" + "中" * 5, "**\n"], columns=10)  # 2 + 10 cells: two rows
+    assert out.endswith(f"{ERASE_LINE}{UP_ERASE}{BOLD}{'中' * 5}{NO_BOLD}\n")
+    assert screen(out, 10)[0] == f"{BOLD}{'中' * 5}{NO_BOLD}"
+
+
+def test_an_uncountable_width_leaves_the_raw_line_and_adds_the_rendered_one_only_if_it_reads_differently() -> None:
+    assert rows_used("—" * 6, 80) == 1  # ambiguous, but one row either way
+    assert rows_used("—" * 6, 10) is None and rows_used("ok \u200d", 80) is None
+    zwj = "\U0001f469\u200d\U0001f4bb"
+    out = written([f"**{zwj}", " x**\n"])
+    assert ERASE_LINE not in out and "\x1b[1A" not in out
+    assert out == f"**{zwj} x**\n{BOLD}{zwj} x{NO_BOLD}\n"
+    same = written([f"```{zwj}", "\n"])  # a fence line: only its style differs, nothing is repeated
+    assert same == f"```{zwj}\n"
+
+
+def test_inside_a_fence_the_raw_text_streams_dim_and_is_never_rewritten() -> None:
+    out = written(["```\nx = *", "y*", "\n```\n"])
+    assert out == f"{DIM}```{RESET}\n{DIM}x = *y*{RESET}\n{DIM}```{RESET}\n"
+
+
+def test_a_crlf_split_across_deltas_shows_no_carriage_return() -> None:
+    out = written(["**a**\r", "\nb\r", "c\n"])
+    assert screen(out) == [f"{BOLD}a{NO_BOLD}", "b\u240dc", ""]
 
 
 def test_a_fence_split_across_deltas_is_still_a_fence() -> None:

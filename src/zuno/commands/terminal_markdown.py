@@ -1,15 +1,25 @@
 """Streamed Markdown for the terminal: text deltas in, what to write out.
 
-``MarkdownStream(color=True)`` is line-buffered: each completed line is rendered as it arrives
-(headings bold, ``**bold**`` / ``*italic*``, ``inline code``, fenced code blocks dim with their
-fence lines shown dim, bullet and numbered lists, block quotes, rules) and the partial last line
-is rendered by ``finish()``. Control characters from the model are shown, never obeyed.
+``MarkdownStream(color=True)`` shows the text of the current (incomplete) line at once, plain, and
+when the line completes replaces it with its rendered form (headings bold, ``**bold**`` /
+``*italic*``, ``inline code``, fenced code blocks dim with their fence lines shown dim, bullet and
+numbered lists, block quotes, rules): carriage return + erase line over the row the partial took,
+the cursor moved up over the rows it wrapped to (counted with ``terminal_width.rows_used`` against
+the terminal's width). When those rows cannot be counted (a character terminals disagree on), the
+raw line stays and the rendered one follows on its own line only if it reads differently. Inside a
+fenced code block the raw text is the rendering: it streams dim and is never rewritten. A plain
+line that renders as itself is never rewritten either. ``finish()`` completes the partial last
+line (no newline). Control characters from the model are shown, never obeyed.
 ``MarkdownStream(color=False)`` hands back exactly the text it was given, byte for byte.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
+from collections.abc import Callable
+
+from zuno.commands.terminal_width import rows_used
 
 BOLD, NO_BOLD = "\x1b[1m", "\x1b[22m"
 DIM = "\x1b[2m"
@@ -17,6 +27,9 @@ ITALIC, NO_ITALIC = "\x1b[3m", "\x1b[23m"
 CODE, NO_CODE = "\x1b[36m", "\x1b[39m"
 UNDERLINE, NO_UNDERLINE = "\x1b[4m", "\x1b[24m"
 RESET = "\x1b[0m"
+ERASE_LINE = "\r\x1b[2K"
+UP_ERASE = "\x1b[1A\x1b[2K"
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
@@ -53,15 +66,22 @@ def _emphasis(text: str) -> str:
     return _EMPH.sub(lambda m: f"{ITALIC}{m.group(1)}{NO_ITALIC}", text)
 
 
+def _columns() -> int:
+    return shutil.get_terminal_size().columns
+
+
 class MarkdownStream:
-    def __init__(self, color: bool) -> None:
+    def __init__(self, color: bool, columns: Callable[[], int] = _columns) -> None:
         self.color = color
+        self.columns = columns
         self._partial = ""
+        self._shown = ""  # the visible text of the partial line already handed out
+        self._dim = False  # that text was handed out dim (inside a fence)
         self._fence: str | None = None  # the open fence's marker, e.g. "```"
 
     @property
     def pending(self) -> bool:
-        """A partial line is held back (colour mode only)."""
+        """A partial line has arrived and is not complete yet (colour mode only)."""
         return bool(self._partial)
 
     def feed(self, text: str) -> str:
@@ -69,16 +89,52 @@ class MarkdownStream:
             return text
         self._partial += text
         if "\n" not in self._partial:
-            return ""
+            return self._stream_partial()
         *lines, self._partial = self._partial.split("\n")
-        return "".join(self._line(line) + "\n" for line in lines)
+        out = "".join(self._complete(line) + "\n" for line in lines)
+        return out + self._stream_partial()
 
     def finish(self) -> str:
-        """The partial last line, rendered (no newline added), and a clean state for a new stream."""
+        """The partial last line, completed in its rendered form (no newline added), and a clean
+        state for a new stream."""
         line, self._partial = self._partial, ""
-        out = self._line(line) if line else ""
+        out = self._complete(line) if line else ""
         self._fence = None
         return out
+
+    def _stream_partial(self) -> str:
+        """What of the partial line is new since the last call: plain (dim inside a fence). A
+        trailing carriage return waits: it may be the first half of a CRLF."""
+        visible = _visible(self._partial.removesuffix("\r"))
+        fresh = visible[len(self._shown) :]
+        if not fresh:
+            return ""
+        lead = ""
+        if not self._shown and self._fence is not None:
+            self._dim, lead = True, DIM
+        self._shown = visible
+        return lead + fresh
+
+    def _complete(self, raw: str) -> str:
+        """The completed line: the rest of its raw text, or its rendered form over what was shown."""
+        shown, dim = self._shown, self._dim
+        self._shown, self._dim = "", False
+        rendered = self._line(raw)
+        full = _visible(raw.removesuffix("\r"))
+        rest = full[len(shown) :]
+        if not shown or (rendered == full and not dim):
+            return rendered if not shown else rest
+        if dim and rendered == f"{DIM}{full}{RESET}":
+            return f"{rest}{RESET}"
+        rows = rows_used(shown, self.columns())
+        if rows is not None:
+            return ERASE_LINE + UP_ERASE * (rows - 1) + rendered
+        # the rows the raw text took cannot be counted: leave it, and add the rendered line
+        # below only if it reads differently
+        end = RESET if dim else ""
+        if _SGR.sub("", rendered) == full:
+            return rest + end
+        return f"{rest}{end}\n{rendered}"
 
     def _line(self, raw: str) -> str:
         line = _visible(raw.removesuffix("\r"))
