@@ -9,6 +9,7 @@ needs. A call that names no operation (or an unknown one) is refused at admissio
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from functools import reduce
 from operator import or_
 from typing import Annotated, Any, ClassVar
@@ -16,8 +17,9 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BaseModel, Discriminator, RootModel, Tag
 
 from zuno.declarations import Concurrency, Declarations, Effect, Replay
-from zuno.tool import Tool, ToolContext
-from zuno.tools.state.docstore import Delivery
+from zuno.tool import Tool, ToolContext, ToolOutput
+from zuno.tools.state import docstore
+from zuno.tools.state.docstore import Delivery, Doc, StateRefusal
 
 READ = Declarations(Effect.ReadOnly, Replay.Safe, Concurrency.ParallelSafe)
 MUTATION = Declarations(Effect.SideEffecting, Replay.Never, Concurrency.Exclusive)
@@ -117,3 +119,26 @@ class ActionTool(Tool):
 def delivery(ctx: ToolContext, args: Any) -> Delivery:
     payload = inner(args).model_dump(mode="json")
     return Delivery(ctx.call_id, [ctx.tool_name, payload])
+
+
+def mutate_for_call(
+    ctx: ToolContext,
+    args: Any,
+    scope: str,
+    kind: str,
+    apply: Callable[[Doc], tuple[dict[str, Any], dict[str, Any]]],
+    render: Callable[[dict[str, Any], bool, Doc], ToolOutput],
+) -> ToolOutput:
+    """One model call's revisioned mutation of a state document: applied once per delivery (a
+    repeated delivery returns the stored result), a refusal as its typed output, else ``render``
+    of the result, whether it was a repeated delivery, and the document as it now is."""
+    try:
+        result, replayed = docstore.mutate(ctx.store, scope, kind, delivery(ctx, args), apply)
+    except StateRefusal as r:
+        return r.to_output()
+    return render(result, replayed, docstore.read(ctx.store, scope, kind))
+
+
+def mutation_head(label: str, result: dict[str, Any], replayed: bool) -> str:
+    """The first line of a mutation's result: ``[plan patch: revision 4]``."""
+    return f"[{label}: revision {result['revision']}" + (" · repeated delivery, applied once]" if replayed else "]")

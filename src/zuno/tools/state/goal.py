@@ -17,7 +17,7 @@ from pydantic import Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import docstore, evidence
-from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, delivery, inner
+from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner, mutate_for_call, mutation_head
 from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
 from zuno.tools.state.plan import agent_of, scope_of
 
@@ -288,29 +288,23 @@ class GoalUpdateTool(ActionTool):
     async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
         a = inner(args)
         agent = agent_of(ctx)
-        try:
-            result, replayed = docstore.mutate(
-                ctx.store,
-                scope_of(ctx.session_id),
-                KIND,
-                delivery(ctx, args),
-                lambda d: apply_update(ctx.store, ctx.session_id, d, a, agent),
+
+        def render(result: dict[str, Any], replayed: bool, doc: Doc) -> ToolOutput:
+            head = mutation_head(f"goal {result['action']}", result, replayed)
+            return ToolOutput(
+                text=head + "\n" + json.dumps(view(doc), ensure_ascii=False, indent=1),
+                metadata={
+                    "revision": result["revision"],
+                    "result": result,
+                    "replayed": replayed,
+                    "invalidatesContext": True,
+                },
             )
-        except StateRefusal as r:
-            return r.to_output()
-        doc = docstore.read(ctx.store, scope_of(ctx.session_id), KIND)
-        head = f"[goal {result['action']}: revision {result['revision']}" + (
-            " · repeated delivery, applied once]" if replayed else "]"
-        )
-        return ToolOutput(
-            text=head + "\n" + json.dumps(view(doc), ensure_ascii=False, indent=1),
-            metadata={
-                "revision": result["revision"],
-                "result": result,
-                "replayed": replayed,
-                "invalidatesContext": True,
-            },
-        )
+
+        def apply(d: Doc) -> tuple[dict[str, Any], dict[str, Any]]:
+            return apply_update(ctx.store, ctx.session_id, d, a, agent)
+
+        return mutate_for_call(ctx, args, scope_of(ctx.session_id), KIND, apply, render)
 
 
 def host_update(store: Any, session_id: str, args: Resume | HostPause, delivery_id: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pydantic import Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import docstore
-from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, delivery, inner
+from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner, mutate_for_call, mutation_head
 from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
 
 KIND = "plan"
@@ -350,26 +350,18 @@ class PlanUpdateTool(ActionTool):
     async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
         a = inner(args)
         agent = agent_of(ctx)
-        try:
-            result, replayed = docstore.mutate(
-                ctx.store, scope_of(ctx.session_id), KIND, delivery(ctx, args), lambda d: apply_update(d, a, agent)
+
+        def render(result: dict[str, Any], replayed: bool, doc: Doc) -> ToolOutput:
+            head = mutation_head(f"plan {result['action']}", result, replayed)
+            return ToolOutput(
+                text=head + "\n" + json.dumps(view(doc), ensure_ascii=False, indent=1),
+                metadata={
+                    "revision": result["revision"],
+                    "result": result,
+                    "replayed": replayed,
+                    "invalidatesContext": True,
+                    PLAN_INSTRUCTION_KEY: "Maintain",
+                },
             )
-        except StateRefusal as r:
-            return r.to_output()
-        doc = docstore.read(ctx.store, scope_of(ctx.session_id), KIND)
-        text = (
-            f"[plan {result['action']}: revision {result['revision']}"
-            + (" · repeated delivery, applied once" if replayed else "")
-            + "]\n"
-            + json.dumps(view(doc), ensure_ascii=False, indent=1)
-        )
-        return ToolOutput(
-            text=text,
-            metadata={
-                "revision": result["revision"],
-                "result": result,
-                "replayed": replayed,
-                "invalidatesContext": True,
-                PLAN_INSTRUCTION_KEY: "Maintain",
-            },
-        )
+
+        return mutate_for_call(ctx, args, scope_of(ctx.session_id), KIND, lambda d: apply_update(d, a, agent), render)

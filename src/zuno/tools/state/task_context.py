@@ -30,7 +30,7 @@ from zuno.store import Store
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.shell.receipts import get_receipt
 from zuno.tools.state import docstore, sources
-from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, delivery, inner
+from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner, mutate_for_call, mutation_head
 from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
 from zuno.tools.state.plan import scope_of
 
@@ -323,17 +323,14 @@ class TaskContextTool(ActionTool):
                 text=json.dumps(view(ctx.store, ctx.session_id, doc), ensure_ascii=False, indent=1),
                 metadata={"revision": doc.revision},
             )
-        try:
-            result, replayed = docstore.mutate(
-                ctx.store, scope, KIND, delivery(ctx, args), lambda d: apply_update(ctx.store, ctx.session_id, d, a)
+
+        def render(result: dict[str, Any], replayed: bool, doc: Doc) -> ToolOutput:
+            head = mutation_head(f"task_context {a.action}", result, replayed)
+            return ToolOutput(
+                text=head + "\n" + json.dumps(view(ctx.store, ctx.session_id, doc), ensure_ascii=False, indent=1),
+                metadata={"revision": result["revision"], "replayed": replayed, "invalidatesContext": True},
             )
-        except StateRefusal as r:
-            return r.to_output()
-        doc = docstore.read(ctx.store, scope, KIND)
-        head = f"[task_context {a.action}: revision {result['revision']}" + (
-            " · repeated delivery, applied once]" if replayed else "]"
-        )
-        return ToolOutput(
-            text=head + "\n" + json.dumps(view(ctx.store, ctx.session_id, doc), ensure_ascii=False, indent=1),
-            metadata={"revision": result["revision"], "replayed": replayed, "invalidatesContext": True},
+
+        return mutate_for_call(
+            ctx, args, scope, KIND, lambda d: apply_update(ctx.store, ctx.session_id, d, a), render
         )

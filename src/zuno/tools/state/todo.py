@@ -15,7 +15,7 @@ from pydantic import Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import docstore
-from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, delivery, inner
+from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner, mutate_for_call, mutation_head
 from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
 from zuno.tools.state.plan import agent_of, scope_of
 
@@ -329,25 +329,19 @@ class TodoUpdateTool(ActionTool):
     async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
         a = inner(args)
         agent = agent_of(ctx)
-        try:
-            result, replayed = docstore.mutate(
-                ctx.store, scope_of(ctx.session_id), KIND, delivery(ctx, args), lambda d: apply_update(d, a, agent)
+
+        def render(result: dict[str, Any], replayed: bool, doc: Doc) -> ToolOutput:
+            return ToolOutput(
+                text=mutation_head(f"todo {result['action']}", result, replayed) + "\n" + _render(doc),
+                metadata={
+                    "revision": result["revision"],
+                    "result": result,
+                    "replayed": replayed,
+                    "invalidatesContext": True,
+                },
             )
-        except StateRefusal as r:
-            return r.to_output()
-        doc = docstore.read(ctx.store, scope_of(ctx.session_id), KIND)
-        head = f"[todo {result['action']}: revision {result['revision']}" + (
-            " · repeated delivery, applied once]" if replayed else "]"
-        )
-        return ToolOutput(
-            text=head + "\n" + _render(doc),
-            metadata={
-                "revision": result["revision"],
-                "result": result,
-                "replayed": replayed,
-                "invalidatesContext": True,
-            },
-        )
+
+        return mutate_for_call(ctx, args, scope_of(ctx.session_id), KIND, lambda d: apply_update(d, a, agent), render)
 
 
 class TodoWriteTool(ActionTool):
@@ -362,14 +356,11 @@ class TodoWriteTool(ActionTool):
 
     async def run(self, ctx: ToolContext, args: TodoWriteArgs) -> ToolOutput:
         agent = agent_of(ctx)
-        try:
-            result, replayed = docstore.mutate(
-                ctx.store, scope_of(ctx.session_id), KIND, delivery(ctx, args), lambda d: apply_write(d, args, agent)
+
+        def render(result: dict[str, Any], replayed: bool, doc: Doc) -> ToolOutput:
+            return ToolOutput(
+                text=f"[todo list written: revision {result['revision']}]\n" + _render(doc),
+                metadata={"revision": result["revision"], "replayed": replayed, "invalidatesContext": True},
             )
-        except StateRefusal as r:
-            return r.to_output()
-        doc = docstore.read(ctx.store, scope_of(ctx.session_id), KIND)
-        return ToolOutput(
-            text=f"[todo list written: revision {result['revision']}]\n" + _render(doc),
-            metadata={"revision": result["revision"], "replayed": replayed, "invalidatesContext": True},
-        )
+
+        return mutate_for_call(ctx, args, scope_of(ctx.session_id), KIND, lambda d: apply_write(d, args, agent), render)
