@@ -1,8 +1,11 @@
 """An active Goal's persisted progress fingerprint: three identical observations pause it with
 ``no_progress``.
 
-The agent loop calls :func:`observe_goal` once per reconciliation (after a provider final of a
-cycle that keeps the Goal's continuation). The observation is a digest of what progress would
+A host calls :func:`observe_goal` once per reconciliation (after a provider final of a cycle that
+keeps the Goal's continuation). Zuno's own agent loop keeps its count of the dynamic context's
+fingerprints in its transcript state instead and, on the third identical one, pauses the Goal
+through ``registry.goal_pausers`` (``goal.pause_for_no_progress``); this function is the same rule
+for a host that has no such loop. The observation is a digest of what progress would
 change: the Goal, Plan and Todo documents (their revisions and bodies), the session's latest
 recorded write (``writtenPaths``) and its latest verification receipt. It is persisted (kind
 ``goal_progress``), so a restart does not reset the count. A changed observation resets the count
