@@ -2,18 +2,23 @@
 
 stdin is read through a non-blocking pipe reader (so SIGTERM / SIGINT stop the server at once,
 not after the client's next line), and fd 0 points at the null device while serving so that
-nothing a call runs can read the protocol's bytes. stdout is the SDK's: fd 1 points at stderr
-while serving, so stray output of a call never reaches the wire.
+nothing a call runs can read the protocol's bytes. stdout is written through a non-blocking pipe
+writer on the event loop (the SDK's own writer hands every line and every flush to a worker
+thread: two thread hops per response), and fd 1 points at stderr while serving, so stray output of
+a call never reaches the wire. Where stdin or stdout is not a pipe (a regular file), the SDK's own
+reader or writer serves it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.stdio import stdio_server
 
@@ -21,6 +26,9 @@ from zuno.serve.mcp.server import STDIO_IDENTITY, Frontend, build_server
 
 # The longest JSON-RPC line read from the client (a large write's content).
 MAX_LINE_BYTES = 256 << 20
+# How long the responses still buffered when the server stops may take to reach a client that
+# does not read them; then the process exits anyway.
+FINAL_FLUSH_S = 5.0
 
 
 class _Lines:
@@ -62,11 +70,64 @@ async def _stdin() -> AsyncIterator[Any]:
         os.close(saved)
 
 
+class _Writer:
+    """The SDK's stdout interface (``write`` a line, ``flush``) over the loop's pipe transport: a
+    line is handed to the transport, ``flush`` waits only while the client lags behind."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    async def write(self, text: str) -> None:
+        self._writer.write(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        await self._writer.drain()
+
+
+@contextlib.asynccontextmanager
+async def _stdout() -> AsyncIterator[Any]:
+    """A writer to the client over a private duplicate of fd 1, with fd 1 pointing at stderr while
+    serving; or None where stdout is not a pipe (nothing is diverted then: the SDK does it)."""
+    loop = asyncio.get_running_loop()
+    private = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    pipe = os.fdopen(private, "wb", buffering=0)
+    try:
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
+    except (ValueError, OSError):  # a regular file or a closed descriptor: the SDK's own writer
+        pipe.close()
+        yield None
+        return
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+    except OSError:  # no stderr: the null device
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    try:
+        yield _Writer(writer)
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        # Every response written reaches the client before the process ends (bounded: a client that
+        # stopped reading does not hold the exit).
+        with contextlib.suppress(Exception):
+            transport.set_write_buffer_limits(high=0)
+            with anyio.move_on_after(FINAL_FLUSH_S, shield=True):
+                await writer.drain()
+        transport.close()
+
+
 async def serve_stdio(frontend: Frontend) -> None:
     server = build_server(frontend)
     # The session is opened before the first message: a busy session or a name collision among
     # connected servers is an error at start, and recovery notices are ready for the first result.
     await frontend.client(STDIO_IDENTITY)
     options = server.create_initialization_options(NotificationOptions(tools_changed=True))
-    async with _stdin() as lines, stdio_server(stdin=lines) as (read_stream, write_stream):
+    async with (
+        _stdin() as lines,
+        _stdout() as out,
+        stdio_server(stdin=lines, stdout=out) as (read_stream, write_stream),
+    ):
         await server.run(read_stream, write_stream, options)
