@@ -89,11 +89,15 @@ async def _stdout() -> AsyncIterator[Any]:
     """A writer to the client over a private duplicate of fd 1, with fd 1 pointing at stderr while
     serving; or None where stdout is not a pipe (nothing is diverted then: the SDK does it)."""
     loop = asyncio.get_running_loop()
-    private = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    try:
+        private = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    except OSError:  # fd 1 is closed: the SDK's writer says so
+        yield None
+        return
     pipe = os.fdopen(private, "wb", buffering=0)
     try:
         transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
-    except (ValueError, OSError):  # a regular file or a closed descriptor: the SDK's own writer
+    except (ValueError, OSError):  # a regular file (it cannot be polled): the SDK's own writer
         pipe.close()
         yield None
         return
