@@ -110,7 +110,8 @@ def source_tree() -> Path:
 
 def tree_size(root: Path) -> tuple[int, int]:
     n = size = 0
-    for dirpath, _, names in os.walk(root):
+    for dirpath, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in (".git", ".zuno")]  # never searched (Zuno's artifacts land in .zuno)
         for name in names:
             n += 1
             size += os.lstat(os.path.join(dirpath, name)).st_size
