@@ -222,7 +222,7 @@ def fixed_cost(runs: int) -> None:
     """The fixed cost per call: glob and grep on a 20-file tree, where rg itself takes a few ms, so
     what Zuno adds (dispatch, rg's start, reading, rendering, settling) shows as a difference in ms.
     Printed apart from the ratio cases: a ratio over a few ms of rg says little."""
-    tiny = Path(f"/tmp/zuno-bench-tiny-{os.getpid()}")
+    tiny = Path("/tmp/zuno-bench-tiny")  # cached like the other trees
     tiny.mkdir(exist_ok=True)
     for i in range(20):
         (tiny / f"f{i:02d}.py").write_text(f"def get_x{i}():\n    return {i}\n")
@@ -239,7 +239,7 @@ def fixed_cost(runs: int) -> None:
 def dispatch_floor(runs: int) -> None:
     """The dispatcher's own cost per call in this run: a `read` of a one-line file through the same
     Session.step (intent, settle, records), which every search call pays as well."""
-    one = Path(f"/tmp/zuno-bench-floor-{os.getpid()}")
+    one = Path("/tmp/zuno-bench-floor")
     one.mkdir(exist_ok=True)
     (one / "one.txt").write_text("one line\n")
 
