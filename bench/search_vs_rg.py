@@ -110,7 +110,8 @@ def source_tree() -> Path:
 
 def tree_size(root: Path) -> tuple[int, int]:
     n = size = 0
-    for dirpath, _, names in os.walk(root):
+    for dirpath, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in (".git", ".zuno")]  # never searched (Zuno's artifacts land in .zuno)
         for name in names:
             n += 1
             size += os.lstat(os.path.join(dirpath, name)).st_size
@@ -137,21 +138,20 @@ def capture_argv(root: Path, profile: str, name: str, args: dict) -> tuple[list[
     import zuno.tools.search.rg as rgmod
 
     seen: dict[str, object] = {}
-    real = asyncio.create_subprocess_exec
+    real = rgmod.spawn
 
-    async def spy(program, *argv, **kw):  # type: ignore[no-untyped-def]
-        if os.path.basename(str(program)).startswith("rg"):
-            seen["argv"] = [str(program), *argv]
-            seen["cwd"] = kw.get("cwd")
-        return await real(program, *argv, **kw)
+    def spy(path, argv, cwd, stdout, stderr):  # type: ignore[no-untyped-def]
+        seen["argv"] = [str(path), *argv]
+        seen["cwd"] = cwd
+        return real(path, argv, cwd, stdout, stderr)
 
-    rgmod.asyncio.create_subprocess_exec = spy  # type: ignore[attr-defined]
+    rgmod.spawn = spy  # type: ignore[assignment]
     try:
         rt = zuno.Runtime(root=root, profile=profile, db=f"/tmp/zuno-bench-{os.getpid()}.db")
         asyncio.run(zuno_call(rt, name, args))
         asyncio.run(rt.aclose())
     finally:
-        rgmod.asyncio.create_subprocess_exec = real  # type: ignore[attr-defined]
+        rgmod.spawn = real  # type: ignore[assignment]
     return seen["argv"], str(seen["cwd"])  # type: ignore[return-value]
 
 
@@ -169,36 +169,101 @@ def bench_case(root: Path, label: str, name: str, args: dict, runs: int, profile
     argv, cwd = capture_argv(root, profile, name, args)
     db = f"/tmp/zuno-bench-{os.getpid()}.db"
 
-    async def zuno_runs() -> tuple[list[float], list[float], zuno.CallRecord]:
+    async def zuno_runs() -> tuple[list[float], list[float], list[float], zuno.CallRecord]:
         raw: list[float] = []
         zt: list[float] = []
+        cpu: list[float] = []
         rt = zuno.Runtime(root=root, profile=profile, db=db)
         async with rt.session() as s:  # one session, as an agent uses it: rg is discovered once
             call = [{"name": name, "arguments": args}]
             await s.step(call)  # warm
             time_raw(argv, cwd)
-            for _ in range(runs):
-                raw.append(time_raw(argv, cwd))
+            for i in range(runs):
+                if i % 2 == 0:  # interleaved, each side first in every other round
+                    raw.append(time_raw(argv, cwd))
+                c0 = time.process_time()
                 t0 = time.perf_counter()
                 res = await s.step(call)
                 zt.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
+                if i % 2 == 1:
+                    raw.append(time_raw(argv, cwd))
         await rt.aclose()
-        return raw, zt, res.results[0]
+        return raw, zt, cpu, res.results[0]
 
-    raw, zt, rec = asyncio.run(zuno_runs())
+    raw, zt, cpu, rec = asyncio.run(zuno_runs())
     # best of N (the machine is shared: the minimum is the least disturbed run); medians alongside
     r, z = min(raw), min(zt)
     rm, zm = statistics.median(raw), statistics.median(zt)
     md = rec.metadata
     count = md.get("totalMatches", md.get("total"))
     withheld = " withheld" if "withheldOutput" in md else ""
-    row = {"case": label, "rg_s": r, "zuno_s": z, "ratio": z / r, "results": count, "outcome": str(rec.outcome)}
+    row = {
+        "case": label,
+        "rg_s": r,
+        "zuno_s": z,
+        "ratio": z / r,
+        "median_ratio": zm / rm,
+        "median_diff_s": zm - rm,
+        "zuno_cpu_s": statistics.median(cpu),
+        "results": count,
+        "outcome": str(rec.outcome),
+    }
     print(
         f"  {label:<40} best: rg {r * 1000:7.1f} ms  zuno {z * 1000:7.1f} ms  ratio {z / r:4.2f}x | "
-        f"median ratio {zm / rm:4.2f}x | results {count} ({rec.outcome}{withheld})",
+        f"median ratio {zm / rm:4.2f}x | zuno CPU {statistics.median(cpu) * 1000:5.1f} ms | "
+        f"results {count} ({rec.outcome}{withheld})",
         flush=True,
     )
     return row
+
+
+def fixed_cost(runs: int) -> None:
+    """The fixed cost per call: glob and grep on a 20-file tree, where rg itself takes a few ms, so
+    what Zuno adds (dispatch, rg's start, reading, rendering, settling) shows as a difference in ms.
+    Printed apart from the ratio cases: a ratio over a few ms of rg says little."""
+    tiny = Path("/tmp/zuno-bench-tiny")  # cached like the other trees
+    tiny.mkdir(exist_ok=True)
+    for i in range(20):
+        (tiny / f"f{i:02d}.py").write_text(f"def get_x{i}():\n    return {i}\n")
+    print("  fixed cost per call (20-file tree; best and median of the difference zuno - rg):")
+    cases = (("glob *.py", "glob", {"pattern": "*.py"}), ("grep 'def get_'", "grep", {"pattern": "def get_"}))
+    for label, name, args in cases:
+        row = bench_case(tiny, f"  {label} (20 files)", name, args, runs)
+        print(
+            f"    -> {label}: zuno - rg = {(row['zuno_s'] - row['rg_s']) * 1000:.2f} ms best, "
+            f"{row['median_diff_s'] * 1000:.2f} ms median; zuno CPU {row['zuno_cpu_s'] * 1000:.2f} ms per call"
+        )
+
+
+def dispatch_floor(runs: int) -> None:
+    """The dispatcher's own cost per call in this run: a `read` of a one-line file through the same
+    Session.step (intent, settle, records), which every search call pays as well."""
+    one = Path("/tmp/zuno-bench-floor")
+    one.mkdir(exist_ok=True)
+    (one / "one.txt").write_text("one line\n")
+
+    async def go() -> tuple[float, float, float]:
+        rt = zuno.Runtime(root=one, db=f"/tmp/zuno-bench-{os.getpid()}.db")
+        wall: list[float] = []
+        cpu: list[float] = []
+        async with rt.session() as s:
+            call = [{"name": "read", "arguments": {"path": "one.txt"}}]
+            await s.step(call)
+            for _ in range(max(runs, 20)):
+                c0 = time.process_time()
+                t0 = time.perf_counter()
+                await s.step(call)
+                wall.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
+        await rt.aclose()
+        return min(wall), statistics.median(wall), statistics.median(cpu)
+
+    best, med, cpu = asyncio.run(go())
+    print(
+        f"  dispatcher floor (read of a one-line file via Session.step): best {best * 1000:.2f} ms, "
+        f"median {med * 1000:.2f} ms, CPU {cpu * 1000:.2f} ms per call"
+    )
 
 
 def peak_rss_child(root: Path, args: dict) -> tuple[int, int, int]:
@@ -253,6 +318,8 @@ def main() -> None:
     print(f"rg: {getattr(rg, 'path', rg)} {getattr(rg, 'version', '')}; python {sys.version.split()[0]}")
     print(f"machine: {os.cpu_count()} cpus; {a.runs} interleaved runs per case, best of them; warm page cache")
     rows: list[dict] = []
+    dispatch_floor(a.runs)
+    fixed_cost(max(a.runs, 15))
     if not a.skip_generated:
         gen = generate_tree(Path(f"/tmp/zuno-bench-tree-{a.files}"), a.files)
         n, size = tree_size(gen)

@@ -11,7 +11,13 @@ from typing import Any
 
 from zuno import limits
 from zuno.declarations import BlockKind
-from zuno.process.execve import exec_problem
+from zuno.process.execve import (
+    ARG_MAX_FLOOR,
+    GUARD_RESERVE_BYTES,
+    MAX_ARG_STRLEN,
+    POINTER_BYTES,
+    exec_problem,
+)
 from zuno.tool import Refused, ToolContext, ToolOutput
 from zuno.tools.quote import QUOTE_MAX_CHARS, quote
 from zuno.tools.search.rg import (
@@ -84,10 +90,25 @@ def check_text(field: str, value: str, *, regex: bool = False) -> None:
         ) from None
 
 
+def _surely_fits(argv: list[str], env: dict[str, str]) -> bool:
+    """A bound that needs no encoding: at most 4 bytes per character (UTF-8; a surrogate escape is
+    one), so when even that fits the smallest space execve ever gives (and every string its
+    per-string limit), the exact check cannot fail. Anything near a limit takes the exact check."""
+    keys, values = env.keys(), env.values()
+    chars = sum(map(len, argv)) + sum(map(len, keys)) + sum(map(len, values)) + len(env)
+    strings = len(argv) + len(env)
+    longest = max(max(map(len, argv), default=0), max(map(len, keys), default=0) + 1 + max(map(len, values), default=0))
+    need = 4 * chars + strings * (1 + POINTER_BYTES) + GUARD_RESERVE_BYTES
+    return 4 * longest + 1 <= MAX_ARG_STRLEN and need <= ARG_MAX_FLOOR
+
+
 def check_exec(rg: Rg, argv: list[str], fields: dict[str, list[str]]) -> None:
     """Refuse a search whose rg command line execve would reject (E2BIG), naming the argument that
     made it too long; ``fields`` maps an argument name to the values it put on the command line."""
-    problem = exec_problem([rg.path, *argv], rg_env())
+    env = rg_env()
+    if _surely_fits([rg.path, *argv], env):
+        return
+    problem = exec_problem([rg.path, *argv], env)
     if problem is None:
         return
     value = argv[problem.index - 1] if problem.index else None

@@ -150,7 +150,9 @@ class GlobCollector:
             limit = self._threshold
             parts = [p for p in parts if p < limit]
         self.kept.extend(parts)
-        if len(self.kept) > 4 * self.cap + 4096:
+        # Trimmed soon after `cap` paths: the threshold then filters the rest of the walk, and each
+        # sort is of about `cap` paths plus one chunk, not of thousands more.
+        if len(self.kept) > self.cap + 1024:
             self._trim()
 
     def _trim(self) -> None:

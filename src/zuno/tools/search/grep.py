@@ -149,12 +149,10 @@ class GrepTool(Tool):
             return found
         rg, col, files, res = found
         meta = _metadata(rg, res, col, files)
-        rows = [
-            chord_format.hit_line(quote_path(f.path, grep=True), ln.number, ln.text)
-            for f in files
-            for ln in f.lines
-            if ln.hit
-        ]
+        rows: list[str] = []
+        for f in files:
+            q = quote_path(f.path, grep=True)  # once per file, not per line
+            rows += [chord_format.hit_line(q, ln.number, ln.text) for ln in f.lines if ln.hit]
         note = truncation_note(
             col.drops, meta["matches"], col.total_hits, "matches", "Narrow the pattern, the path or the include glob."
         )

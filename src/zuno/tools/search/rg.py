@@ -184,12 +184,25 @@ class RgLocator:
             return self._found
 
 
+# The last environment built, with the raw process environment it was built from: each call
+# compares the two (one dict comparison in C) instead of decoding and filtering every variable.
+_env_cache: tuple[dict[Any, Any], dict[str, str]] | None = None
+
+
 def rg_env() -> dict[str, str]:
     """rg's environment: no user rg config file may change the output format Zuno parses, and Zuno's
-    private ``ZUNO_*`` namespace is withheld (as from every process Zuno starts)."""
+    private ``ZUNO_*`` namespace is withheld (as from every process Zuno starts). Built again
+    whenever this process's environment changed; a fresh copy each time."""
+    global _env_cache
+    raw = getattr(os.environ, "_data", None)
+    cached = _env_cache
+    if raw is not None and cached is not None and cached[0] == raw:
+        return dict(cached[1])
     env = {k: v for k, v in withheld_environment().items() if k not in ("RIPGREP_CONFIG_PATH",)}
     env["LC_ALL"] = env.get("LC_ALL") or "C.UTF-8"
-    return env
+    if isinstance(raw, dict):
+        _env_cache = (dict(raw), env)
+    return dict(env)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -219,7 +232,7 @@ class _Stderr:
             self.kept += chunk[:room]
 
 
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     if proc.returncode is not None:
         return
     try:
@@ -252,10 +265,10 @@ def _stdout_pipe() -> tuple[int, int]:
     return r, w
 
 
-async def _pump(fd: int, take: Callable[[bytes], None]) -> None:
-    """Read the non-blocking pipe ``fd`` to its end, each chunk straight into ``take`` (no stream
-    buffer between them: one copy, out of the kernel)."""
-    loop = asyncio.get_running_loop()
+def _drain(loop: asyncio.AbstractEventLoop, fd: int, take: Callable[[bytes], None]) -> asyncio.Future[None]:
+    """Read the non-blocking pipe ``fd`` to its end from the event loop, each chunk straight into
+    ``take`` (no stream buffer between them: one copy, out of the kernel). The future is done at
+    end of file, or failed with what ``take`` raised (OutputTooLarge, or the collector's own error)."""
     done: asyncio.Future[None] = loop.create_future()
 
     def readable() -> None:
@@ -271,16 +284,63 @@ async def _pump(fd: int, take: Callable[[bytes], None]) -> None:
                         done.set_result(None)
                     return
                 take(chunk)
-        except BaseException as e:  # OutputTooLarge, or the collector's own error: the call's error
+        except BaseException as e:
             loop.remove_reader(fd)
             if not done.done():
                 done.set_exception(e)
 
     loop.add_reader(fd, readable)
+    return done
+
+
+def _pidfd(pid: int) -> int | None:
+    """A pidfd for ``pid`` (Linux 5.3+): readable once the process has exited. None elsewhere."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:  # pragma: no cover - not Linux
+        return None
     try:
-        await done
+        return int(opener(pid))
+    except OSError:  # pragma: no cover - a kernel without pidfds
+        return None
+
+
+async def _exit_status(proc: subprocess.Popen[bytes], pidfd: int | None, *, close: bool = False) -> int:
+    """Wait for ``proc`` to exit and reap it: its pidfd turns readable in the event loop (no waiter
+    thread per process, no child watcher); without a pidfd a thread waits. ``close`` closes the
+    pidfd when done."""
+    try:
+        if pidfd is None:  # pragma: no cover - not Linux
+            return await asyncio.to_thread(proc.wait)
+        loop = asyncio.get_running_loop()
+        while (rc := proc.poll()) is None:
+            ready: asyncio.Future[None] = loop.create_future()
+
+            def exited(ready: asyncio.Future[None] = ready) -> None:
+                if not ready.done():
+                    ready.set_result(None)
+
+            loop.add_reader(pidfd, exited)
+            try:
+                await ready
+            finally:
+                loop.remove_reader(pidfd)
+        return rc
     finally:
-        loop.remove_reader(fd)
+        if close and pidfd is not None:
+            os.close(pidfd)
+
+
+def spawn(path: str, argv: list[str], cwd: str, stdout: int, stderr: int) -> subprocess.Popen[bytes]:
+    """Start rg (vfork + exec, descriptors closed): stdin /dev/null, its own process group."""
+    return subprocess.Popen(
+        [path, *argv],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        env=rg_env(),
+        start_new_session=True,
+    )
 
 
 async def run_rg(
@@ -293,38 +353,27 @@ async def run_rg(
     max_output: int = limits.RG_MAX_OUTPUT_BYTES,
 ) -> RgResult:
     """Run rg, streaming stdout into ``feed``. Output past ``max_output`` kills rg and raises
-    OutputTooLarge. Cancellation kills rg's process group and reaps it before propagating."""
+    OutputTooLarge. Cancellation kills rg's process group and reaps it before propagating.
+
+    rg's pipes and its exit (a pidfd) are watched by the event loop directly: no asyncio
+    subprocess transport, no stream objects, no task per pipe and no waiter thread per process."""
+    loop = asyncio.get_running_loop()
     r, w = _stdout_pipe()
+    er, ew = os.pipe()
+    os.set_blocking(er, False)
     try:
-        proc = await asyncio.create_subprocess_exec(
-            rg.path,
-            *argv,
-            cwd=cwd,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=w,
-            stderr=asyncio.subprocess.PIPE,
-            env=rg_env(),
-            start_new_session=True,
-        )
+        proc = spawn(rg.path, argv, cwd, w, ew)
     except BaseException:
         os.close(r)
+        os.close(er)
         raise
     finally:
         os.close(w)
+        os.close(ew)
+    pidfd = _pidfd(proc.pid)
     if locator is not None:
         locator.running.add(proc.pid)
     err = _Stderr()
-    assert proc.stderr is not None
-    stderr = proc.stderr
-
-    async def drain_stderr() -> None:
-        while True:
-            chunk = await stderr.read(1 << 16)
-            if not chunk:
-                return
-            err.add(chunk)
-
-    err_task = asyncio.create_task(drain_stderr())
     seen = 0
 
     def take(chunk: bytes) -> None:
@@ -335,22 +384,29 @@ async def run_rg(
             raise OutputTooLarge(seen)
         feed(chunk)
 
+    out_done = _drain(loop, r, take)
+    err_done = _drain(loop, er, err.add)
     try:
-        await _pump(r, take)
-        await err_task
-        rc = await proc.wait()
+        await out_done
+        await err_done
+        rc = await _exit_status(proc, pidfd)
         return RgResult(rc, bytes(err.kept), seen)
     finally:
-        os.close(r)
+        for fd, fut in ((r, out_done), (er, err_done)):
+            loop.remove_reader(fd)
+            os.close(fd)
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # retrieved: a second failure is not reported as "never retrieved"
+            else:
+                fut.cancel()
         if proc.returncode is None:
             _kill_group(proc)
             # Reap it even while being cancelled: no zombie rg outlives its call.
+            reaper = asyncio.ensure_future(_exit_status(proc, pidfd, close=True))
             with contextlib.suppress(BaseException):
-                await asyncio.shield(proc.wait())
-        if not err_task.done():
-            err_task.cancel()
-            with contextlib.suppress(BaseException):
-                await err_task
+                await asyncio.shield(reaper)
+        elif pidfd is not None:
+            os.close(pidfd)
         if locator is not None:
             locator.running.discard(proc.pid)
 
