@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 import anthropic
 
+from zuno.agent.providers import wire_json
 from zuno.agent.providers.base import ProviderSettings, StreamingProvider
 from zuno.agent.providers.retry import RetryPolicy, StreamFailure
 from zuno.agent.providers.schema_export import anthropic_tools
@@ -17,6 +18,7 @@ from zuno.agent.types import (
     AssistantMessage,
     Finished,
     ImagePart,
+    Message,
     ModelRequest,
     StopReason,
     StreamEvent,
@@ -27,6 +29,8 @@ from zuno.agent.types import (
     Usage,
     UserMessage,
 )
+
+T = TypeVar("T")
 
 OPAQUE_KEY = "anthropic"  # AssistantMessage.opaque entries: {"api": OPAQUE_KEY, "block": {...}}
 NO_KEY = "no-key"  # sent when a configured (non built-in) provider has no key; see openai_chat.NO_KEY
@@ -54,39 +58,51 @@ def _input_object(raw: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def anthropic_blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
+    """One message's role and content blocks."""
+    if isinstance(m, UserMessage):
+        blocks = [{"type": "text", "text": m.text}] if m.text.strip() else []
+        blocks.extend(_image(i) for i in m.images)
+        return "user", blocks or [{"type": "text", "text": EMPTY_TEXT}]
+    if isinstance(m, ToolResultMessage):
+        content: list[dict[str, Any]] = [{"type": "text", "text": m.text}] if m.text.strip() else []
+        content.extend(_image(i) for i in m.images)
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.call_id, "content": content}
+        if m.is_error:
+            block["is_error"] = True
+        return "user", [block]
+    blocks = [o["block"] for o in m.opaque if o.get("api") == OPAQUE_KEY and isinstance(o.get("block"), dict)]
+    if m.text.strip():
+        blocks.append({"type": "text", "text": m.text})
+    blocks.extend(
+        {"type": "tool_use", "id": c.id, "name": c.name, "input": _input_object(c.arguments)} for c in m.tool_calls
+    )
+    return "assistant", blocks or [{"type": "text", "text": EMPTY_TEXT}]
 
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        # Consecutive same-role turns merge (tool results and a following user text share one
-        # user turn; the API wants user and assistant to alternate).
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)
+
+def _turns(parts: list[tuple[str, list[T]]]) -> list[tuple[str, list[T]]]:
+    """Consecutive same-role messages merge into one turn (tool results and a following user
+    text share one user turn; the API wants user and assistant to alternate)."""
+    out: list[tuple[str, list[T]]] = []
+    for role, blocks in parts:
+        if out and out[-1][0] == role:
+            out[-1][1].extend(blocks)
         else:
-            out.append({"role": role, "content": blocks})
-
-    for m in request.messages:
-        if isinstance(m, UserMessage):
-            blocks = [{"type": "text", "text": m.text}] if m.text.strip() else []
-            blocks.extend(_image(i) for i in m.images)
-            add("user", blocks or [{"type": "text", "text": EMPTY_TEXT}])
-        elif isinstance(m, ToolResultMessage):
-            content: list[dict[str, Any]] = [{"type": "text", "text": m.text}] if m.text.strip() else []
-            content.extend(_image(i) for i in m.images)
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.call_id, "content": content}
-            if m.is_error:
-                block["is_error"] = True
-            add("user", [block])
-        elif isinstance(m, AssistantMessage):
-            blocks = [o["block"] for o in m.opaque if o.get("api") == OPAQUE_KEY and isinstance(o.get("block"), dict)]
-            if m.text.strip():
-                blocks.append({"type": "text", "text": m.text})
-            blocks.extend(
-                {"type": "tool_use", "id": c.id, "name": c.name, "input": _input_object(c.arguments)}
-                for c in m.tool_calls
-            )
-            add("assistant", blocks or [{"type": "text", "text": EMPTY_TEXT}])
+            out.append((role, list(blocks)))
     return out
+
+
+def anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    turns = _turns([anthropic_blocks(m) for m in request.messages])
+    return [{"role": role, "content": blocks} for role, blocks in turns]
+
+
+def _blocks_bytes(m: Message) -> tuple[str, list[bytes]]:
+    role, blocks = anthropic_blocks(m)
+    return role, [wire_json.dumps(b) for b in blocks]
+
+
+_ROLE = {"user": b'{"role":"user","content":[', "assistant": b'{"role":"assistant","content":['}
 
 
 def _dump(block: Any) -> dict[str, Any]:
@@ -99,6 +115,8 @@ class AnthropicProvider(StreamingProvider):
 
     def __init__(self, settings: ProviderSettings, retry: RetryPolicy | None = None) -> None:
         super().__init__(settings, retry)
+        self._parts = wire_json.Parts()
+        self._tools = wire_json.Once()
         self._client = anthropic.AsyncAnthropic(
             api_key=settings.api_key or NO_KEY,
             base_url=settings.base_url,
@@ -107,24 +125,46 @@ class AnthropicProvider(StreamingProvider):
             timeout=anthropic.Timeout(settings.read_timeout_s, connect=settings.connect_timeout_s),
         )
 
-    def body(self, request: ModelRequest) -> dict[str, Any]:
+    def _fields(self, request: ModelRequest, messages: Any, tools: Any) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": request.model or self.settings.model,
-            "messages": anthropic_messages(request),
+            "messages": messages,
             "max_tokens": request.max_output_tokens or self.output_tokens,
             "stream": True,
         }
         if request.system:
             body["system"] = request.system
-        tools = anthropic_tools(request.tools, request.hosted_tools)
-        if tools:
+        if request.tools or request.hosted_tools:
             body["tools"] = tools
             if request.tools and not request.parallel_tool_calls:
                 body["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
         return body
 
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        """The request body as a dict (what ``body_bytes`` serialises)."""
+        return self._fields(request, anthropic_messages(request), anthropic_tools(request.tools, request.hosted_tools))
+
+    def body_bytes(self, request: ModelRequest) -> bytes:
+        """``body`` serialised, each message's blocks once over the session, the tool schemas once
+        per surface."""
+        turns = _turns([self._parts.of(m, _blocks_bytes) for m in request.messages])
+        self._parts.sweep(request.messages)
+        messages = wire_json.array([_ROLE[role] + b",".join(blocks) + b"]}" for role, blocks in turns])
+        tools = self._tools.get(
+            (*request.tools, *request.hosted_tools),
+            lambda: wire_json.dumps(anthropic_tools(request.tools, request.hosted_tools)),
+        )
+        return wire_json.obj(self._fields(request, messages, tools))
+
     async def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        stream = await self._client.messages.create(**self.body(request))
+        # The SDK's own request path with the body already serialised (see openai_chat).
+        stream = await self._client.post(
+            "/v1/messages",
+            content=self.body_bytes(request),
+            cast_to=anthropic.types.Message,
+            stream=True,
+            stream_cls=anthropic.AsyncStream[anthropic.types.RawMessageStreamEvent],
+        )
         text: list[str] = []
         calls: list[ToolCall] = []
         opaque: list[dict[str, Any]] = []

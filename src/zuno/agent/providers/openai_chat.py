@@ -3,12 +3,14 @@ through the official ``openai`` SDK, streaming always."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
+from zuno.agent.providers import wire_json
 from zuno.agent.providers.base import ProviderSettings, StreamingProvider
 from zuno.agent.providers.retry import RetryPolicy
 from zuno.agent.providers.schema_export import chat_tools
@@ -16,6 +18,7 @@ from zuno.agent.types import (
     AssistantMessage,
     Finished,
     ImagePart,
+    Message,
     ModelRequest,
     StopReason,
     StreamEvent,
@@ -30,6 +33,8 @@ from zuno.agent.types import (
 # A key the SDK sends when the configuration gives none (local servers need none); it keeps the
 # SDK from reading OPENAI_API_KEY and sending it to a server that is not OpenAI's.
 NO_KEY = "no-key"
+
+T = TypeVar("T")
 
 _STOP: dict[str, StopReason] = {
     "stop": "end_turn", "tool_calls": "tool_calls", "function_call": "tool_calls", "length": "max_tokens",
@@ -51,48 +56,66 @@ def openai_client(settings: ProviderSettings) -> openai.AsyncOpenAI:
     )
 
 
-def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    if request.system:
-        out.append({"role": "system", "content": request.system})
-    pending_images: list[tuple[str, tuple[ImagePart, ...]]] = []
+def chat_entry(m: Message) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    """One message's wire entry and, for a tool result with images, the parts of the user message
+    that carries them (a tool message carries text only)."""
+    if isinstance(m, ToolResultMessage):
+        entry: dict[str, Any] = {"role": "tool", "tool_call_id": m.call_id, "content": m.text}
+        if not m.images:
+            return entry, None
+        parts: list[dict[str, Any]] = [{"type": "text", "text": f"Images from tool call {m.call_id}:"}]
+        parts.extend({"type": "image_url", "image_url": {"url": data_url(i)}} for i in m.images)
+        return entry, parts
+    if isinstance(m, UserMessage):
+        if m.images:
+            content = [{"type": "text", "text": m.text}] if m.text else []
+            content.extend({"type": "image_url", "image_url": {"url": data_url(i)}} for i in m.images)
+            return {"role": "user", "content": content}, None
+        return {"role": "user", "content": m.text}, None
+    # content may be null only beside tool calls
+    entry = {"role": "assistant", "content": (m.text or None) if m.tool_calls else m.text}
+    if m.tool_calls:
+        entry["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in m.tool_calls
+        ]
+    return entry, None
 
-    def flush_images() -> None:
-        # A tool message carries text only: its images follow, in one user message, after the
-        # run of tool messages (which must directly follow the assistant's tool calls).
-        if pending_images:
-            parts: list[dict[str, Any]] = []
-            for call_id, images in pending_images:
-                parts.append({"type": "text", "text": f"Images from tool call {call_id}:"})
-                parts.extend({"type": "image_url", "image_url": {"url": data_url(i)}} for i in images)
-            out.append({"role": "user", "content": parts})
-            pending_images.clear()
 
-    for m in request.messages:
-        if isinstance(m, ToolResultMessage):
-            out.append({"role": "tool", "tool_call_id": m.call_id, "content": m.text})
-            if m.images:
-                pending_images.append((m.call_id, m.images))
-            continue
-        flush_images()
-        if isinstance(m, UserMessage):
-            if m.images:
-                parts = [{"type": "text", "text": m.text}] if m.text else []
-                parts.extend({"type": "image_url", "image_url": {"url": data_url(i)}} for i in m.images)
-                out.append({"role": "user", "content": parts})
-            else:
-                out.append({"role": "user", "content": m.text})
-        elif isinstance(m, AssistantMessage):
-            # content may be null only beside tool calls
-            entry: dict[str, Any] = {"role": "assistant", "content": (m.text or None) if m.tool_calls else m.text}
-            if m.tool_calls:
-                entry["tool_calls"] = [
-                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                    for c in m.tool_calls
-                ]
-            out.append(entry)
-    flush_images()
+def _ordered(entries: list[tuple[bool, T, T | None]], user_of: Callable[[list[T]], T]) -> list[T]:
+    """The entries in wire order: the images of a run of tool messages follow that run in one
+    user message (the tool messages must directly follow the assistant's tool calls)."""
+    out: list[T] = []
+    pending: list[T] = []
+    for is_tool, entry, images in entries:
+        if not is_tool and pending:
+            out.append(user_of(pending))
+            pending = []
+        out.append(entry)
+        if images is not None:
+            pending.append(images)
+    if pending:
+        out.append(user_of(pending))
     return out
+
+
+def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    entries: list[tuple[bool, Any, Any]] = []
+    if request.system:
+        entries.append((False, {"role": "system", "content": request.system}, None))
+    for m in request.messages:
+        entry, images = chat_entry(m)
+        entries.append((isinstance(m, ToolResultMessage), entry, images))
+    return _ordered(entries, lambda runs: {"role": "user", "content": [p for parts in runs for p in parts]})
+
+
+def _entry_bytes(m: Message) -> tuple[bytes, bytes | None]:
+    entry, images = chat_entry(m)
+    return wire_json.dumps(entry), (b",".join(wire_json.dumps(p) for p in images) if images is not None else None)
+
+
+def _user_of(runs: list[bytes]) -> bytes:
+    return b'{"role":"user","content":[' + b",".join(runs) + b"]}"
 
 
 @dataclass
@@ -113,22 +136,54 @@ class OpenAIChatProvider(StreamingProvider):
         self._client = openai_client(settings)
         # OpenAI itself wants max_completion_tokens; the compatible servers know max_tokens.
         self._max_key = "max_completion_tokens" if builtin else "max_tokens"
+        self._parts = wire_json.Parts()
+        self._tools = wire_json.Once()
 
-    def body(self, request: ModelRequest) -> dict[str, Any]:
+    def _fields(self, request: ModelRequest, messages: Any, tools: Any) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": request.model or self.settings.model,
-            "messages": chat_messages(request),
+            "messages": messages,
             "stream": True,
             "stream_options": {"include_usage": True},
             self._max_key: request.max_output_tokens or self.output_tokens,
         }
         if request.tools:
-            body["tools"] = chat_tools(request.tools)
+            body["tools"] = tools
             body["parallel_tool_calls"] = request.parallel_tool_calls
         return body
 
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        """The request body as a dict (what ``body_bytes`` serialises)."""
+        return self._fields(request, chat_messages(request), chat_tools(request.tools) if request.tools else None)
+
+    def body_bytes(self, request: ModelRequest) -> bytes:
+        """``body`` serialised, each message's entry once over the session, the tool schemas once
+        per surface."""
+        entries: list[tuple[bool, bytes, bytes | None]] = []
+        if request.system:
+            entries.append((False, b'{"role":"system","content":' + wire_json.dumps(request.system) + b"}", None))
+        for m in request.messages:
+            entry, images = self._parts.of(m, _entry_bytes)
+            entries.append((isinstance(m, ToolResultMessage), entry, images))
+        self._parts.sweep(request.messages)
+        messages = wire_json.array(_ordered(entries, _user_of))
+        tools = None
+        if request.tools:
+            tools = self._tools.get(request.tools, lambda: wire_json.dumps(chat_tools(request.tools)))
+        return wire_json.obj(self._fields(request, messages, tools))
+
     async def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        stream = await self._client.chat.completions.create(**self.body(request))
+        # The official SDK's own request path (auth, headers, errors, SSE parsing) with the body
+        # already serialised: its typed-parameter transform would walk the whole history again
+        # for every request, and it leaves these plain JSON bodies unchanged.
+        stream = await self._client.post(
+            "/chat/completions",
+            content=self.body_bytes(request),
+            cast_to=ChatCompletion,
+            stream=True,
+            stream_cls=openai.AsyncStream[ChatCompletionChunk],
+            options={"security": {"bearer_auth": True}},
+        )
         text: list[str] = []
         calls: dict[int, _Building] = {}
         usage = Usage()

@@ -6,6 +6,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import openai
+from openai.types.responses import Response, ResponseStreamEvent
+
+from zuno.agent.providers import wire_json
 from zuno.agent.providers.base import ProviderSettings, StreamingProvider
 from zuno.agent.providers.openai_chat import data_url, openai_client
 from zuno.agent.providers.retry import Failure, RetryPolicy, StreamFailure
@@ -14,13 +18,13 @@ from zuno.agent.types import (
     AssistantMessage,
     Finished,
     HostedTool,
+    Message,
     ModelRequest,
     StopReason,
     StreamEvent,
     TextDelta,
     ToolCall,
     ToolCallStarted,
-    ToolResultMessage,
     Usage,
     UserMessage,
 )
@@ -49,32 +53,38 @@ def _echo(item: dict[str, Any]) -> dict[str, Any] | None:
     return item
 
 
+def responses_items(m: Message) -> list[dict[str, Any]]:
+    """One message's input items."""
+    if isinstance(m, UserMessage):
+        content: list[dict[str, Any]] = [{"type": "input_text", "text": m.text}] if m.text else []
+        content.extend({"type": "input_image", "image_url": data_url(i)} for i in m.images)
+        return [{"role": "user", "content": content or [{"type": "input_text", "text": ""}]}]
+    if isinstance(m, AssistantMessage):
+        out: list[dict[str, Any]] = []
+        for o in m.opaque:
+            if o.get("api") == OPAQUE_KEY and isinstance(o.get("item"), dict):
+                echoed = _echo(o["item"])
+                if echoed is not None:
+                    out.append(echoed)
+        if m.text:
+            out.append({"role": "assistant", "content": m.text})
+        out.extend(
+            {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls
+        )
+        return out
+    output: str | list[dict[str, Any]] = m.text
+    if m.images:
+        output = [{"type": "input_text", "text": m.text}]
+        output.extend({"type": "input_image", "image_url": data_url(i)} for i in m.images)
+    return [{"type": "function_call_output", "call_id": m.call_id, "output": output}]
+
+
 def responses_input(request: ModelRequest) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for m in request.messages:
-        if isinstance(m, UserMessage):
-            content: list[dict[str, Any]] = [{"type": "input_text", "text": m.text}] if m.text else []
-            content.extend({"type": "input_image", "image_url": data_url(i)} for i in m.images)
-            out.append({"role": "user", "content": content or [{"type": "input_text", "text": ""}]})
-        elif isinstance(m, AssistantMessage):
-            for o in m.opaque:
-                if o.get("api") == OPAQUE_KEY and isinstance(o.get("item"), dict):
-                    echoed = _echo(o["item"])
-                    if echoed is not None:
-                        out.append(echoed)
-            if m.text:
-                out.append({"role": "assistant", "content": m.text})
-            out.extend(
-                {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}
-                for c in m.tool_calls
-            )
-        elif isinstance(m, ToolResultMessage):
-            output: str | list[dict[str, Any]] = m.text
-            if m.images:
-                output = [{"type": "input_text", "text": m.text}]
-                output.extend({"type": "input_image", "image_url": data_url(i)} for i in m.images)
-            out.append({"type": "function_call_output", "call_id": m.call_id, "output": output})
-    return out
+    return [item for m in request.messages for item in responses_items(m)]
+
+
+def _items_bytes(m: Message) -> bytes:
+    return b",".join(wire_json.dumps(i) for i in responses_items(m))
 
 
 def _hosted(hosted: tuple[HostedTool, ...]) -> tuple[HostedTool, ...]:
@@ -99,6 +109,8 @@ class OpenAIResponsesProvider(StreamingProvider):
     def __init__(self, settings: ProviderSettings, retry: RetryPolicy | None = None) -> None:
         super().__init__(settings, retry)
         self._client = openai_client(settings)
+        self._parts = wire_json.Parts()
+        self._tools = wire_json.Once()
 
     def _check(self, request: ModelRequest) -> None:
         super()._check(request)
@@ -107,10 +119,10 @@ class OpenAIResponsesProvider(StreamingProvider):
         except StreamFailure as e:
             raise self._error(Failure(e.category, None, e.detail), ()) from None
 
-    def body(self, request: ModelRequest) -> dict[str, Any]:
+    def _fields(self, request: ModelRequest, items: Any, tools: Any) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": request.model or self.settings.model,
-            "input": responses_input(request),
+            "input": items,
             "stream": True,
             "store": False,
             "max_output_tokens": request.max_output_tokens or self.output_tokens,
@@ -119,14 +131,37 @@ class OpenAIResponsesProvider(StreamingProvider):
             body["instructions"] = request.system
         if self.settings.reasoning:
             body["include"] = ["reasoning.encrypted_content"]
-        tools = responses_tools(request.tools, _hosted(request.hosted_tools))
-        if tools:
+        if request.tools or request.hosted_tools:
             body["tools"] = tools
             body["parallel_tool_calls"] = request.parallel_tool_calls
         return body
 
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        """The request body as a dict (what ``body_bytes`` serialises)."""
+        tools = responses_tools(request.tools, _hosted(request.hosted_tools))
+        return self._fields(request, responses_input(request), tools)
+
+    def body_bytes(self, request: ModelRequest) -> bytes:
+        """``body`` serialised, each message's items once over the session, the tool schemas once
+        per surface."""
+        fragments = [f for f in (self._parts.of(m, _items_bytes) for m in request.messages) if f]
+        self._parts.sweep(request.messages)
+        tools = self._tools.get(
+            (*request.tools, *request.hosted_tools),
+            lambda: wire_json.dumps(responses_tools(request.tools, _hosted(request.hosted_tools))),
+        )
+        return wire_json.obj(self._fields(request, wire_json.array(fragments), tools))
+
     async def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        stream = await self._client.responses.create(**self.body(request))
+        # The SDK's own request path with the body already serialised (see openai_chat).
+        stream = await self._client.post(
+            "/responses",
+            content=self.body_bytes(request),
+            cast_to=Response,
+            stream=True,
+            stream_cls=openai.AsyncStream[ResponseStreamEvent],
+            options={"security": {"bearer_auth": True}},
+        )
         text: list[str] = []
         args: dict[str, list[str]] = {}  # item id -> argument deltas
         calls: list[ToolCall] = []
