@@ -31,7 +31,9 @@ NO_SCHEMA = ToolSpec("ping", "No input.", {})
 def history() -> tuple:
     return (
         UserMessage("read a.txt and b.txt, ünïcode ✓", (PNG,)),
-        AssistantMessage("Reading both.", (ToolCall("c1", "read", '{"path": "a.txt"}'), ToolCall("c2", "read", "{bad"))),
+        AssistantMessage(
+            "Reading both.", (ToolCall("c1", "read", '{"path": "a.txt"}'), ToolCall("c2", "read", "{bad"))
+        ),
         ToolResultMessage("c1", "read", "1\talpha\n", images=(PNG,)),
         ToolResultMessage("c2", "read", "bad JSON arguments", is_error=True),
         UserMessage("[zuno notice]\n- job done"),
@@ -68,7 +70,10 @@ def test_bytes_are_the_dict_body_and_the_sdk_transform_changes_nothing(api: str,
         p = make(fake, api, accepts_images=True)
         if hosted and not p.hosted_tools_supported:
             pytest.skip("no hosted tools on this API")
-        for messages in (history()[:1], history()[:4], history()):  # the cache grows between them
+        h = history()
+        summary = UserMessage("[Summary of the earlier conversation (compaction 1)]\nread a and b")
+        # grown, grown, grown, then replaced (a compaction), grown again, then shorter
+        for messages in (h[:1], h[:4], h[:6], h, (summary, *h[4:]), (summary, *h[4:], UserMessage("more")), h[:2]):
             r = req(messages, hosted=hosted)
             body = p.body(r)  # type: ignore[attr-defined]
             assert json.loads(p.body_bytes(r)) == body  # type: ignore[attr-defined]

@@ -117,6 +117,7 @@ class AnthropicProvider(StreamingProvider):
         super().__init__(settings, retry)
         self._parts = wire_json.Parts()
         self._tools = wire_json.Once()
+        self._grown = wire_json.Grown()
         self._client = anthropic.AsyncAnthropic(
             api_key=settings.api_key or NO_KEY,
             base_url=settings.base_url,
@@ -145,16 +146,33 @@ class AnthropicProvider(StreamingProvider):
         return self._fields(request, anthropic_messages(request), anthropic_tools(request.tools, request.hosted_tools))
 
     def body_bytes(self, request: ModelRequest) -> bytes:
-        """``body`` serialised, each message's blocks once over the session, the tool schemas once
-        per surface."""
-        turns = _turns([self._parts.of(m, _blocks_bytes) for m in request.messages])
-        self._parts.sweep(request.messages)
-        messages = wire_json.array([_ROLE[role] + b",".join(blocks) + b"]}" for role, blocks in turns])
+        """``body`` serialised, each message's blocks once over the session (a request that extends
+        the last one's messages serialises only the new ones), the tool schemas once per surface."""
+        messages = request.messages
+        start = self._grown.common(messages)
+        closed: wire_json.Items  # the turns no later message can extend
+        role, blocks = "", []  # the last turn, still open
+        if start:
+            closed, role, held = self._grown.state
+            blocks = list(held)
+        else:
+            closed = wire_json.Items()
+            self._parts.sweep(messages)
+        self._grown.keep((), None)  # extended in place below: valid again only once complete
+        for m in messages[start:]:
+            r, b = self._parts.of(m, _blocks_bytes)
+            if r != role and blocks:
+                closed.add(_ROLE[role] + b",".join(blocks) + b"]}")
+                blocks = []
+            role = r
+            blocks.extend(b)
+        self._grown.keep(messages, (closed, role, blocks))
+        last = _ROLE[role] + b",".join(blocks) + b"]}" if blocks else None
         tools = self._tools.get(
             (*request.tools, *request.hosted_tools),
             lambda: wire_json.dumps(anthropic_tools(request.tools, request.hosted_tools)),
         )
-        return wire_json.obj(self._fields(request, messages, tools))
+        return wire_json.body(self._fields(request, wire_json.array(closed, last), tools))
 
     async def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         # The SDK's own request path with the body already serialised (see openai_chat).

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 
 from zuno.agent.providers import wire_json
 from zuno.agent.providers.base import ProviderSettings, StreamingProvider
@@ -138,6 +138,7 @@ class OpenAIChatProvider(StreamingProvider):
         self._max_key = "max_completion_tokens" if builtin else "max_tokens"
         self._parts = wire_json.Parts()
         self._tools = wire_json.Once()
+        self._grown = wire_json.Grown()
 
     def _fields(self, request: ModelRequest, messages: Any, tools: Any) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -157,20 +158,34 @@ class OpenAIChatProvider(StreamingProvider):
         return self._fields(request, chat_messages(request), chat_tools(request.tools) if request.tools else None)
 
     def body_bytes(self, request: ModelRequest) -> bytes:
-        """``body`` serialised, each message's entry once over the session, the tool schemas once
+        """``body`` serialised, each message's entry once over the session (a request that extends
+        the last one's messages serialises and copies only the new ones), the tool schemas once
         per surface."""
-        entries: list[tuple[bool, bytes, bytes | None]] = []
-        if request.system:
-            entries.append((False, b'{"role":"system","content":' + wire_json.dumps(request.system) + b"}", None))
-        for m in request.messages:
+        messages = request.messages
+        start = self._grown.common(messages)
+        done: wire_json.Items
+        pending: list[bytes]
+        if start:
+            done, pending = self._grown.state
+        else:
+            done, pending = wire_json.Items(), []
+            self._parts.sweep(messages)
+        self._grown.keep((), None)  # extended in place below: valid again only once complete
+        for m in messages[start:]:
             entry, images = self._parts.of(m, _entry_bytes)
-            entries.append((isinstance(m, ToolResultMessage), entry, images))
-        self._parts.sweep(request.messages)
-        messages = wire_json.array(_ordered(entries, _user_of))
+            if pending and not isinstance(m, ToolResultMessage):
+                done.add(_user_of(pending))
+                pending = []
+            done.add(entry)
+            if images is not None:
+                pending.append(images)
+        self._grown.keep(messages, (done, pending))
+        system = b'{"role":"system","content":' + wire_json.dumps(request.system) + b"}" if request.system else None
+        wire = wire_json.array(system, done, _user_of(pending) if pending else None)
         tools = None
         if request.tools:
             tools = self._tools.get(request.tools, lambda: wire_json.dumps(chat_tools(request.tools)))
-        return wire_json.obj(self._fields(request, messages, tools))
+        return wire_json.body(self._fields(request, wire, tools))
 
     async def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         # The official SDK's own request path (auth, headers, errors, SSE parsing) with the body
@@ -181,7 +196,9 @@ class OpenAIChatProvider(StreamingProvider):
             content=self.body_bytes(request),
             cast_to=ChatCompletion,
             stream=True,
-            stream_cls=openai.AsyncStream[ChatCompletionChunk],
+            # Each chunk as the JSON object the API documents: the SDK decodes the SSE and raises
+            # its errors; building its typed model of every chunk costs more than the rest of a step.
+            stream_cls=openai.AsyncStream[object],
             options={"security": {"bearer_auth": True}},
         )
         text: list[str] = []
@@ -190,35 +207,41 @@ class OpenAIChatProvider(StreamingProvider):
         finish: str | None = None
         async with stream:
             async for chunk in stream:
-                if chunk.usage is not None:
-                    u = chunk.usage
-                    details = u.prompt_tokens_details
-                    usage = Usage(u.prompt_tokens or 0, u.completion_tokens or 0,
-                                  (details.cached_tokens or 0) if details is not None else 0)
-                for choice in chunk.choices or ():
-                    delta = choice.delta
-                    if delta is not None and delta.content:
-                        text.append(delta.content)
-                        yield TextDelta(delta.content)
-                    for tc in (delta.tool_calls if delta is not None else None) or ():
-                        index = tc.index if tc.index is not None else len(calls)
+                if not isinstance(chunk, dict):
+                    continue
+                u = chunk.get("usage")
+                if isinstance(u, dict):
+                    details = u.get("prompt_tokens_details")
+                    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+                    usage = Usage(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0, cached or 0)
+                for choice in chunk.get("choices") or ():
+                    delta = choice.get("delta") or {}
+                    content = delta.get("content")
+                    if content:
+                        text.append(content)
+                        yield TextDelta(content)
+                    for tc in delta.get("tool_calls") or ():
+                        index = tc.get("index")
+                        if index is None:
+                            index = len(calls)
                         b = calls.get(index)
                         if b is None:
-                            b = calls[index] = _Building(id=tc.id or "", name="")
-                        if tc.id and not b.id:
-                            b.id = tc.id
-                        if tc.function is not None:
-                            if tc.function.name and not b.announced:
-                                b.name += tc.function.name
-                            if tc.function.arguments:
-                                b.arguments += tc.function.arguments
+                            b = calls[index] = _Building(id=tc.get("id") or "", name="")
+                        if tc.get("id") and not b.id:
+                            b.id = tc["id"]
+                        fn = tc.get("function")
+                        if isinstance(fn, dict):
+                            if fn.get("name") and not b.announced:
+                                b.name += fn["name"]
+                            if fn.get("arguments"):
+                                b.arguments += fn["arguments"]
                         if b.name and not b.announced:
                             b.announced = True
                             if not b.id:
                                 b.id = f"call_{index}"
                             yield ToolCallStarted(b.id, b.name)
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
+                    if choice.get("finish_reason"):
+                        finish = choice["finish_reason"]
         tool_calls = tuple(
             ToolCall(b.id or f"call_{i}", b.name, b.arguments or "{}") for i, b in sorted(calls.items())
         )

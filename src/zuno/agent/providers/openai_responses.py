@@ -111,6 +111,7 @@ class OpenAIResponsesProvider(StreamingProvider):
         self._client = openai_client(settings)
         self._parts = wire_json.Parts()
         self._tools = wire_json.Once()
+        self._grown = wire_json.Grown()
 
     def _check(self, request: ModelRequest) -> None:
         super()._check(request)
@@ -142,15 +143,24 @@ class OpenAIResponsesProvider(StreamingProvider):
         return self._fields(request, responses_input(request), tools)
 
     def body_bytes(self, request: ModelRequest) -> bytes:
-        """``body`` serialised, each message's items once over the session, the tool schemas once
-        per surface."""
-        fragments = [f for f in (self._parts.of(m, _items_bytes) for m in request.messages) if f]
-        self._parts.sweep(request.messages)
+        """``body`` serialised, each message's items once over the session (a request that extends
+        the last one's messages serialises only the new ones), the tool schemas once per surface."""
+        messages = request.messages
+        start = self._grown.common(messages)
+        items: wire_json.Items = self._grown.state if start else wire_json.Items()
+        if not start:
+            self._parts.sweep(messages)
+        self._grown.keep((), None)  # extended in place below: valid again only once complete
+        for m in messages[start:]:
+            fragment = self._parts.of(m, _items_bytes)
+            if fragment:
+                items.add(fragment)
+        self._grown.keep(messages, items)
         tools = self._tools.get(
             (*request.tools, *request.hosted_tools),
             lambda: wire_json.dumps(responses_tools(request.tools, _hosted(request.hosted_tools))),
         )
-        return wire_json.obj(self._fields(request, wire_json.array(fragments), tools))
+        return wire_json.body(self._fields(request, wire_json.array(items), tools))
 
     async def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         # The SDK's own request path with the body already serialised (see openai_chat).

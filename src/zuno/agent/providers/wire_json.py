@@ -22,17 +22,64 @@ def dumps(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
-def array(fragments: Sequence[bytes]) -> bytes:
-    return b"[" + b",".join(fragments) + b"]"
+_KEYS: dict[str, bytes] = {}  # a body's field names, serialised once
 
 
-def obj(fields: dict[str, Any]) -> bytes:
-    """A JSON object from fields in order; a ``bytes`` value is an already serialised fragment."""
-    return (
-        b"{"
-        + b",".join(dumps(k) + b":" + (v if isinstance(v, bytes) else dumps(v)) for k, v in fields.items())
-        + b"}"
-    )
+class Items:
+    """A JSON array's items, serialised, joined by commas as they are appended (in place: a grown
+    history costs only its new items). ``parts()`` gives the array's pieces for ``body``."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.count = 0
+
+    def add(self, fragment: bytes) -> None:
+        if self.count:
+            self.buf += b","
+        self.buf += fragment
+        self.count += 1
+
+
+class Pieces(list[bytes | bytearray]):
+    """A serialised value in pieces, joined only once, into the whole body."""
+
+
+def array(*runs: Items | bytes | None) -> Pieces:
+    """One JSON array made of runs of items (an ``Items``, one serialised item, or None for
+    nothing), in pieces."""
+    out = Pieces([b"["])
+    for r in runs:
+        if r is None:
+            continue
+        piece = r.buf if isinstance(r, Items) else r
+        if not piece:
+            continue
+        if len(out) > 1:
+            out.append(b",")
+        out.append(piece)
+    out.append(b"]")
+    return out
+
+
+def body(fields: dict[str, Any]) -> bytes:
+    """A JSON object from fields in order, joined once: a ``bytes`` value is an already serialised
+    fragment, ``Pieces`` the pieces of one (``array``); anything else is serialised here."""
+    out: list[bytes | bytearray] = [b"{"]
+    for k, v in fields.items():
+        if len(out) > 1:
+            out.append(b",")
+        key = _KEYS.get(k)
+        if key is None:
+            key = _KEYS[k] = dumps(k) + b":"
+        out.append(key)
+        if isinstance(v, bytes):
+            out.append(v)
+        elif isinstance(v, Pieces):
+            out.extend(v)
+        else:
+            out.append(dumps(v))
+    out.append(b"}")
+    return b"".join(out)
 
 
 class Parts:
@@ -75,3 +122,23 @@ class Once:
         self._value = make()
         self._key = key
         return self._value  # type: ignore[no-any-return]
+
+
+class Grown:
+    """What the last request's messages were, so that the next one, which usually only appends to
+    them, resumes the work instead of redoing it. ``common(messages)`` is the count of leading
+    messages that are the last request's messages (all of them, or 0), compared in one C pass by
+    identity, then equality."""
+
+    def __init__(self) -> None:
+        self._last: tuple[object, ...] = ()
+        self.state: Any = None
+
+    def common(self, messages: tuple[object, ...]) -> int:
+        n = len(self._last)
+        if self.state is not None and n <= len(messages) and messages[:n] == self._last:
+            return n
+        return 0
+
+    def keep(self, messages: tuple[object, ...], state: Any) -> None:
+        self._last, self.state = messages, state
