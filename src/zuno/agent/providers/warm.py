@@ -4,6 +4,7 @@ The SDKs build a stream event with ``construct_type``, whose first use of a type
 annotations and fills caches: about 8 ms for the first chunk in a fresh process, paid between the
 server's first byte and the first text on the screen. ``warm(api)`` builds one sample of the
 first events of that API's stream (nothing is sent anywhere), so that cost is paid at start-up.
+The Chat Completions adapter reads its chunks as plain JSON objects and needs none.
 """
 
 from __future__ import annotations
@@ -15,15 +16,6 @@ _done: set[str] = set()
 
 
 def _samples(api: str) -> tuple[Any, list[dict[str, Any]], Any]:
-    if api == "openai-chat":
-        from openai._models import construct_type
-        from openai.types.chat import ChatCompletionChunk
-
-        base = {"id": "w", "object": "chat.completion.chunk", "created": 0, "model": "w"}
-        return construct_type, [
-            {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
-            {**base, "choices": [{"index": 0, "delta": {"content": "w"}, "finish_reason": None}]},
-        ], ChatCompletionChunk
     if api == "openai-responses":
         from openai._models import construct_type
         from openai.types.responses import ResponseStreamEvent
@@ -51,9 +43,12 @@ def _samples(api: str) -> tuple[Any, list[dict[str, Any]], Any]:
     ], RawMessageStreamEvent
 
 
+WARMED_APIS = frozenset({"openai-responses", "anthropic"})
+
+
 def warm(api: str) -> None:
     """Once per API per process; a failure here only means the first chunk pays the cost."""
-    if api in _done:
+    if api in _done or api not in WARMED_APIS:
         return
     _done.add(api)
     with contextlib.suppress(Exception):
