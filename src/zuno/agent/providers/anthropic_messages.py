@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any, TypeVar
+from typing import Any
 
 import anthropic
 
@@ -29,8 +29,6 @@ from zuno.agent.types import (
     Usage,
     UserMessage,
 )
-
-T = TypeVar("T")
 
 OPAQUE_KEY = "anthropic"  # AssistantMessage.opaque entries: {"api": OPAQUE_KEY, "block": {...}}
 NO_KEY = "no-key"  # sent when a configured (non built-in) provider has no key; see openai_chat.NO_KEY
@@ -80,21 +78,17 @@ def anthropic_blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
     return "assistant", blocks or [{"type": "text", "text": EMPTY_TEXT}]
 
 
-def _turns(parts: list[tuple[str, list[T]]]) -> list[tuple[str, list[T]]]:
+def anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
     """Consecutive same-role messages merge into one turn (tool results and a following user
     text share one user turn; the API wants user and assistant to alternate)."""
-    out: list[tuple[str, list[T]]] = []
-    for role, blocks in parts:
-        if out and out[-1][0] == role:
-            out[-1][1].extend(blocks)
+    out: list[dict[str, Any]] = []
+    for m in request.messages:
+        role, blocks = anthropic_blocks(m)
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
         else:
-            out.append((role, list(blocks)))
+            out.append({"role": role, "content": list(blocks)})
     return out
-
-
-def anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    turns = _turns([anthropic_blocks(m) for m in request.messages])
-    return [{"role": role, "content": blocks} for role, blocks in turns]
 
 
 def _blocks_bytes(m: Message) -> tuple[str, list[bytes]]:

@@ -3,9 +3,9 @@ through the official ``openai`` SDK, streaming always."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import openai
 from openai.types.chat import ChatCompletion
@@ -33,8 +33,6 @@ from zuno.agent.types import (
 # A key the SDK sends when the configuration gives none (local servers need none); it keeps the
 # SDK from reading OPENAI_API_KEY and sending it to a server that is not OpenAI's.
 NO_KEY = "no-key"
-
-T = TypeVar("T")
 
 _STOP: dict[str, StopReason] = {
     "stop": "end_turn", "tool_calls": "tool_calls", "function_call": "tool_calls", "length": "max_tokens",
@@ -82,31 +80,21 @@ def chat_entry(m: Message) -> tuple[dict[str, Any], list[dict[str, Any]] | None]
     return entry, None
 
 
-def _ordered(entries: list[tuple[bool, T, T | None]], user_of: Callable[[list[T]], T]) -> list[T]:
-    """The entries in wire order: the images of a run of tool messages follow that run in one
-    user message (the tool messages must directly follow the assistant's tool calls)."""
-    out: list[T] = []
-    pending: list[T] = []
-    for is_tool, entry, images in entries:
-        if not is_tool and pending:
-            out.append(user_of(pending))
-            pending = []
-        out.append(entry)
-        if images is not None:
-            pending.append(images)
-    if pending:
-        out.append(user_of(pending))
-    return out
-
-
 def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    entries: list[tuple[bool, Any, Any]] = []
-    if request.system:
-        entries.append((False, {"role": "system", "content": request.system}, None))
+    """The messages in wire order: the images of a run of tool messages follow that run in one
+    user message (the tool messages must directly follow the assistant's tool calls)."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": request.system}] if request.system else []
+    pending: list[dict[str, Any]] = []
     for m in request.messages:
         entry, images = chat_entry(m)
-        entries.append((isinstance(m, ToolResultMessage), entry, images))
-    return _ordered(entries, lambda runs: {"role": "user", "content": [p for parts in runs for p in parts]})
+        if pending and not isinstance(m, ToolResultMessage):
+            out.append({"role": "user", "content": pending})
+            pending = []
+        out.append(entry)
+        pending.extend(images or ())
+    if pending:
+        out.append({"role": "user", "content": pending})
+    return out
 
 
 def _entry_bytes(m: Message) -> tuple[bytes, bytes | None]:
