@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import openai
-from openai.types.responses import Response, ResponseStreamEvent
+from openai.types.responses import Response
 
 from zuno.agent.providers import wire_json
 from zuno.agent.providers.base import ProviderSettings, StreamingProvider
@@ -38,8 +38,13 @@ _INCOMPLETE: dict[str, StopReason] = {"max_output_tokens": "max_tokens", "conten
 _FAILED_CODES = {"rate_limit_exceeded": "rate_limited", "server_error": "server", "vector_store_timeout": "timeout"}
 
 
-def _item_dump(item: Any) -> dict[str, Any]:
-    return item.model_dump(mode="json", exclude_none=True) if hasattr(item, "model_dump") else dict(item)
+def _item_dump(item: Any) -> Any:
+    """An output item as received, without its null fields (what is echoed back)."""
+    if isinstance(item, dict):
+        return {k: _item_dump(v) for k, v in item.items() if v is not None}
+    if isinstance(item, list):
+        return [_item_dump(v) for v in item]
+    return item
 
 
 def _echo(item: dict[str, Any]) -> dict[str, Any] | None:
@@ -169,57 +174,63 @@ class OpenAIResponsesProvider(StreamingProvider):
             content=self.body_bytes(request),
             cast_to=Response,
             stream=True,
-            stream_cls=openai.AsyncStream[ResponseStreamEvent],
+            # Each event as the JSON object the API documents (see openai_chat): the SDK's typed
+            # model of these events (three carry a whole response object) cost most of a step.
+            stream_cls=openai.AsyncStream[object],
             options={"security": {"bearer_auth": True}},
         )
         text: list[str] = []
         args: dict[str, list[str]] = {}  # item id -> argument deltas
         calls: list[ToolCall] = []
         opaque: list[dict[str, Any]] = []
-        final: Any = None
+        final: dict[str, Any] | None = None
         async with stream:
             async for ev in stream:
-                kind = getattr(ev, "type", None)
+                if not isinstance(ev, dict):
+                    continue
+                kind = ev.get("type")
                 if kind == "response.output_text.delta":
-                    text.append(ev.delta)
-                    yield TextDelta(ev.delta)
+                    delta = ev.get("delta") or ""
+                    text.append(delta)
+                    yield TextDelta(delta)
                 elif kind == "response.output_item.added":
-                    item = ev.item
-                    if getattr(item, "type", None) == "function_call":
-                        args[item.id or item.call_id] = []
-                        yield ToolCallStarted(item.call_id, item.name)
+                    item = ev.get("item") or {}
+                    if item.get("type") == "function_call":
+                        args[item.get("id") or item.get("call_id") or ""] = []
+                        yield ToolCallStarted(item.get("call_id") or "", item.get("name") or "")
                 elif kind == "response.function_call_arguments.delta":
-                    args.setdefault(ev.item_id, []).append(ev.delta)
+                    args.setdefault(ev.get("item_id") or "", []).append(ev.get("delta") or "")
                 elif kind == "response.output_item.done":
-                    item = ev.item
-                    itype = getattr(item, "type", None)
+                    item = ev.get("item") or {}
+                    itype = item.get("type")
                     if itype == "function_call":
-                        streamed = args.get(item.id or item.call_id)
-                        raw = "".join(streamed) if streamed else (item.arguments or "")
-                        calls.append(ToolCall(item.call_id, item.name, raw or "{}"))
+                        streamed = args.get(item.get("id") or item.get("call_id") or "")
+                        raw = "".join(streamed) if streamed else (item.get("arguments") or "")
+                        calls.append(ToolCall(item.get("call_id") or "", item.get("name") or "", raw or "{}"))
                     elif itype != "message":
                         opaque.append({"api": OPAQUE_KEY, "item": _item_dump(item)})
                 elif kind in ("response.completed", "response.incomplete"):
-                    final = ev.response
+                    final = ev.get("response") or {}
                 elif kind == "response.failed":
-                    err = getattr(ev.response, "error", None)
-                    code = getattr(err, "code", None) or ""
+                    err = (ev.get("response") or {}).get("error") or {}
+                    code = err.get("code") or ""
                     raise StreamFailure(_FAILED_CODES.get(code, "server"),
-                                        f"response failed: {getattr(err, 'message', None) or code or 'no detail'}")
+                                        f"response failed: {err.get('message') or code or 'no detail'}")
                 elif kind == "error":
-                    code = getattr(ev, "code", None) or ""
+                    code = ev.get("code") or ""
                     raise StreamFailure(_FAILED_CODES.get(code, "server"),
-                                        f"stream error: {getattr(ev, 'message', None) or code or 'no detail'}")
+                                        f"stream error: {ev.get('message') or code or 'no detail'}")
         if final is None:
             raise StreamFailure("connection", "the stream ended before response.completed")
         usage = Usage()
-        if final.usage is not None:
-            details = final.usage.input_tokens_details
-            usage = Usage(final.usage.input_tokens or 0, final.usage.output_tokens or 0,
-                          (details.cached_tokens or 0) if details is not None else 0)
-        status = final.status or "completed"
+        u = final.get("usage")
+        if isinstance(u, dict):
+            details = u.get("input_tokens_details")
+            cached = details.get("cached_tokens") if isinstance(details, dict) else None
+            usage = Usage(u.get("input_tokens") or 0, u.get("output_tokens") or 0, cached or 0)
+        status = final.get("status") or "completed"
         if status == "incomplete":
-            reason = getattr(final.incomplete_details, "reason", None) or "incomplete"
+            reason = (final.get("incomplete_details") or {}).get("reason") or "incomplete"
             stop: StopReason = _INCOMPLETE.get(reason, "other")
             wire = f"incomplete:{reason}"
         else:
