@@ -99,8 +99,13 @@ def _blocks_bytes(m: Message) -> tuple[str, list[bytes]]:
 _ROLE = {"user": b'{"role":"user","content":[', "assistant": b'{"role":"assistant","content":['}
 
 
-def _dump(block: Any) -> dict[str, Any]:
-    return block.model_dump(mode="json", exclude_none=True) if hasattr(block, "model_dump") else dict(block)
+def _dump(block: Any) -> Any:
+    """A content block as received, without its null fields (what is echoed back)."""
+    if isinstance(block, dict):
+        return {k: _dump(v) for k, v in block.items() if v is not None}
+    if isinstance(block, list):
+        return [_dump(v) for v in block]
+    return block
 
 
 class AnthropicProvider(StreamingProvider):
@@ -175,7 +180,9 @@ class AnthropicProvider(StreamingProvider):
             content=self.body_bytes(request),
             cast_to=anthropic.types.Message,
             stream=True,
-            stream_cls=anthropic.AsyncStream[anthropic.types.RawMessageStreamEvent],
+            # Each event as the JSON object the API documents (see openai_chat): the SDK decodes
+            # the SSE and raises its error events.
+            stream_cls=anthropic.AsyncStream[object],
         )
         text: list[str] = []
         calls: list[ToolCall] = []
@@ -187,45 +194,54 @@ class AnthropicProvider(StreamingProvider):
         ended = False
         async with stream:
             async for ev in stream:
-                kind = getattr(ev, "type", None)
+                if not isinstance(ev, dict):
+                    continue
+                kind = ev.get("type")
                 if kind == "message_start":
-                    u = ev.message.usage
-                    cached = u.cache_read_input_tokens or 0
-                    usage_in = (u.input_tokens or 0) + cached + (u.cache_creation_input_tokens or 0)
-                    out_tokens = u.output_tokens or 0
+                    u = (ev.get("message") or {}).get("usage") or {}
+                    cached = u.get("cache_read_input_tokens") or 0
+                    usage_in = (u.get("input_tokens") or 0) + cached + (u.get("cache_creation_input_tokens") or 0)
+                    out_tokens = u.get("output_tokens") or 0
                 elif kind == "content_block_start":
-                    block = _dump(ev.content_block)
-                    blocks[ev.index] = block
-                    partial[ev.index] = []
+                    block = _dump(ev.get("content_block") or {})
+                    index = ev.get("index", 0)
+                    blocks[index] = block
+                    partial[index] = []
                     if block.get("type") == "tool_use":
-                        yield ToolCallStarted(block["id"], block["name"])
+                        yield ToolCallStarted(block.get("id") or "", block.get("name") or "")
                 elif kind == "content_block_delta":
-                    d = ev.delta
-                    dkind = getattr(d, "type", None)
-                    block = blocks.get(ev.index, {})
+                    d = ev.get("delta") or {}
+                    dkind = d.get("type")
+                    index = ev.get("index", 0)
+                    block = blocks.get(index, {})
                     if dkind == "text_delta":
-                        text.append(d.text)
-                        yield TextDelta(d.text)
+                        text.append(d.get("text") or "")
+                        yield TextDelta(d.get("text") or "")
                     elif dkind == "input_json_delta":
-                        partial.setdefault(ev.index, []).append(d.partial_json)
+                        partial.setdefault(index, []).append(d.get("partial_json") or "")
                     elif dkind == "thinking_delta":
-                        block["thinking"] = block.get("thinking", "") + d.thinking
+                        block["thinking"] = block.get("thinking", "") + (d.get("thinking") or "")
                     elif dkind == "signature_delta":
-                        block["signature"] = block.get("signature", "") + d.signature
+                        block["signature"] = block.get("signature", "") + (d.get("signature") or "")
                 elif kind == "content_block_stop":
-                    block = blocks.pop(ev.index, {})
-                    raw = "".join(partial.pop(ev.index, []))
+                    index = ev.get("index", 0)
+                    block = blocks.pop(index, {})
+                    raw = "".join(partial.pop(index, []))
                     btype = block.get("type")
                     if btype == "tool_use":
-                        calls.append(ToolCall(block["id"], block["name"], raw or json.dumps(block.get("input") or {})))
+                        calls.append(
+                            ToolCall(block.get("id") or "", block.get("name") or "",
+                                     raw or json.dumps(block.get("input") or {}))
+                        )
                     elif btype in _OPAQUE_BLOCKS:
                         if btype == "server_tool_use" and raw:
                             block["input"] = _input_object(raw)
                         opaque.append({"api": OPAQUE_KEY, "block": block})
                 elif kind == "message_delta":
-                    stop_wire = ev.delta.stop_reason or stop_wire
-                    if ev.usage is not None and ev.usage.output_tokens is not None:
-                        out_tokens = ev.usage.output_tokens
+                    stop_wire = (ev.get("delta") or {}).get("stop_reason") or stop_wire
+                    u = ev.get("usage")
+                    if isinstance(u, dict) and u.get("output_tokens") is not None:
+                        out_tokens = u["output_tokens"]
                 elif kind == "message_stop":
                     ended = True
         if not ended:
