@@ -196,20 +196,50 @@ def test_plan_mode_shows_read_only_tools_and_never_continues(workspace: Path) ->
 
 
 def test_goal_mode_continues_with_progress_and_pauses_on_no_progress(workspace: Path) -> None:
-    state = _State()
-    fingerprints = iter(["f1", "f2", "f3", "f3", "f3", "f3"])
-
-    def script(req: ModelRequest, i: int) -> Reply:
-        state.fingerprint = next(fingerprints)
-        return say(f"answer {i}")
-
-    p = ScriptedProvider(script)
-    result, _, items, _, _ = run(
-        drive(workspace, p, "reach the goal", mode="goal", registry=_registry_with(state.refresher))
+    # One rule (the state family's persisted observer): each final of a Goal cycle is one
+    # observation; progress (here a recorded write) resets the count; the third identical
+    # consecutive observation pauses the Goal with no_progress and stops the turn.
+    goal = {"action": "create", "objective": "ship", "criteria": [{"text": "tests pass"}]}
+    p = ScriptedProvider(
+        [
+            calls(call("goal_update", goal)),
+            say("one"),  # observation 1
+            calls(call("write", {"path": "made.txt", "content": "made\n"})),
+            say("two"),  # changed by the write: 1 again
+            say("three"),  # 2
+            say("four"),  # 3: no_progress
+            say("never asked"),
+        ]
     )
-    # f1, f2, f3 continue; f3 twice more makes three identical observations: no_progress.
-    assert result.stop_reason == "no_progress" and len(p.requests) == 5
-    assert sum(1 for i in items if i.kind == "notice" and i.data["source"] == "continuation") == 4
+    result, _, items, _, _ = run(drive(workspace, p, "reach the goal", mode="goal"))
+    assert result.stop_reason == "no_progress" and len(p.requests) == 6
+    assert result.detail == "3 consecutive identical observations of the active Goal"
+    assert sum(1 for i in items if i.kind == "notice" and i.data["source"] == "continuation") == 3
+
+    async def stored() -> Any:
+        from zuno.tools.state import read_goal
+
+        async with zuno.Runtime(root=workspace) as rt:
+            return read_goal(rt.store, result.session), rt.store.query(
+                "SELECT kind, data FROM events WHERE session_id = ? AND kind = 'goal-paused'", (result.session,)
+            )
+
+    goal_now, paused = run(stored())
+    assert goal_now["goal"]["status"] == "paused" and goal_now["goal"]["pause_reason"]["kind"] == "no_progress"
+    assert [json.loads(r["data"]) for r in paused] == [{"reason": "no_progress", "observations": 3}]
+
+
+def test_a_failed_goal_observer_pauses_the_turn(workspace: Path) -> None:
+    def broken(store: Any, session_id: str, observation_id: str) -> Any:
+        raise RuntimeError("the progress table is locked")
+
+    state = _State()
+    reg = _registry_with(state.refresher)
+    reg.goal_observers.append(broken)
+    p = ScriptedProvider([say("answer"), say("never asked")])
+    result, *_ = run(drive(workspace, p, "go", mode="goal", registry=reg))
+    assert result.stop_reason == "context_refresh_failed" and len(p.requests) == 1
+    assert "the progress table is locked" in result.detail
 
 
 def test_goal_mode_stops_without_runnable_work_and_at_the_continuation_limit(workspace: Path) -> None:
@@ -385,7 +415,7 @@ def test_with_the_real_goal_and_plan_tools(workspace: Path) -> None:
     # three identical observations pause it.
     assert result.stop_reason == "no_progress" and len(p.requests) == 4
     assert "Goal (revision 1, active): ship" in p.requests[1].system
-    # The Goal's own durable status says so too (the state family's goal pauser).
+    # The Goal's own durable status says so too (the state family's observer paused it).
     from zuno.tools.state import read_goal
 
     async def stored_goal() -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from zuno.store import Store
@@ -27,8 +27,8 @@ class ContextSection:
     # Only a remote observer (backgroundPurpose: remoteObserver) keeps this section's work open:
     # the reconciliation driver records waiting_background.
     waiting_remote: bool = False
-    # A semantic progress fingerprint of the state behind this section (stable JSON digest); an
-    # active Goal pauses with no_progress after three identical observations.
+    # A semantic progress fingerprint of the state behind this section (stable JSON digest), for a
+    # reader's own change detection; the no_progress rule is the Goal observer's (below).
     fingerprint: str = ""
     # A Goal that is active and owned by this session (continuation is retained while it is).
     goal_active: bool = False
@@ -36,10 +36,17 @@ class ContextSection:
 
 Refresher = Callable[["Store", str], ContextSection | None]
 
-# The tool family that owns the Goal's status registers a pauser (``registry.goal_pausers``): when
-# three identical observations stop a Goal turn with no_progress, the loop calls it so the Goal's
-# own durable status says so too. ``fn(store, session_id, detail)``.
-GoalPauser = Callable[["Store", str, str], None]
+class GoalObservation(Protocol):
+    count: int  # consecutive identical observations, this one included
+    paused: bool  # this observation paused the Goal with no_progress
+
+
+# The tool family that owns the Goal registers its observer (``registry.goal_observers``): the one
+# implementation of "an active owned Goal keeps a persisted progress fingerprint; three
+# consecutive identical observations pause it with typed no_progress". The agent loop calls it
+# once per reconciliation in Goal mode, ``fn(store, session_id, observation_id)`` (a repeated id
+# is not counted twice); None when there is no active Goal.
+GoalObserver = Callable[["Store", str, str], GoalObservation | None]
 
 
 class RefreshFailed(Exception):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zuno.config import Config, ConfigError
-from zuno.projection import GoalPauser, Refresher
+from zuno.projection import GoalObserver, Refresher
 from zuno.tool import Tool
 
 # The spec's names, in the spec's order. Default surface first, then registered slots.
@@ -110,8 +110,9 @@ class Registry:
     migrations: list[tuple[str, str]] = field(default_factory=list)
     # Dynamic-context refreshers (zuno.projection), rebuilt before every provider request.
     refreshers: list[tuple[str, Refresher]] = field(default_factory=list)
-    # Called when the agent loop pauses an active Goal with no_progress (zuno.projection.GoalPauser).
-    goal_pausers: list[GoalPauser] = field(default_factory=list)
+    # The Goal's progress observers, called by the agent loop's reconciliation in Goal mode
+    # (zuno.projection.GoalObserver: the no_progress rule).
+    goal_observers: list[GoalObserver] = field(default_factory=list)
 
     def add(self, name: str, factory: ToolFactory, profiles: tuple[str, ...] = ("zuno", "chord")) -> None:
         for p in profiles:

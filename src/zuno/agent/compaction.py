@@ -41,10 +41,13 @@ def _tool_chars(t: ToolSpec) -> int:
 
 class Estimator:
     """A cheap upper estimate (about 4 characters a token) of what a request costs. Messages and
-    tool specs are immutable, so each one is measured once (keyed by identity, kept alive here)."""
+    tool specs are immutable, so each one is measured once (keyed by identity, kept alive here),
+    and a request that extends the last one's messages only measures the new ones."""
 
     def __init__(self) -> None:
         self._seen: dict[int, tuple[object, int]] = {}
+        self._last: tuple[object, ...] = ()
+        self._last_chars = 0
 
     def _chars(self, obj: Any, measure: Callable[[Any], int]) -> int:
         hit = self._seen.get(id(obj))
@@ -54,9 +57,20 @@ class Estimator:
         self._seen[id(obj)] = (obj, n)
         return n
 
+    def _messages_chars(self, messages: tuple[Message, ...]) -> int:
+        n = len(self._last)
+        if n and n <= len(messages) and messages[:n] == self._last:
+            start, chars = n, self._last_chars
+        else:
+            start, chars = 0, 0
+            if len(self._seen) > 2 * len(messages) + 256:
+                self._seen = {}
+        chars += sum(self._chars(m, _message_chars) for m in messages[start:])
+        self._last, self._last_chars = messages, chars
+        return chars
+
     def __call__(self, request: ModelRequest) -> int:
-        chars = len(request.system)
-        chars += sum(self._chars(m, _message_chars) for m in request.messages)
+        chars = len(request.system) + self._messages_chars(request.messages)
         chars += sum(self._chars(t, _tool_chars) for t in request.tools)
         return chars // 4 + 8 * len(request.messages)
 

@@ -94,8 +94,3 @@ def build_system(
     if dynamic:
         parts.append(dynamic)
     return "\n\n".join(parts), digest_text(dynamic)
-
-
-def observation_fingerprint(sections: Sequence[ContextSection]) -> str:
-    """One Goal observation: the progress fingerprints of every section, in a stable order."""
-    return digest_text(*sorted(f"{s.name}={s.fingerprint}" for s in sections))

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from zuno import limits
 from zuno.agent.compaction import Compactor, Estimator
-from zuno.agent.context import build_system, observation_fingerprint
+from zuno.agent.context import build_system
 from zuno.agent.events import (
     AgentEvent,
     NoticeEvent,
@@ -116,7 +116,7 @@ class AgentLoop:
             self.set_mode(mode)
         self.transcript.set_model(provider.id)
         self.refreshers = list(session.runtime.registry.refreshers)
-        self.goal_pausers = list(session.runtime.registry.goal_pausers)
+        self.goal_observers = list(session.runtime.registry.goal_observers)
         self.compactor = Compactor(self, summary_provider or provider)
         self.emit: Callable[[AgentEvent], None] = emit or (lambda _e: None)
         self._stream_task: asyncio.Task[Finished] | None = None
@@ -496,7 +496,7 @@ class AgentLoop:
 
     def _reset_cycle(self) -> None:
         data = self.transcript.state().data
-        data.update({"goal_fingerprint": None, "goal_repeats": 0, "stagnant_key": None, "stagnant_count": 0})
+        data.update({"stagnant_key": None, "stagnant_count": 0})
         self.transcript.save_data(data)
 
     def _reconcile(self, turn: _Turn, mode: Mode) -> tuple[StopReason, str] | Literal["goal", "wake"]:
@@ -508,21 +508,9 @@ class AgentLoop:
         waiting = self._waiting_background(sections)
         goal = next((s for s in sections if s.goal_active), None)
         if mode == "goal" and goal is not None:
-            data = self.transcript.state().data
-            fp = observation_fingerprint(sections)
-            repeats = int(data.get("goal_repeats", 0)) + 1 if fp == data.get("goal_fingerprint") else 1
-            data["goal_fingerprint"], data["goal_repeats"] = fp, repeats
-            self.transcript.save_data(data)
-            if repeats >= limits.GOAL_NO_PROGRESS_OBSERVATIONS:
-                detail = f"{repeats} consecutive identical observations of the active Goal"
-                self.store.add_event(self.session.id, "goal-paused", {"reason": "no_progress", "observations": repeats})
-                for pause in self.goal_pausers:  # the Goal's own status says paused: no_progress
-                    try:
-                        pause(self.store, self.session.id, detail)
-                    except Exception as e:
-                        failure = {"error": f"{type(e).__name__}: {e}"}
-                        self.store.add_event(self.session.id, "goal-pause-failed", failure)
-                return "no_progress", detail
+            observed = self._observe_goal()
+            if observed is not None:
+                return observed
             if any(s.runnable for s in sections):
                 if turn.continuations >= self.config.agent.limits.continuations:
                     return "continuation_limit", (
@@ -534,6 +522,25 @@ class AgentLoop:
             self.store.add_event(self.session.id, "waiting_background", {"detail": waiting})
             return "waiting_background", waiting
         return "final", "an ordinary final ends the cycle; unfinished work stays as it is"
+
+    def _observe_goal(self) -> tuple[StopReason, str] | None:
+        """One observation of the active Goal (the state family's persisted no_progress rule,
+        ``registry.goal_observers``), keyed by the request whose final is observed. A stop when it
+        paused the Goal; an observer that fails pauses the turn, as a failed refresher does."""
+        for observe in self.goal_observers:
+            try:
+                seen = observe(self.store, self.session.id, f"agent-request-{self.last_request_id}")
+            except Exception as e:
+                detail = f"the Goal's progress could not be observed: {type(e).__name__}: {e}"
+                self.store.add_event(self.session.id, "goal-observe-failed", {"error": detail})
+                return "context_refresh_failed", detail
+            if seen is not None and seen.paused:
+                detail = f"{seen.count} consecutive identical observations of the active Goal"
+                self.store.add_event(
+                    self.session.id, "goal-paused", {"reason": "no_progress", "observations": seen.count}
+                )
+                return "no_progress", detail
+        return None
 
     def _completion_pending(self) -> bool:
         rows = self.store.query(

@@ -136,7 +136,12 @@ class Transcript:
         self.store = store
         self.session_id = session_id
         self._cache: list[Item] = []
+        self._seqs: list[int] = []  # the seqs of _cache, for bisect
         self._messages: dict[int, Message | None] = {}
+        self._last_compaction: Item | None = None
+        self._users: list[UserSource] = []
+        # The current window's messages, extended as items arrive: (marker seq, last item seq, messages).
+        self._window_msgs: tuple[int, int, list[Message]] | None = None
         self._state: AgentState | None = None
         self._open_calls: dict[str, Unmatched] = {}  # recorded calls with no result item yet
         with store.transaction() as db:
@@ -361,29 +366,38 @@ class Transcript:
             at=r["at"],
         )
 
-    def items(self, after_seq: int = 0) -> list[Item]:
-        """The items after ``after_seq``. Items are never changed once written and a session has one
-        driver, so the rows read once are kept and only newer ones are read again."""
-        top = self._cache[-1].seq if self._cache else 0
+    def _sync(self) -> None:
+        """Read the items recorded since the last read. Items are never changed once written and a
+        session has one driver, so the rows read once are kept and only newer ones are read."""
+        top = self._seqs[-1] if self._seqs else 0
         rows = self.store.query(
             "SELECT * FROM agent_items WHERE session_id = ? AND seq > ? ORDER BY seq", (self.session_id, top)
         )
         for r in rows:
             it = self._item(r)
             self._cache.append(it)
+            self._seqs.append(it.seq)
             if it.kind == "assistant":
                 for c in it.data["tool_calls"]:
                     call = ToolCall(c["id"], c["name"], c["arguments"])
                     self._open_calls[c["id"]] = Unmatched(it.seq, it.turn, call, it.data["calls_seq_floor"])
             elif it.kind == "tool_result" and it.call_id is not None:
                 self._open_calls.pop(it.call_id, None)
+            elif it.kind == "compaction":
+                self._last_compaction = it
+            elif it.kind == "user":
+                self._users.append(UserSource(it.msg_id or "", it.digest or "", it.data["text"], it.turn))
+
+    def items(self, after_seq: int = 0) -> list[Item]:
+        """The items after ``after_seq``."""
+        self._sync()
         if after_seq <= 0:
             return list(self._cache)
-        lo = bisect.bisect_right([i.seq for i in self._cache], after_seq)
-        return self._cache[lo:]
+        return self._cache[bisect.bisect_right(self._seqs, after_seq) :]
 
     def last_compaction(self) -> Item | None:
-        return next((i for i in reversed(self.items()) if i.kind == "compaction"), None)
+        self._sync()
+        return self._last_compaction
 
     def window(self) -> tuple[Item | None, list[Item]]:
         """The current history window: the last compaction marker and the items after the point it summarised."""
@@ -391,28 +405,42 @@ class Transcript:
         after = int(marker.data["upto_seq"]) if marker else 0
         return marker, [i for i in self.items(after) if i.kind != "compaction"]
 
+    def _message(self, it: Item) -> Message | None:
+        m = self._messages.get(it.seq)
+        if m is None and it.seq not in self._messages:
+            converted = to_messages([it])
+            m = self._messages[it.seq] = converted[0] if converted else None
+        return m
+
     def messages(self) -> tuple[Message, ...]:
-        marker, items = self.window()
-        out: list[Message] = []
-        if marker is not None:
-            out.append(UserMessage(SUMMARY_HEAD.format(n=marker.data["n"]) + "\n" + marker.data["summary"]))
-        for it in items:
-            m = self._messages.get(it.seq)
-            if m is None:
-                converted = to_messages([it])
-                m = self._messages[it.seq] = converted[0] if converted else None
-            if m is not None:
-                out.append(m)
+        """The current window as messages. Kept between requests and extended by the items
+        recorded since; rebuilt when a new compaction marker delimits a new window."""
+        marker = self.last_compaction()
+        marker_seq = marker.seq if marker is not None else 0
+        cached = self._window_msgs
+        if cached is None or cached[0] != marker_seq:
+            out: list[Message] = []
+            if marker is not None:
+                out.append(UserMessage(SUMMARY_HEAD.format(n=marker.data["n"]) + "\n" + marker.data["summary"]))
+            after = int(marker.data["upto_seq"]) if marker else 0
+        else:
+            _, after, out = cached
+        new = self._cache[bisect.bisect_right(self._seqs, after) :]
+        for it in new:
+            if it.kind != "compaction":
+                m = self._message(it)
+                if m is not None:
+                    out.append(m)
+        self._window_msgs = (marker_seq, new[-1].seq if new else after, out)
         return tuple(out)
 
     def user_sources(self) -> list[UserSource]:
-        return [
-            UserSource(i.msg_id or "", i.digest or "", i.data["text"], i.turn) for i in self.items() if i.kind == "user"
-        ]
+        self._sync()
+        return list(self._users)
 
     def unmatched_calls(self) -> list[Unmatched]:
         """Tool calls of recorded responses that have no result item yet."""
-        self.items()
+        self._sync()
         return list(self._open_calls.values())
 
     def requests(self) -> list[RequestRow]:

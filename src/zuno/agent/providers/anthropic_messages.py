@@ -10,6 +10,7 @@ from typing import Any
 
 import anthropic
 
+from zuno.agent.providers import wire_json
 from zuno.agent.providers.base import ProviderSettings, StreamingProvider
 from zuno.agent.providers.retry import RetryPolicy, StreamFailure
 from zuno.agent.providers.schema_export import anthropic_tools
@@ -17,6 +18,7 @@ from zuno.agent.types import (
     AssistantMessage,
     Finished,
     ImagePart,
+    Message,
     ModelRequest,
     StopReason,
     StreamEvent,
@@ -54,43 +56,56 @@ def _input_object(raw: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def anthropic_blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
+    """One message's role and content blocks."""
+    if isinstance(m, UserMessage):
+        blocks = [{"type": "text", "text": m.text}] if m.text.strip() else []
+        blocks.extend(_image(i) for i in m.images)
+        return "user", blocks or [{"type": "text", "text": EMPTY_TEXT}]
+    if isinstance(m, ToolResultMessage):
+        content: list[dict[str, Any]] = [{"type": "text", "text": m.text}] if m.text.strip() else []
+        content.extend(_image(i) for i in m.images)
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.call_id, "content": content}
+        if m.is_error:
+            block["is_error"] = True
+        return "user", [block]
+    blocks = [o["block"] for o in m.opaque if o.get("api") == OPAQUE_KEY and isinstance(o.get("block"), dict)]
+    if m.text.strip():
+        blocks.append({"type": "text", "text": m.text})
+    blocks.extend(
+        {"type": "tool_use", "id": c.id, "name": c.name, "input": _input_object(c.arguments)} for c in m.tool_calls
+    )
+    return "assistant", blocks or [{"type": "text", "text": EMPTY_TEXT}]
 
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        # Consecutive same-role turns merge (tool results and a following user text share one
-        # user turn; the API wants user and assistant to alternate).
+
+def anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    """Consecutive same-role messages merge into one turn (tool results and a following user
+    text share one user turn; the API wants user and assistant to alternate)."""
+    out: list[dict[str, Any]] = []
+    for m in request.messages:
+        role, blocks = anthropic_blocks(m)
         if out and out[-1]["role"] == role:
             out[-1]["content"].extend(blocks)
         else:
-            out.append({"role": role, "content": blocks})
-
-    for m in request.messages:
-        if isinstance(m, UserMessage):
-            blocks = [{"type": "text", "text": m.text}] if m.text.strip() else []
-            blocks.extend(_image(i) for i in m.images)
-            add("user", blocks or [{"type": "text", "text": EMPTY_TEXT}])
-        elif isinstance(m, ToolResultMessage):
-            content: list[dict[str, Any]] = [{"type": "text", "text": m.text}] if m.text.strip() else []
-            content.extend(_image(i) for i in m.images)
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.call_id, "content": content}
-            if m.is_error:
-                block["is_error"] = True
-            add("user", [block])
-        elif isinstance(m, AssistantMessage):
-            blocks = [o["block"] for o in m.opaque if o.get("api") == OPAQUE_KEY and isinstance(o.get("block"), dict)]
-            if m.text.strip():
-                blocks.append({"type": "text", "text": m.text})
-            blocks.extend(
-                {"type": "tool_use", "id": c.id, "name": c.name, "input": _input_object(c.arguments)}
-                for c in m.tool_calls
-            )
-            add("assistant", blocks or [{"type": "text", "text": EMPTY_TEXT}])
+            out.append({"role": role, "content": list(blocks)})
     return out
 
 
-def _dump(block: Any) -> dict[str, Any]:
-    return block.model_dump(mode="json", exclude_none=True) if hasattr(block, "model_dump") else dict(block)
+def _blocks_bytes(m: Message) -> tuple[str, list[bytes]]:
+    role, blocks = anthropic_blocks(m)
+    return role, [wire_json.dumps(b) for b in blocks]
+
+
+_ROLE = {"user": b'{"role":"user","content":[', "assistant": b'{"role":"assistant","content":['}
+
+
+def _dump(block: Any) -> Any:
+    """A content block as received, without its null fields (what is echoed back)."""
+    if isinstance(block, dict):
+        return {k: _dump(v) for k, v in block.items() if v is not None}
+    if isinstance(block, list):
+        return [_dump(v) for v in block]
+    return block
 
 
 class AnthropicProvider(StreamingProvider):
@@ -99,6 +114,9 @@ class AnthropicProvider(StreamingProvider):
 
     def __init__(self, settings: ProviderSettings, retry: RetryPolicy | None = None) -> None:
         super().__init__(settings, retry)
+        self._parts = wire_json.Parts()
+        self._tools = wire_json.Once()
+        self._grown = wire_json.Grown()
         self._client = anthropic.AsyncAnthropic(
             api_key=settings.api_key or NO_KEY,
             base_url=settings.base_url,
@@ -107,24 +125,65 @@ class AnthropicProvider(StreamingProvider):
             timeout=anthropic.Timeout(settings.read_timeout_s, connect=settings.connect_timeout_s),
         )
 
-    def body(self, request: ModelRequest) -> dict[str, Any]:
+    def _fields(self, request: ModelRequest, messages: Any, tools: Any) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": request.model or self.settings.model,
-            "messages": anthropic_messages(request),
+            "messages": messages,
             "max_tokens": request.max_output_tokens or self.output_tokens,
             "stream": True,
         }
         if request.system:
             body["system"] = request.system
-        tools = anthropic_tools(request.tools, request.hosted_tools)
-        if tools:
+        if request.tools or request.hosted_tools:
             body["tools"] = tools
             if request.tools and not request.parallel_tool_calls:
                 body["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
         return body
 
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        """The request body as a dict (what ``body_bytes`` serialises)."""
+        return self._fields(request, anthropic_messages(request), anthropic_tools(request.tools, request.hosted_tools))
+
+    def body_bytes(self, request: ModelRequest) -> bytes:
+        """``body`` serialised, each message's blocks once over the session (a request that extends
+        the last one's messages serialises only the new ones), the tool schemas once per surface."""
+        messages = request.messages
+        start = self._grown.common(messages)
+        closed: wire_json.Items  # the turns no later message can extend
+        role, blocks = "", []  # the last turn, still open
+        if start:
+            closed, role, held = self._grown.state
+            blocks = list(held)
+        else:
+            closed = wire_json.Items()
+            self._parts.sweep(messages)
+        self._grown.keep((), None)  # extended in place below: valid again only once complete
+        for m in messages[start:]:
+            r, b = self._parts.of(m, _blocks_bytes)
+            if r != role and blocks:
+                closed.add(_ROLE[role] + b",".join(blocks) + b"]}")
+                blocks = []
+            role = r
+            blocks.extend(b)
+        self._grown.keep(messages, (closed, role, blocks))
+        last = _ROLE[role] + b",".join(blocks) + b"]}" if blocks else None
+        tools = self._tools.get(
+            (*request.tools, *request.hosted_tools),
+            lambda: wire_json.dumps(anthropic_tools(request.tools, request.hosted_tools)),
+        )
+        return wire_json.body(self._fields(request, wire_json.array(closed, last), tools))
+
     async def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        stream = await self._client.messages.create(**self.body(request))
+        # The SDK's own request path with the body already serialised (see openai_chat).
+        stream = await self._client.post(
+            "/v1/messages",
+            content=self.body_bytes(request),
+            cast_to=anthropic.types.Message,
+            stream=True,
+            # Each event as the JSON object the API documents (see openai_chat): the SDK decodes
+            # the SSE and raises its error events.
+            stream_cls=anthropic.AsyncStream[object],
+        )
         text: list[str] = []
         calls: list[ToolCall] = []
         opaque: list[dict[str, Any]] = []
@@ -135,45 +194,54 @@ class AnthropicProvider(StreamingProvider):
         ended = False
         async with stream:
             async for ev in stream:
-                kind = getattr(ev, "type", None)
+                if not isinstance(ev, dict):
+                    continue
+                kind = ev.get("type")
                 if kind == "message_start":
-                    u = ev.message.usage
-                    cached = u.cache_read_input_tokens or 0
-                    usage_in = (u.input_tokens or 0) + cached + (u.cache_creation_input_tokens or 0)
-                    out_tokens = u.output_tokens or 0
+                    u = (ev.get("message") or {}).get("usage") or {}
+                    cached = u.get("cache_read_input_tokens") or 0
+                    usage_in = (u.get("input_tokens") or 0) + cached + (u.get("cache_creation_input_tokens") or 0)
+                    out_tokens = u.get("output_tokens") or 0
                 elif kind == "content_block_start":
-                    block = _dump(ev.content_block)
-                    blocks[ev.index] = block
-                    partial[ev.index] = []
+                    block = _dump(ev.get("content_block") or {})
+                    index = ev.get("index", 0)
+                    blocks[index] = block
+                    partial[index] = []
                     if block.get("type") == "tool_use":
-                        yield ToolCallStarted(block["id"], block["name"])
+                        yield ToolCallStarted(block.get("id") or "", block.get("name") or "")
                 elif kind == "content_block_delta":
-                    d = ev.delta
-                    dkind = getattr(d, "type", None)
-                    block = blocks.get(ev.index, {})
+                    d = ev.get("delta") or {}
+                    dkind = d.get("type")
+                    index = ev.get("index", 0)
+                    block = blocks.get(index, {})
                     if dkind == "text_delta":
-                        text.append(d.text)
-                        yield TextDelta(d.text)
+                        text.append(d.get("text") or "")
+                        yield TextDelta(d.get("text") or "")
                     elif dkind == "input_json_delta":
-                        partial.setdefault(ev.index, []).append(d.partial_json)
+                        partial.setdefault(index, []).append(d.get("partial_json") or "")
                     elif dkind == "thinking_delta":
-                        block["thinking"] = block.get("thinking", "") + d.thinking
+                        block["thinking"] = block.get("thinking", "") + (d.get("thinking") or "")
                     elif dkind == "signature_delta":
-                        block["signature"] = block.get("signature", "") + d.signature
+                        block["signature"] = block.get("signature", "") + (d.get("signature") or "")
                 elif kind == "content_block_stop":
-                    block = blocks.pop(ev.index, {})
-                    raw = "".join(partial.pop(ev.index, []))
+                    index = ev.get("index", 0)
+                    block = blocks.pop(index, {})
+                    raw = "".join(partial.pop(index, []))
                     btype = block.get("type")
                     if btype == "tool_use":
-                        calls.append(ToolCall(block["id"], block["name"], raw or json.dumps(block.get("input") or {})))
+                        calls.append(
+                            ToolCall(block.get("id") or "", block.get("name") or "",
+                                     raw or json.dumps(block.get("input") or {}))
+                        )
                     elif btype in _OPAQUE_BLOCKS:
                         if btype == "server_tool_use" and raw:
                             block["input"] = _input_object(raw)
                         opaque.append({"api": OPAQUE_KEY, "block": block})
                 elif kind == "message_delta":
-                    stop_wire = ev.delta.stop_reason or stop_wire
-                    if ev.usage is not None and ev.usage.output_tokens is not None:
-                        out_tokens = ev.usage.output_tokens
+                    stop_wire = (ev.get("delta") or {}).get("stop_reason") or stop_wire
+                    u = ev.get("usage")
+                    if isinstance(u, dict) and u.get("output_tokens") is not None:
+                        out_tokens = u["output_tokens"]
                 elif kind == "message_stop":
                     ended = True
         if not ended:

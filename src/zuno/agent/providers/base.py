@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from zuno.agent.providers.retry import Failure, RetryPolicy, classify
-from zuno.agent.providers.warm import warm
 from zuno.agent.types import Attempt, Finished, ModelRequest, ProviderError, RequestOutcome, StreamEvent
 
 # Built-in openai model names that are reasoning models (their encrypted reasoning is asked for).
@@ -70,7 +69,6 @@ class StreamingProvider(ABC):
         self.output_tokens = settings.output_tokens
         self.accepts_images = settings.accepts_images
         self._rng = random.Random()
-        warm(self.api)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id} api={self.api}>"

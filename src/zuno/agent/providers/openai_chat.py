@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 
+from zuno.agent.providers import wire_json
 from zuno.agent.providers.base import ProviderSettings, StreamingProvider
 from zuno.agent.providers.retry import RetryPolicy
 from zuno.agent.providers.schema_export import chat_tools
@@ -16,6 +18,7 @@ from zuno.agent.types import (
     AssistantMessage,
     Finished,
     ImagePart,
+    Message,
     ModelRequest,
     StopReason,
     StreamEvent,
@@ -51,48 +54,56 @@ def openai_client(settings: ProviderSettings) -> openai.AsyncOpenAI:
     )
 
 
+def chat_entry(m: Message) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    """One message's wire entry and, for a tool result with images, the parts of the user message
+    that carries them (a tool message carries text only)."""
+    if isinstance(m, ToolResultMessage):
+        entry: dict[str, Any] = {"role": "tool", "tool_call_id": m.call_id, "content": m.text}
+        if not m.images:
+            return entry, None
+        parts: list[dict[str, Any]] = [{"type": "text", "text": f"Images from tool call {m.call_id}:"}]
+        parts.extend({"type": "image_url", "image_url": {"url": data_url(i)}} for i in m.images)
+        return entry, parts
+    if isinstance(m, UserMessage):
+        if m.images:
+            content = [{"type": "text", "text": m.text}] if m.text else []
+            content.extend({"type": "image_url", "image_url": {"url": data_url(i)}} for i in m.images)
+            return {"role": "user", "content": content}, None
+        return {"role": "user", "content": m.text}, None
+    # content may be null only beside tool calls
+    entry = {"role": "assistant", "content": (m.text or None) if m.tool_calls else m.text}
+    if m.tool_calls:
+        entry["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in m.tool_calls
+        ]
+    return entry, None
+
+
 def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    if request.system:
-        out.append({"role": "system", "content": request.system})
-    pending_images: list[tuple[str, tuple[ImagePart, ...]]] = []
-
-    def flush_images() -> None:
-        # A tool message carries text only: its images follow, in one user message, after the
-        # run of tool messages (which must directly follow the assistant's tool calls).
-        if pending_images:
-            parts: list[dict[str, Any]] = []
-            for call_id, images in pending_images:
-                parts.append({"type": "text", "text": f"Images from tool call {call_id}:"})
-                parts.extend({"type": "image_url", "image_url": {"url": data_url(i)}} for i in images)
-            out.append({"role": "user", "content": parts})
-            pending_images.clear()
-
+    """The messages in wire order: the images of a run of tool messages follow that run in one
+    user message (the tool messages must directly follow the assistant's tool calls)."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": request.system}] if request.system else []
+    pending: list[dict[str, Any]] = []
     for m in request.messages:
-        if isinstance(m, ToolResultMessage):
-            out.append({"role": "tool", "tool_call_id": m.call_id, "content": m.text})
-            if m.images:
-                pending_images.append((m.call_id, m.images))
-            continue
-        flush_images()
-        if isinstance(m, UserMessage):
-            if m.images:
-                parts = [{"type": "text", "text": m.text}] if m.text else []
-                parts.extend({"type": "image_url", "image_url": {"url": data_url(i)}} for i in m.images)
-                out.append({"role": "user", "content": parts})
-            else:
-                out.append({"role": "user", "content": m.text})
-        elif isinstance(m, AssistantMessage):
-            # content may be null only beside tool calls
-            entry: dict[str, Any] = {"role": "assistant", "content": (m.text or None) if m.tool_calls else m.text}
-            if m.tool_calls:
-                entry["tool_calls"] = [
-                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                    for c in m.tool_calls
-                ]
-            out.append(entry)
-    flush_images()
+        entry, images = chat_entry(m)
+        if pending and not isinstance(m, ToolResultMessage):
+            out.append({"role": "user", "content": pending})
+            pending = []
+        out.append(entry)
+        pending.extend(images or ())
+    if pending:
+        out.append({"role": "user", "content": pending})
     return out
+
+
+def _entry_bytes(m: Message) -> tuple[bytes, bytes | None]:
+    entry, images = chat_entry(m)
+    return wire_json.dumps(entry), (b",".join(wire_json.dumps(p) for p in images) if images is not None else None)
+
+
+def _user_of(runs: list[bytes]) -> bytes:
+    return b'{"role":"user","content":[' + b",".join(runs) + b"]}"
 
 
 @dataclass
@@ -113,57 +124,112 @@ class OpenAIChatProvider(StreamingProvider):
         self._client = openai_client(settings)
         # OpenAI itself wants max_completion_tokens; the compatible servers know max_tokens.
         self._max_key = "max_completion_tokens" if builtin else "max_tokens"
+        self._parts = wire_json.Parts()
+        self._tools = wire_json.Once()
+        self._grown = wire_json.Grown()
 
-    def body(self, request: ModelRequest) -> dict[str, Any]:
+    def _fields(self, request: ModelRequest, messages: Any, tools: Any) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": request.model or self.settings.model,
-            "messages": chat_messages(request),
+            "messages": messages,
             "stream": True,
             "stream_options": {"include_usage": True},
             self._max_key: request.max_output_tokens or self.output_tokens,
         }
         if request.tools:
-            body["tools"] = chat_tools(request.tools)
+            body["tools"] = tools
             body["parallel_tool_calls"] = request.parallel_tool_calls
         return body
 
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        """The request body as a dict (what ``body_bytes`` serialises)."""
+        return self._fields(request, chat_messages(request), chat_tools(request.tools) if request.tools else None)
+
+    def body_bytes(self, request: ModelRequest) -> bytes:
+        """``body`` serialised, each message's entry once over the session (a request that extends
+        the last one's messages serialises and copies only the new ones), the tool schemas once
+        per surface."""
+        messages = request.messages
+        start = self._grown.common(messages)
+        done: wire_json.Items
+        pending: list[bytes]
+        if start:
+            done, pending = self._grown.state
+        else:
+            done, pending = wire_json.Items(), []
+            self._parts.sweep(messages)
+        self._grown.keep((), None)  # extended in place below: valid again only once complete
+        for m in messages[start:]:
+            entry, images = self._parts.of(m, _entry_bytes)
+            if pending and not isinstance(m, ToolResultMessage):
+                done.add(_user_of(pending))
+                pending = []
+            done.add(entry)
+            if images is not None:
+                pending.append(images)
+        self._grown.keep(messages, (done, pending))
+        system = b'{"role":"system","content":' + wire_json.dumps(request.system) + b"}" if request.system else None
+        wire = wire_json.array(system, done, _user_of(pending) if pending else None)
+        tools = None
+        if request.tools:
+            tools = self._tools.get(request.tools, lambda: wire_json.dumps(chat_tools(request.tools)))
+        return wire_json.body(self._fields(request, wire, tools))
+
     async def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        stream = await self._client.chat.completions.create(**self.body(request))
+        # The official SDK's own request path (auth, headers, errors, SSE parsing) with the body
+        # already serialised: its typed-parameter transform would walk the whole history again
+        # for every request, and it leaves these plain JSON bodies unchanged.
+        stream = await self._client.post(
+            "/chat/completions",
+            content=self.body_bytes(request),
+            cast_to=ChatCompletion,
+            stream=True,
+            # Each chunk as the JSON object the API documents: the SDK decodes the SSE and raises
+            # its errors; building its typed model of every chunk costs more than the rest of a step.
+            stream_cls=openai.AsyncStream[object],
+            options={"security": {"bearer_auth": True}},
+        )
         text: list[str] = []
         calls: dict[int, _Building] = {}
         usage = Usage()
         finish: str | None = None
         async with stream:
             async for chunk in stream:
-                if chunk.usage is not None:
-                    u = chunk.usage
-                    details = u.prompt_tokens_details
-                    usage = Usage(u.prompt_tokens or 0, u.completion_tokens or 0,
-                                  (details.cached_tokens or 0) if details is not None else 0)
-                for choice in chunk.choices or ():
-                    delta = choice.delta
-                    if delta is not None and delta.content:
-                        text.append(delta.content)
-                        yield TextDelta(delta.content)
-                    for tc in (delta.tool_calls if delta is not None else None) or ():
-                        index = tc.index if tc.index is not None else len(calls)
+                if not isinstance(chunk, dict):
+                    continue
+                u = chunk.get("usage")
+                if isinstance(u, dict):
+                    details = u.get("prompt_tokens_details")
+                    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+                    usage = Usage(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0, cached or 0)
+                for choice in chunk.get("choices") or ():
+                    delta = choice.get("delta") or {}
+                    content = delta.get("content")
+                    if content:
+                        text.append(content)
+                        yield TextDelta(content)
+                    for tc in delta.get("tool_calls") or ():
+                        index = tc.get("index")
+                        if index is None:
+                            index = len(calls)
                         b = calls.get(index)
                         if b is None:
-                            b = calls[index] = _Building(id=tc.id or "", name="")
-                        if tc.id and not b.id:
-                            b.id = tc.id
-                        if tc.function is not None:
-                            if tc.function.name and not b.announced:
-                                b.name += tc.function.name
-                            if tc.function.arguments:
-                                b.arguments += tc.function.arguments
+                            b = calls[index] = _Building(id=tc.get("id") or "", name="")
+                        if tc.get("id") and not b.id:
+                            b.id = tc["id"]
+                        fn = tc.get("function")
+                        if isinstance(fn, dict):
+                            if fn.get("name") and not b.announced:
+                                b.name += fn["name"]
+                            if fn.get("arguments"):
+                                b.arguments += fn["arguments"]
                         if b.name and not b.announced:
                             b.announced = True
                             if not b.id:
                                 b.id = f"call_{index}"
                             yield ToolCallStarted(b.id, b.name)
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
+                    if choice.get("finish_reason"):
+                        finish = choice["finish_reason"]
         tool_calls = tuple(
             ToolCall(b.id or f"call_{i}", b.name, b.arguments or "{}") for i, b in sorted(calls.items())
         )

@@ -15,13 +15,14 @@ from __future__ import annotations
 from zuno.surface import Registry
 from zuno.tools.state.api import plan_instruction, read_goal, read_plan, read_state, read_todo
 from zuno.tools.state.docstore import MIGRATIONS as _DOC_MIGRATIONS
-from zuno.tools.state.goal import GoalGetTool, GoalUpdateTool, pause_for_no_progress
+from zuno.tools.state.goal import GoalGetTool, GoalUpdateTool
 from zuno.tools.state.history import HistoryTool, record_compaction
 from zuno.tools.state.memory import MIGRATIONS as _MEMORY_MIGRATIONS
 from zuno.tools.state.memory import MemoryReadTool, MemoryUpdateTool, accept_proposal, reject_proposal
 from zuno.tools.state.notes import MIGRATIONS as _NOTES_MIGRATIONS
 from zuno.tools.state.notes import NotesTool
 from zuno.tools.state.plan import PlanGetTool, PlanUpdateTool
+from zuno.tools.state.progress import observe_goal
 from zuno.tools.state.projection import refresh_goal, refresh_plan, refresh_todo
 from zuno.tools.state.sources import MIGRATIONS as _SOURCE_MIGRATIONS
 from zuno.tools.state.sources import lookup_message, record_message, source_digest
@@ -47,7 +48,7 @@ def register(registry: Registry) -> None:
     registry.refreshers.append(("goal", refresh_goal))
     registry.refreshers.append(("plan", refresh_plan))
     registry.refreshers.append(("todo", refresh_todo))
-    registry.goal_pausers.append(pause_for_no_progress)
+    registry.goal_observers.append(observe_goal)
 
 
 __all__ = [

@@ -322,18 +322,6 @@ def host_update(store: Any, session_id: str, args: Resume | HostPause, delivery_
     return result
 
 
-def pause_for_no_progress(store: Any, session_id: str, detail: str) -> None:
-    """The agent loop's no_progress stop (zuno.projection.GoalPauser): an active Goal is paused with
-    the typed reason no_progress at its current revision. A Goal that is not active is left alone."""
-    doc = docstore.read(store, scope_of(session_id), KIND)
-    if doc.body is None or doc.body.get("status") != "active":
-        return
-    pause = HostPause(
-        action="pause", expected_revision=doc.revision, reason=PauseReason(kind="no_progress", detail=detail[:1000])
-    )
-    host_update(store, session_id, pause, f"host-no-progress-{doc.revision}")
-
-
 def resume_goal(store: Any, session_id: str, expected_revision: int, delivery_id: str) -> dict[str, Any]:
     """/goal resume: the user's explicit resumption of a paused Goal at the revision they saw."""
     return host_update(store, session_id, Resume(action="resume", expected_revision=expected_revision), delivery_id)

@@ -1,16 +1,15 @@
 """An active Goal's persisted progress fingerprint: three identical observations pause it with
-``no_progress``.
+``no_progress`` — the one implementation of the rule.
 
-A host calls :func:`observe_goal` once per reconciliation (after a provider final of a cycle that
-keeps the Goal's continuation). Zuno's own agent loop keeps its count of the dynamic context's
-fingerprints in its transcript state instead and, on the third identical one, pauses the Goal
-through ``registry.goal_pausers`` (``goal.pause_for_no_progress``); this function is the same rule
-for a host that has no such loop. The observation is a digest of what progress would
-change: the Goal, Plan and Todo documents (their revisions and bodies), the session's latest
-recorded write (``writtenPaths``) and its latest verification receipt. It is persisted (kind
-``goal_progress``), so a restart does not reset the count. A changed observation resets the count
-to 1; the third identical consecutive one pauses an active Goal with reason ``no_progress`` (a
-revisioned mutation, like any other, under the host's own delivery id).
+Zuno's agent loop calls :func:`observe_goal` (through ``registry.goal_observers``) once per
+reconciliation in Goal mode, after a provider final, with the id of the request whose final it
+observes; a host without that loop calls it the same way, with its own unique id per cycle. The
+observation is a digest of what progress would change: the Goal, Plan and Todo documents (their
+revisions and bodies), the session's latest recorded write (``writtenPaths``) and its latest
+verification receipt. It is persisted (kind ``goal_progress``), so a restart does not reset the
+count, and a repeated id is not counted twice. A changed observation resets the count to 1; the
+third identical consecutive one pauses an active Goal with reason ``no_progress`` (a revisioned
+mutation, like any other, under the host's own delivery id).
 """
 
 from __future__ import annotations
@@ -18,11 +17,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from zuno import limits
 from zuno.store import Store
 from zuno.tools.state import docstore, goal, plan, todo
 
 KIND = "goal_progress"
-NO_PROGRESS_OBSERVATIONS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +70,7 @@ def observe_goal(store: Store, session_id: str, observation_id: str) -> Observat
 
     result, _ = docstore.mutate(store, scope, KIND, docstore.Delivery(observation_id, fp), apply)
     count = int(result["count"])
-    if count < NO_PROGRESS_OBSERVATIONS:
+    if count < limits.GOAL_NO_PROGRESS_OBSERVATIONS:
         return Observation(fp, count, False)
     pause = goal.HostPause(
         action="pause",
