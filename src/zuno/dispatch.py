@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from zuno import limits
-from zuno.admission import describe_validation, measure_call, sentence
+from zuno.admission import describe_validation, measure_call, plain_call, sentence
 from zuno.config import Config, json_type_name
 from zuno.declarations import STRICT, BlockKind, Concurrency, Declarations, Effect, Outcome, Replay
 from zuno.hooks import applies, run_hook
@@ -50,19 +50,26 @@ class _Admitted:
 
 @dataclass(eq=False)
 class _StepState:
-    """What belongs to one running step: its number, whether it was asked to stop, the tool tasks
-    it runs and whether it has ended. Several steps of one session may run at once (an MCP client
-    sends requests concurrently): cancelling one settles only its own calls."""
+    """What belongs to one running step: its number, whether it was asked to stop, the tasks in
+    which its tools are running now and whether it has ended. Several steps of one session may run
+    at once (an MCP client sends requests concurrently): cancelling one settles only its own calls.
+
+    A tool runs in the task that runs its call (the step's own task for a one-call run, a task of
+    the call in a run of overlapping calls), with no task of its own; ``running`` counts the
+    cancellations this step sent to each such task, so what the tool leaves pending of them is
+    taken back when it returns, and a cancellation from outside (of the step's own task) is told
+    apart from the step's own."""
 
     n: int
     cancel_requested: bool = False
-    inner: set[asyncio.Task[Any]] = field(default_factory=set)
+    running: dict[asyncio.Task[Any], int] = field(default_factory=dict)
     ended: bool = False
     outer_cancelled: bool = False
 
     def cancel(self) -> None:
         self.cancel_requested = True
-        for t in list(self.inner):
+        for t in list(self.running):
+            self.running[t] += 1
             t.cancel()
 
 
@@ -145,7 +152,10 @@ class Dispatcher:
     # -- admission ------------------------------------------------------------------------------
 
     async def _admit(self, step: int, idx: int, raw: Any) -> _Admitted | _Blocked:
-        too_big = measure_call(raw)
+        # The usual call (an object of ASCII strings and scalars, its arguments one object of them)
+        # is known to be within bounds and valid Unicode in one pass; any other is measured in full.
+        plain = plain_call(raw)
+        too_big = None if plain else measure_call(raw)
         if too_big is not None:
             # Nothing of the call is read (its id and name could be nested too) or recorded as sent.
             name = raw.get("name") if isinstance(raw, dict) else None
@@ -169,11 +179,14 @@ class Dispatcher:
                 BlockKind.invalid_arguments,
                 'a call must be a JSON object with "name" and "arguments".',
             )
-        call_id = _as_text(str(raw.get("id") or f"call_{step:04d}_{idx:02d}"))
+        call_id = str(raw.get("id") or f"call_{step:04d}_{idx:02d}")
         name = raw.get("name")
-        if isinstance(name, str):
-            name = _as_text(name)
+        if not plain:
+            call_id = _as_text(call_id)
+            if isinstance(name, str):
+                name = _as_text(name)
         arguments: Any = raw.get("arguments", {})
+        plain = plain and isinstance(arguments, dict)  # (arguments sent as a JSON string are parsed below)
         if not isinstance(name, str) or not name:
             return _Blocked(
                 idx,
@@ -223,7 +236,7 @@ class Dispatcher:
                 BlockKind.invalid_arguments,
                 f"arguments for {name} must be a JSON object, not {json_type_name(arguments)}.",
             )
-        bad = _lone_surrogate(arguments)
+        bad = None if plain else _lone_surrogate(arguments)
         if bad is not None:
             return refuse(
                 BlockKind.invalid_arguments,
@@ -566,29 +579,15 @@ class Dispatcher:
 
     async def _invoke(self, ctx: ToolContext, adm: _Admitted, st: _StepState, direct: bool) -> ToolOutput | Refused:
         attempts = limits.SAFE_RETRY_ATTEMPTS if adm.decl.replay is Replay.Safe else 1
+        task = asyncio.current_task()
+        assert task is not None
         for i in range(attempts):
-            inner = asyncio.create_task(adm.tool.run(ctx, adm.args))
-            st.inner.add(inner)
-            if st.cancel_requested:
-                inner.cancel()
-            try:
-                await asyncio.wait({inner})
-            except asyncio.CancelledError:
-                if not direct:
-                    raise
-                self._absorb(st)  # cancels inner: wait for it to end
-                while not inner.done():
-                    try:
-                        await asyncio.wait({inner})
-                    except asyncio.CancelledError:
-                        self._absorb(st)
-            finally:
-                st.inner.discard(inner)
-            if inner.cancelled():
+            if st.cancel_requested:  # (a retry after the step was asked to stop)
                 return self._cancelled_output(adm)
-            exc = inner.exception()
+            out, exc, cancelled = await self._run_tool(task, ctx, adm, st, direct)
+            if cancelled:
+                return self._cancelled_output(adm)
             if exc is None:
-                out = inner.result()
                 if not isinstance(out, ToolOutput):
                     return ToolOutput.failure(f"tool {adm.name} returned {type(out).__name__}, not a ToolOutput.")
                 return out
@@ -604,13 +603,15 @@ class Dispatcher:
                     call_seq=ctx.call_seq,
                     call_id=adm.call_id,
                 )
+                base = task.cancelling()
+                st.running[task] = 0
                 try:
                     await asyncio.sleep(delay)
                 except asyncio.CancelledError:
-                    if not direct:
-                        raise
-                    self._absorb(st)
+                    own = st.running.pop(task)
+                    self._take_back(task, st, base, own, direct and task.cancelling() - base > own)
                     return self._cancelled_output(adm)
+                st.running.pop(task)
                 continue
             if isinstance(exc, TransientError):
                 why = (
@@ -628,6 +629,48 @@ class Dispatcher:
                 )
             )
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _run_tool(
+        self, task: asyncio.Task[Any], ctx: ToolContext, adm: _Admitted, st: _StepState, direct: bool
+    ) -> tuple[Any, Exception | None, bool]:
+        """Run the tool in this task (no task of its own): (output, exception, cancelled). A
+        cancellation reaching it — the step's own (``st.cancel``) or, in the step's own task, one
+        from outside — is delivered to the tool, which may settle with what it has."""
+        base = task.cancelling()
+        st.running[task] = 0
+        out: Any = None
+        exc: Exception | None = None
+        cancelled = False
+        try:
+            out = await adm.tool.run(ctx, adm.args)
+        except asyncio.CancelledError:
+            cancelled = True
+        except Exception as e:
+            exc = e
+        own = st.running.pop(task)
+        outer = False
+        if direct:
+            # A tool that caught the cancellation, took it back itself and returned "cancelled" was
+            # cancelled by someone: if not by this step, then from outside.
+            said = (isinstance(out, ToolOutput) and out.cancelled) or (
+                isinstance(exc, Refused) and bool(exc.metadata.get("cancelled"))
+            )
+            outer = task.cancelling() - base > own or (said and own == 0 and not st.cancel_requested)
+        self._take_back(task, st, base, own, outer)
+        return out, exc, cancelled
+
+    @staticmethod
+    def _take_back(task: asyncio.Task[Any], st: _StepState, base: int, own: int, outer: bool) -> None:
+        """Take back the cancellations of this task that the step sent (``own``) and, when one came
+        from outside the step's own task (``outer``), that one too: the step absorbs it (its calls
+        stop and settle) and re-raises it once recorded. The task is left as cancelled as it was
+        before the tool ran (``base``)."""
+        extra = task.cancelling() - base
+        for _ in range(max(0, extra if outer else min(own, extra))):
+            task.uncancel()
+        if outer:
+            st.outer_cancelled = True
+            st.cancel()
 
     @staticmethod
     def _cancelled_output(adm: _Admitted) -> ToolOutput:

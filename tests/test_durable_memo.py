@@ -1,0 +1,134 @@
+"""What the durable path keeps in memory instead of asking the database (a session has one driver
+process): the attempt numbers of its calls, its receipts' generations, that no notice is pending,
+its step count. Each is checked against what the database says, across a fresh process's view,
+and with the writes that must make it look again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import zuno
+from zuno import limits
+from zuno.admission import measure_call, plain_call
+from zuno.dispatch import _lone_surrogate
+from zuno.store import Store
+from zuno.store.calls import args_digest, dumps, identity
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("read", {"path": "a.txt"}),
+        ("read", {"limit": 5, "offset": 2, "path": "a.txt"}),  # keys in order
+        ("read", {"path": "a.txt", "offset": 2}),  # keys out of order
+        ("grep", {"pattern": "x", "opts": {"b": 1, "a": 2}}),  # nested
+        ("write", {"content": "é\n", "path": "ü.txt"}),  # not ASCII
+        ("write", {"content": "\ud800", "path": "a"}),  # a lone surrogate
+        ("mcp__srv__do-it", {"a": 1}),  # a name that is not an identifier
+        ("read", {"a": [1, {"z": 1, "y": 2}]}),
+        ("read", "not an object"),
+        ("read", {}),
+    ],
+)
+def test_one_encoding_gives_the_column_and_the_digest_of_the_old_two(name: str, arguments: Any) -> None:
+    assert identity(name, arguments) == (dumps(arguments), args_digest(name, arguments))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"name": "read", "arguments": {"path": "a.txt", "offset": 3, "x": None, "y": True, "z": 1.5}},
+        {"name": "read", "arguments": {"path": "é"}},
+        {"name": "read", "arguments": {"path": "\ud800"}},
+        {"name": "read", "arguments": {"nested": {"deeper": 1}}},
+        {"name": "read", "arguments": [1, 2]},
+        {"name": "read", "arguments": '{"path": "a"}'},
+        {"name": "write", "arguments": {"content": "x" * (limits.CALL_MAX_BYTES + 1)}},
+        ["not", "an", "object"],
+    ],
+)
+def test_a_plain_call_is_one_the_full_measure_admits_unchanged(call: Any) -> None:
+    if plain_call(call):
+        assert measure_call(call) is None
+        assert isinstance(call, dict) and _lone_surrogate(call) is None
+        args = call["arguments"]
+        assert not isinstance(args, dict) or all(not isinstance(v, dict | list) for v in args.values())
+
+
+def test_the_largest_plain_call_is_not_larger_than_the_limit() -> None:
+    at = {"name": "w", "arguments": {"c": "x" * (limits.CALL_MAX_BYTES - 64)}}
+    over = {"name": "w", "arguments": {"c": "x" * limits.CALL_MAX_BYTES}}
+    assert plain_call(at) and measure_call(at) is None
+    assert not plain_call(over) and measure_call(over) is not None
+
+
+async def test_attempts_count_on_across_a_new_process_view(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    read = [{"name": "read", "arguments": {"path": "a.txt"}}]
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        for _ in range(3):
+            await s.step(read)
+        await s.step([{"name": "read", "arguments": {"path": "a.txt", "offset": 1}}])
+        sid = s.id
+    async with zuno.Runtime(root=workspace) as rt, rt.session(sid) as s:
+        await s.step(read)
+        rows = rt.store.calls(sid)
+    assert [r.attempt for r in rows] == [1, 2, 3, 1, 4]
+
+
+async def test_receipt_generations_follow_the_database_after_a_drop(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    read = [{"name": "read", "arguments": {"path": "a.txt"}}]
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        await s.step(read)
+        await s.step(read)
+        key = str((workspace / "a.txt").resolve())
+        assert rt.store.read_receipt(s.id, key)["generation"] == 2
+        rt.store.drop_read_receipt(s.id, key)
+        await s.step(read)
+        assert rt.store.query("SELECT generation FROM read_receipts WHERE session_id = ?", (s.id,))[0][0] == 1
+        sid = s.id
+    async with zuno.Runtime(root=workspace) as rt, rt.session(sid) as s:
+        await s.step(read)
+        assert rt.store.read_receipt(sid, key)["generation"] == 2
+
+
+async def test_a_notice_written_after_a_look_found_none_is_delivered(workspace: Path) -> None:
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        assert (await s.step([])).notices == []
+        rt.store.add_notice(s.id, "test", "one")
+        assert [n["text"] for n in (await s.step([])).notices] == ["one"]
+        assert (await s.step([])).notices == []
+        # A tool family's own transaction (a job's completion) may write a notice: it is looked for.
+        with rt.store.transaction() as db:
+            db.execute(
+                "INSERT INTO notices (session_id, kind, text, data, created_at) VALUES (?, 'job', 'two', '{}', 0)",
+                (s.id,),
+            )
+        assert [n["text"] for n in (await s.step([])).notices] == ["two"]
+        rt.store.execute(
+            "INSERT INTO notices (session_id, kind, text, data, created_at) VALUES (?, 'job', 'three', '{}', 0)",
+            (s.id,),
+        )
+        assert [n["text"] for n in (await s.step([])).notices] == ["three"]
+
+
+def test_steps_are_numbered_from_the_steps_rows_when_the_driver_died(tmp_path: Path) -> None:
+    db = tmp_path / "zuno.db"
+    a = Store(db)
+    sid = a.ensure_session("ses_x", "/", "zuno")
+    a.acquire_session(sid)
+    for _ in range(3):
+        a.end_step(sid, a.begin_step(sid))
+    # The driver "dies" holding the session: sessions.last_step was not brought up to date.
+    b = Store(db)
+    assert b.query("SELECT last_step FROM sessions WHERE id = ?", (sid,))[0][0] == 0
+    assert b.list_sessions()[0]["last_step"] == 3
+    assert b.begin_step(sid) == 4
+    b.close()
+    a.release_session(sid)  # a clean release writes the count
+    assert a.query("SELECT last_step FROM sessions WHERE id = ?", (sid,))[0][0] == 4
+    a.close()
