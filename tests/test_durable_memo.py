@@ -5,6 +5,7 @@ and with the writes that must make it look again."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -132,3 +133,67 @@ def test_steps_are_numbered_from_the_steps_rows_when_the_driver_died(tmp_path: P
     a.release_session(sid)  # a clean release writes the count
     assert a.query("SELECT last_step FROM sessions WHERE id = ?", (sid,))[0][0] == 4
     a.close()
+
+
+CANCEL_EXT = '''
+import asyncio, zuno
+
+
+@zuno.tool(effect="ReadOnly", replay="Safe", concurrency="ParallelSafe")
+async def swallow(ms: int) -> zuno.ToolOutput:
+    """Wait; a cancellation is taken back by the tool itself and reported as its result."""
+    try:
+        await asyncio.sleep(ms / 1000)
+    except asyncio.CancelledError:
+        asyncio.current_task().uncancel()
+        return zuno.ToolOutput(text="stopped", outcome=zuno.Outcome.error, cancelled=True)
+    return zuno.ToolOutput(text="done")
+
+
+@zuno.tool(effect="ReadOnly", replay="Safe", concurrency="ParallelSafe")
+async def claims_cancelled() -> zuno.ToolOutput:
+    """Report cancelled without any cancellation (a tool's own word)."""
+    return zuno.ToolOutput(text="said so", outcome=zuno.Outcome.error, cancelled=True)
+'''
+
+
+def _cancel_runtime(root: Path) -> zuno.Runtime:
+    (root / "cancel_ext.py").write_text(CANCEL_EXT)
+    return zuno.Runtime(root=root, config_overrides={"extensions": ["cancel_ext.py"]})
+
+
+async def test_a_cancellation_from_outside_that_the_tool_takes_back_still_cancels_the_step(workspace: Path) -> None:
+    """The tool runs in the step's own task: when it takes back the caller's cancellation itself,
+    the step still records the call and then lets the cancellation through."""
+    async with _cancel_runtime(workspace) as rt, rt.session() as s:
+        task = asyncio.create_task(s.step([{"name": "swallow", "arguments": {"ms": 5000}}]))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        rows = rt.store.calls(s.id)
+    assert [(r.name, r.state, r.cancelled) for r in rows] == [("swallow", "settled", True)]
+
+
+async def test_the_steps_own_cancel_leaves_the_callers_task_uncancelled(workspace: Path) -> None:
+    async with _cancel_runtime(workspace) as rt, rt.session() as s:
+
+        async def run() -> tuple[Any, int]:
+            res = await s.step([{"name": "swallow", "arguments": {"ms": 5000}}])
+            await asyncio.sleep(0)  # a pending cancellation would land here
+            task = asyncio.current_task()
+            assert task is not None
+            return res, task.cancelling()
+
+        task = asyncio.create_task(run())
+        await asyncio.sleep(0.2)
+        s.cancel()
+        res, pending = await task
+    assert res.results[0].cancelled and pending == 0
+
+
+async def test_a_tool_that_says_cancelled_unasked_does_not_cancel_the_step(workspace: Path) -> None:
+    async with _cancel_runtime(workspace) as rt, rt.session() as s:
+        res = await s.step([{"name": "claims_cancelled", "arguments": {}}])
+        again = await s.step([{"name": "claims_cancelled", "arguments": {}}])
+    assert res.results[0].cancelled and again.results[0].text == "said so"

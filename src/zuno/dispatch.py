@@ -116,6 +116,31 @@ def _lone_surrogate(value: Any, where: str = "") -> str | None:
     return None
 
 
+async def _resume(coro: Any, yielded: Any) -> Any:
+    """Drive, in this task, a coroutine another task started and that then waited on ``yielded``,
+    as a task of its own would have: each future it waits on is awaited here, and a cancellation
+    of this task reaches it the way a task delivers one (from the future it waits on, or thrown)."""
+    while True:
+        error: BaseException | None = None
+        try:
+            if yielded is None:  # a bare yield: one turn of the loop
+                await asyncio.sleep(0)
+            elif asyncio.isfuture(yielded):
+                yielded._asyncio_future_blocking = False  # taken, as a task takes it
+                await yielded  # its outcome is the coroutine's to take, when it resumes
+            else:
+                error = RuntimeError(f"a tool's coroutine yielded {yielded!r}, not a future")
+        except asyncio.CancelledError as e:
+            if not (asyncio.isfuture(yielded) and yielded.cancelled()):
+                error = e  # this task was cancelled: throw it in, as a task would
+        except Exception:  # the future failed: the coroutine takes that from the future itself
+            pass
+        try:
+            yielded = coro.send(None) if error is None else coro.throw(error)
+        except StopIteration as e:
+            return e.value
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -633,9 +658,11 @@ class Dispatcher:
     async def _run_tool(
         self, task: asyncio.Task[Any], ctx: ToolContext, adm: _Admitted, st: _StepState, direct: bool
     ) -> tuple[Any, Exception | None, bool]:
-        """Run the tool in this task (no task of its own): (output, exception, cancelled). A
-        cancellation reaching it — the step's own (``st.cancel``) or, in the step's own task, one
-        from outside — is delivered to the tool, which may settle with what it has."""
+        """Run the tool: (output, exception, cancelled). In a run of overlapping calls it runs in
+        its call's task (which only the step cancels); in the step's own task it is started there
+        and, if it has to wait, goes on in a task of its own (``_run_direct``)."""
+        if direct:
+            return await self._run_direct(ctx, adm, st)
         base = task.cancelling()
         st.running[task] = 0
         out: Any = None
@@ -647,17 +674,41 @@ class Dispatcher:
             cancelled = True
         except Exception as e:
             exc = e
-        own = st.running.pop(task)
-        outer = False
-        if direct:
-            # A tool that caught the cancellation, took it back itself and returned "cancelled" was
-            # cancelled by someone: if not by this step, then from outside.
-            said = (isinstance(out, ToolOutput) and out.cancelled) or (
-                isinstance(exc, Refused) and bool(exc.metadata.get("cancelled"))
-            )
-            outer = task.cancelling() - base > own or (said and own == 0 and not st.cancel_requested)
-        self._take_back(task, st, base, own, outer)
+        self._take_back(task, st, base, st.running.pop(task), False)
         return out, exc, cancelled
+
+    async def _run_direct(self, ctx: ToolContext, adm: _Admitted, st: _StepState) -> tuple[Any, Exception | None, bool]:
+        """The tool of a one-call run, started eagerly in the step's own task: a tool that finishes
+        without waiting (a small read) needs no task at all. One that waits goes on in a task of its
+        own, exactly as if it had started there: a cancellation of the step's task from outside is
+        the step's to absorb (the tool gets the step's cancel, never the caller's)."""
+        coro = adm.tool.run(ctx, adm.args)
+        try:
+            yielded = coro.send(None)
+        except StopIteration as e:
+            return e.value, None, False
+        except asyncio.CancelledError:
+            return None, None, True
+        except Exception as e:
+            return None, e, False
+        inner = asyncio.get_running_loop().create_task(_resume(coro, yielded))
+        st.running[inner] = 0
+        try:
+            while not inner.done():
+                try:
+                    await asyncio.wait({inner})
+                except asyncio.CancelledError:
+                    self._absorb(st)  # cancels inner: wait for it to end
+        finally:
+            st.running.pop(inner, None)
+        if inner.cancelled():
+            return None, None, True
+        exc = inner.exception()
+        if exc is None:
+            return inner.result(), None, False
+        if isinstance(exc, Exception):
+            return None, exc, False
+        raise exc
 
     @staticmethod
     def _take_back(task: asyncio.Task[Any], st: _StepState, base: int, own: int, outer: bool) -> None:
