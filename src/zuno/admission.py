@@ -115,6 +115,48 @@ def measure_call(value: Any) -> str | None:
     return None
 
 
+_SCALARS = (int, float, bool, type(None))
+
+
+def plain_call(call: Any) -> bool:
+    """True when the call is certainly within the bounds ``measure_call`` checks and all its text is
+    ASCII (so valid Unicode): an object whose values are scalars, ASCII strings, or objects of those
+    (a call with its arguments, the usual shape), in all no larger than the limit. Anything else —
+    deeper, larger, or with other text — is measured in full."""
+    if not isinstance(call, dict):
+        return False
+    size = 2
+    for k, v in call.items():
+        if not isinstance(k, str) or not k.isascii():
+            return False
+        size += len(k) + 1
+        if isinstance(v, str):
+            if not v.isascii():
+                return False
+            size += len(v)
+        elif isinstance(v, dict):
+            size += 2
+            for k2, v2 in v.items():
+                if not isinstance(k2, str) or not k2.isascii():
+                    return False
+                size += len(k2) + 1
+                if isinstance(v2, str):
+                    if not v2.isascii():
+                        return False
+                    size += len(v2)
+                elif isinstance(v2, _SCALARS):
+                    size += 8
+                else:
+                    return False
+        elif isinstance(v, _SCALARS):
+            size += 8
+        else:
+            return False
+        if size > limits.CALL_MAX_BYTES:
+            return False
+    return limits.CALL_MAX_DEPTH >= 2
+
+
 def _text_size(value: object) -> int:
     if not isinstance(value, str):
         return 8

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from zuno import limits
-from zuno.admission import describe_validation, measure_call, sentence
+from zuno.admission import describe_validation, measure_call, plain_call, sentence
 from zuno.config import Config, json_type_name
 from zuno.declarations import STRICT, BlockKind, Concurrency, Declarations, Effect, Outcome, Replay
 from zuno.hooks import applies, run_hook
@@ -50,19 +50,26 @@ class _Admitted:
 
 @dataclass(eq=False)
 class _StepState:
-    """What belongs to one running step: its number, whether it was asked to stop, the tool tasks
-    it runs and whether it has ended. Several steps of one session may run at once (an MCP client
-    sends requests concurrently): cancelling one settles only its own calls."""
+    """What belongs to one running step: its number, whether it was asked to stop, the tasks in
+    which its tools are running now and whether it has ended. Several steps of one session may run
+    at once (an MCP client sends requests concurrently): cancelling one settles only its own calls.
+
+    A tool runs in the task that runs its call (the step's own task for a one-call run, a task of
+    the call in a run of overlapping calls), with no task of its own; ``running`` counts the
+    cancellations this step sent to each such task, so what the tool leaves pending of them is
+    taken back when it returns, and a cancellation from outside (of the step's own task) is told
+    apart from the step's own."""
 
     n: int
     cancel_requested: bool = False
-    inner: set[asyncio.Task[Any]] = field(default_factory=set)
+    running: dict[asyncio.Task[Any], int] = field(default_factory=dict)
     ended: bool = False
     outer_cancelled: bool = False
 
     def cancel(self) -> None:
         self.cancel_requested = True
-        for t in list(self.inner):
+        for t in list(self.running):
+            self.running[t] += 1
             t.cancel()
 
 
@@ -109,6 +116,31 @@ def _lone_surrogate(value: Any, where: str = "") -> str | None:
     return None
 
 
+async def _resume(coro: Any, yielded: Any) -> Any:
+    """Drive, in this task, a coroutine another task started and that then waited on ``yielded``,
+    as a task of its own would have: each future it waits on is awaited here, and a cancellation
+    of this task reaches it the way a task delivers one (from the future it waits on, or thrown)."""
+    while True:
+        error: BaseException | None = None
+        try:
+            if yielded is None:  # a bare yield: one turn of the loop
+                await asyncio.sleep(0)
+            elif asyncio.isfuture(yielded):
+                yielded._asyncio_future_blocking = False  # taken, as a task takes it
+                await yielded  # its outcome is the coroutine's to take, when it resumes
+            else:
+                error = RuntimeError(f"a tool's coroutine yielded {yielded!r}, not a future")
+        except asyncio.CancelledError as e:
+            if not (asyncio.isfuture(yielded) and yielded.cancelled()):
+                error = e  # this task was cancelled: throw it in, as a task would
+        except Exception:  # the future failed: the coroutine takes that from the future itself
+            pass
+        try:
+            yielded = coro.send(None) if error is None else coro.throw(error)
+        except StopIteration as e:
+            return e.value
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -145,7 +177,10 @@ class Dispatcher:
     # -- admission ------------------------------------------------------------------------------
 
     async def _admit(self, step: int, idx: int, raw: Any) -> _Admitted | _Blocked:
-        too_big = measure_call(raw)
+        # The usual call (an object of ASCII strings and scalars, its arguments one object of them)
+        # is known to be within bounds and valid Unicode in one pass; any other is measured in full.
+        plain = plain_call(raw)
+        too_big = None if plain else measure_call(raw)
         if too_big is not None:
             # Nothing of the call is read (its id and name could be nested too) or recorded as sent.
             name = raw.get("name") if isinstance(raw, dict) else None
@@ -169,11 +204,14 @@ class Dispatcher:
                 BlockKind.invalid_arguments,
                 'a call must be a JSON object with "name" and "arguments".',
             )
-        call_id = _as_text(str(raw.get("id") or f"call_{step:04d}_{idx:02d}"))
+        call_id = str(raw.get("id") or f"call_{step:04d}_{idx:02d}")
         name = raw.get("name")
-        if isinstance(name, str):
-            name = _as_text(name)
+        if not plain:
+            call_id = _as_text(call_id)
+            if isinstance(name, str):
+                name = _as_text(name)
         arguments: Any = raw.get("arguments", {})
+        plain = plain and isinstance(arguments, dict)  # (arguments sent as a JSON string are parsed below)
         if not isinstance(name, str) or not name:
             return _Blocked(
                 idx,
@@ -223,7 +261,7 @@ class Dispatcher:
                 BlockKind.invalid_arguments,
                 f"arguments for {name} must be a JSON object, not {json_type_name(arguments)}.",
             )
-        bad = _lone_surrogate(arguments)
+        bad = None if plain else _lone_surrogate(arguments)
         if bad is not None:
             return refuse(
                 BlockKind.invalid_arguments,
@@ -566,29 +604,15 @@ class Dispatcher:
 
     async def _invoke(self, ctx: ToolContext, adm: _Admitted, st: _StepState, direct: bool) -> ToolOutput | Refused:
         attempts = limits.SAFE_RETRY_ATTEMPTS if adm.decl.replay is Replay.Safe else 1
+        task = asyncio.current_task()
+        assert task is not None
         for i in range(attempts):
-            inner = asyncio.create_task(adm.tool.run(ctx, adm.args))
-            st.inner.add(inner)
-            if st.cancel_requested:
-                inner.cancel()
-            try:
-                await asyncio.wait({inner})
-            except asyncio.CancelledError:
-                if not direct:
-                    raise
-                self._absorb(st)  # cancels inner: wait for it to end
-                while not inner.done():
-                    try:
-                        await asyncio.wait({inner})
-                    except asyncio.CancelledError:
-                        self._absorb(st)
-            finally:
-                st.inner.discard(inner)
-            if inner.cancelled():
+            if st.cancel_requested:  # (a retry after the step was asked to stop)
                 return self._cancelled_output(adm)
-            exc = inner.exception()
+            out, exc, cancelled = await self._run_tool(task, ctx, adm, st, direct)
+            if cancelled:
+                return self._cancelled_output(adm)
             if exc is None:
-                out = inner.result()
                 if not isinstance(out, ToolOutput):
                     return ToolOutput.failure(f"tool {adm.name} returned {type(out).__name__}, not a ToolOutput.")
                 return out
@@ -604,13 +628,15 @@ class Dispatcher:
                     call_seq=ctx.call_seq,
                     call_id=adm.call_id,
                 )
+                base = task.cancelling()
+                st.running[task] = 0
                 try:
                     await asyncio.sleep(delay)
                 except asyncio.CancelledError:
-                    if not direct:
-                        raise
-                    self._absorb(st)
+                    own = st.running.pop(task)
+                    self._take_back(task, st, base, own, direct and task.cancelling() - base > own)
                     return self._cancelled_output(adm)
+                st.running.pop(task)
                 continue
             if isinstance(exc, TransientError):
                 why = (
@@ -628,6 +654,74 @@ class Dispatcher:
                 )
             )
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _run_tool(
+        self, task: asyncio.Task[Any], ctx: ToolContext, adm: _Admitted, st: _StepState, direct: bool
+    ) -> tuple[Any, Exception | None, bool]:
+        """Run the tool: (output, exception, cancelled). In a run of overlapping calls it runs in
+        its call's task (which only the step cancels); in the step's own task it is started there
+        and, if it has to wait, goes on in a task of its own (``_run_direct``)."""
+        if direct:
+            return await self._run_direct(ctx, adm, st)
+        base = task.cancelling()
+        st.running[task] = 0
+        out: Any = None
+        exc: Exception | None = None
+        cancelled = False
+        try:
+            out = await adm.tool.run(ctx, adm.args)
+        except asyncio.CancelledError:
+            cancelled = True
+        except Exception as e:
+            exc = e
+        self._take_back(task, st, base, st.running.pop(task), False)
+        return out, exc, cancelled
+
+    async def _run_direct(self, ctx: ToolContext, adm: _Admitted, st: _StepState) -> tuple[Any, Exception | None, bool]:
+        """The tool of a one-call run, started eagerly in the step's own task: a tool that finishes
+        without waiting (a small read) needs no task at all. One that waits goes on in a task of its
+        own, exactly as if it had started there: a cancellation of the step's task from outside is
+        the step's to absorb (the tool gets the step's cancel, never the caller's)."""
+        coro = adm.tool.run(ctx, adm.args)
+        try:
+            yielded = coro.send(None)
+        except StopIteration as e:
+            return e.value, None, False
+        except asyncio.CancelledError:
+            return None, None, True
+        except Exception as e:
+            return None, e, False
+        inner = asyncio.get_running_loop().create_task(_resume(coro, yielded))
+        st.running[inner] = 0
+        try:
+            while not inner.done():
+                try:
+                    await asyncio.wait({inner})
+                except asyncio.CancelledError:
+                    self._absorb(st)  # cancels inner: wait for it to end
+        finally:
+            st.running.pop(inner, None)
+        if inner.cancelled():
+            return None, None, True
+        exc = inner.exception()
+        if exc is None:
+            return inner.result(), None, False
+        if isinstance(exc, Exception):
+            return None, exc, False
+        raise exc
+
+    @staticmethod
+    def _take_back(task: asyncio.Task[Any], st: _StepState, base: int, own: int, outer: bool) -> None:
+        """Take back the cancellations of this task that the step sent (``own``) and, when one came
+        from outside the step's own task (``outer``), that one too: the step absorbs it (its calls
+        stop and settle) and re-raises it once recorded. The task is left as cancelled as it was
+        before the tool ran (``base``)."""
+        extra = task.cancelling() - base
+        for _ in range(max(0, extra if outer else min(own, extra))):
+            task.uncancel()
+        if outer:
+            st.outer_cancelled = True
+            st.cancel()
 
     @staticmethod
     def _cancelled_output(adm: _Admitted) -> ToolOutput:

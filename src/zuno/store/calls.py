@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,12 +65,79 @@ def args_digest(name: str, arguments: Any) -> str:
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _flat_sorted(arguments: Any) -> bool:
+    """Arguments whose plain encoding is also their sorted one, byte for byte: an object of ASCII
+    strings and other scalars with its keys in order (most calls), so one encoding serves both the
+    column and the digest."""
+    if not isinstance(arguments, dict):
+        return isinstance(arguments, int | float | bool | type(None)) or (
+            isinstance(arguments, str) and arguments.isascii()
+        )
+    prev = None
+    for k, v in arguments.items():
+        if not isinstance(k, str) or not k.isascii() or (prev is not None and k <= prev):
+            return False
+        if isinstance(v, str):
+            if not v.isascii():
+                return False
+        elif not isinstance(v, int | float | bool | type(None)):
+            return False
+        prev = k
+    return True
+
+
+def identity(name: str, arguments: Any) -> tuple[str, str]:
+    """The arguments column and the digest of (name, arguments), encoding the arguments once
+    when their plain encoding is already the sorted one (the digest is then of the same bytes
+    ``args_digest`` hashes)."""
+    text = dumps(arguments)
+    if name.isascii() and name.isidentifier() and _flat_sorted(arguments):
+        return text, hashlib.sha256(f'["{name}",{text}]'.encode()).hexdigest()
+    return text, args_digest(name, arguments)
+
+
+_DECLARATIONS_JSON: dict[tuple[str, str, str], str] = {}
+_SETTLED_JSON: dict[tuple[str, bool], str] = {}
+
+
+def declarations_json(d: dict[str, str]) -> str:
+    key = (d["effect"], d["replay"], d["concurrency"])
+    text = _DECLARATIONS_JSON.get(key)
+    if text is None:
+        text = _DECLARATIONS_JSON[key] = dumps(d)
+    return text
+
+
+def started_data(name: str, attempt: int, declarations: dict[str, str]) -> str:
+    """The call-started event's data, as ``dumps`` writes it, without encoding the constant parts."""
+    if name.isascii() and name.isidentifier():
+        return f'{{"tool":"{name}","attempt":{int(attempt)},"declarations":{declarations_json(declarations)}}}'
+    return dumps({"tool": name, "attempt": attempt, "declarations": declarations})
+
+
+def event_data(data: dict[str, Any]) -> str:
+    """An event's data; the usual call-settled data (outcome and cancelled) from a table."""
+    if len(data) == 2:
+        outcome, cancelled = data.get("outcome"), data.get("cancelled")
+        if isinstance(outcome, str) and isinstance(cancelled, bool):
+            key = (outcome, cancelled)
+            text = _SETTLED_JSON.get(key)
+            if text is None:
+                text = dumps({"outcome": outcome, "cancelled": cancelled})
+                if len(_SETTLED_JSON) < 64:
+                    _SETTLED_JSON[key] = text
+            return text
+    return dumps(data)
+
+
 @dataclass(slots=True, eq=False)
 class CallEntry:
     """What the store writes of one call. ``kind``: 'intent' (a Never call: its intent row is
     committed before it starts, and settling updates that row), 'ran' (a Safe call that ran without
     an intent row: inserted settled, with its call-started event) or 'settled' (a call that never
-    ran: a refusal, or one the cancellation of its step kept from starting)."""
+    ran: a refusal, or one the cancellation of its step kept from starting).
+
+    The entry makes the rows; the store writes them, a batch of entries per statement."""
 
     kind: str
     session_id: str
@@ -93,95 +158,78 @@ class CallEntry:
     metadata: dict[str, Any] = field(default_factory=dict)
     event: tuple[str, dict[str, Any]] | None = None
     intent_written: bool = False
+    _identity: tuple[str, str] | None = None
 
-    def _identity(self) -> tuple[str, str]:
-        return dumps(self.arguments), args_digest(self.name, self.arguments)
+    def identity(self) -> tuple[str, str]:
+        """(arguments column, digest), encoded once."""
+        if self._identity is None:
+            self._identity = identity(self.name, self.arguments)
+        return self._identity
 
-    def _attempt(self, db: sqlite3.Connection, digest: str) -> int:
-        (prior,) = db.execute(COUNT_PRIOR, (self.session_id, self.name, digest, self.seq)).fetchone()
-        return int(prior) + 1
-
-    def write_intent(self, db: sqlite3.Connection) -> None:
-        arguments, digest = self._identity()
-        self.attempt = self._attempt(db, digest)
+    def intent_row(self, now: float) -> tuple[Any, ...]:
+        arguments, digest = self.identity()
         d = self.declarations
-        db.execute(
-            INSERT_INTENT,
-            (
-                self.seq,
-                self.session_id,
-                self.step,
-                self.idx,
-                self.call_id,
-                self.name,
-                arguments,
-                digest,
-                d["effect"],
-                d["replay"],
-                d["concurrency"],
-                self.attempt,
-                self.started_at,
-                time.time(),
-            ),
+        return (
+            self.seq,
+            self.session_id,
+            self.step,
+            self.idx,
+            self.call_id,
+            self.name,
+            arguments,
+            digest,
+            d["effect"],
+            d["replay"],
+            d["concurrency"],
+            self.attempt,
+            self.started_at,
+            now,
         )
-        self._started_event(db)
 
-    def _started_event(self, db: sqlite3.Connection) -> None:
-        data = {"tool": self.name, "attempt": self.attempt, "declarations": self.declarations}
-        row = (self.session_id, self.step, self.seq, self.call_id, "call-started", dumps(data), time.time())
-        db.execute(INSERT_EVENT, row)
+    def started_event(self, now: float) -> tuple[Any, ...]:
+        data = started_data(self.name, self.attempt, self.declarations)
+        return (self.session_id, self.step, self.seq, self.call_id, "call-started", data, now)
 
-    def write_settlement(self, db: sqlite3.Connection) -> None:
-        text, metadata = as_text(self.text), dumps(self.metadata)
-        if self.intent_written:
-            db.execute(
-                UPDATE_SETTLED,
-                (
-                    self.outcome,
-                    self.block_kind,
-                    int(self.cancelled),
-                    text,
-                    metadata,
-                    self.started_at,
-                    self.ended_at,
-                    self.seq,
-                ),
-            )
-        else:
-            arguments, digest = self._identity()
-            ran = self.kind == "ran"
-            if ran:
-                self.attempt = self._attempt(db, digest)
-            d = self.declarations
-            db.execute(
-                INSERT_SETTLED,
-                (
-                    self.seq,
-                    self.session_id,
-                    self.step,
-                    self.idx,
-                    as_text(self.call_id),
-                    as_text(self.name),
-                    arguments,
-                    digest,
-                    d["effect"],
-                    d["replay"],
-                    d["concurrency"],
-                    self.attempt,
-                    self.outcome,
-                    self.block_kind,
-                    int(self.cancelled),
-                    text,
-                    metadata,
-                    self.started_at if ran else None,
-                    self.ended_at if ran else None,
-                    time.time(),
-                ),
-            )
-            if ran:
-                self._started_event(db)
-        if self.event is not None:
-            db.execute(
-                INSERT_EVENT,
-                (self.session_id, self.step, self.seq, self.call_id, self.event[0], dumps(self.event[1]), time.time()),
-            )
+    def update_row(self) -> tuple[Any, ...]:
+        return (
+            self.outcome,
+            self.block_kind,
+            int(self.cancelled),
+            as_text(self.text),
+            dumps(self.metadata),
+            self.started_at,
+            self.ended_at,
+            self.seq,
+        )
+
+    def settled_row(self, now: float) -> tuple[Any, ...]:
+        arguments, digest = self.identity()
+        ran = self.kind == "ran"
+        d = self.declarations
+        return (
+            self.seq,
+            self.session_id,
+            self.step,
+            self.idx,
+            as_text(self.call_id),
+            as_text(self.name),
+            arguments,
+            digest,
+            d["effect"],
+            d["replay"],
+            d["concurrency"],
+            self.attempt,
+            self.outcome,
+            self.block_kind,
+            int(self.cancelled),
+            as_text(self.text),
+            dumps(self.metadata),
+            self.started_at if ran else None,
+            self.ended_at if ran else None,
+            now,
+        )
+
+    def settled_event(self, now: float) -> tuple[Any, ...] | None:
+        if self.event is None:
+            return None
+        return (self.session_id, self.step, self.seq, self.call_id, self.event[0], event_data(self.event[1]), now)

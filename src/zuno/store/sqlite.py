@@ -21,7 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zuno.store.calls import CallEntry, as_text, dumps
+from zuno.store.calls import (
+    COUNT_PRIOR,
+    INSERT_EVENT,
+    INSERT_INTENT,
+    INSERT_SETTLED,
+    UPDATE_SETTLED,
+    CallEntry,
+    as_text,
+    dumps,
+)
 from zuno.store.locks import hold_lock_file, release_lock_file
 from zuno.store.paths import StoreUnusable, check_store_path
 from zuno.store.schema import MIGRATIONS
@@ -34,6 +43,30 @@ CALL_SEQ_BLOCK = 256
 # The synchronous level of the transaction that commits Never calls' intents: FULL fsyncs the WAL
 # at that commit, so an intent survives a power loss, not only a crash of the process.
 INTENT_SYNCHRONOUS = "FULL"
+# What a session's driver keeps in memory of its own writes, so a call needs no query for them:
+# the attempt number of each (tool, arguments) and the generation of each read receipt. Entries
+# past this many are forgotten (the next one is read from the database again).
+MEMO_ENTRIES = 4096
+
+# A session's number of steps: ``sessions.last_step`` is brought up to date when the process that
+# drove it lets it go (not with every step: one row less per commit); the steps rows are the truth.
+UPDATE_LAST_STEP = "UPDATE sessions SET last_step = MAX(last_step, ?) WHERE id = ?"
+NEXT_STEP = (
+    "SELECT MAX(s.last_step, COALESCE((SELECT MAX(t.n) FROM steps t WHERE t.session_id = s.id), 0)) + 1"
+    " FROM sessions s WHERE s.id = ?"
+)
+INSERT_STEP = "INSERT INTO steps (session_id, n, started_at, ended_at) VALUES (?, ?, ?, ?)"
+END_STEP = "UPDATE steps SET ended_at = ? WHERE session_id = ? AND n = ?"
+DELIVER_NOTICES = "UPDATE notices SET delivered_step = ? WHERE session_id = ? AND delivered_step IS NULL AND seq <= ?"
+# An existing receipt is updated in place (its key is unchanged, so the key's index is not touched).
+PUT_RECEIPT = (
+    "INSERT INTO read_receipts (session_id, path, sha256, size, mtime_ns, generation, call_seq, at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, path) DO UPDATE SET sha256 = excluded.sha256,"
+    " size = excluded.size, mtime_ns = excluded.mtime_ns, generation = excluded.generation,"
+    " call_seq = excluded.call_seq, at = excluded.at"
+)
+RECEIPT_GENERATION = "SELECT generation FROM read_receipts WHERE session_id = ? AND path = ?"
+PENDING_NOTICES = "SELECT * FROM notices WHERE session_id = ? AND delivered_step IS NULL AND seq > ? ORDER BY seq"
 
 
 class SessionBusy(Exception):
@@ -88,6 +121,10 @@ class Store:
         self._pending_receipts: dict[tuple[str, str], dict[str, Any]] = {}
         self._seq_next = self._seq_end = 0
         self._last_step: dict[str, int] = {}
+        # Of the sessions this process drives (their facts are written through this store only):
+        self._attempts: dict[tuple[str, str, str], int] = {}  # (session, tool, digest) -> last attempt
+        self._generations: dict[tuple[str, str], int] = {}  # (session, path) -> receipt generation
+        self._no_notices: set[str] = set()  # no notice pending as of the last look, none added since
         self.intent_synchronous = INTENT_SYNCHRONOUS
         try:
             if readonly:
@@ -146,19 +183,44 @@ class Store:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One committed transaction (BEGIN IMMEDIATE ... COMMIT), rolled back on any error."""
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            self._no_notices.clear()  # what a tool family writes may be a notice
+            with self._transaction() as (db, events):
+                self._write_events(db, events)
+                yield db
+
+    @contextmanager
+    def _transaction(
+        self, ending: tuple[str, int] | None = None
+    ) -> Iterator[tuple[sqlite3.Connection, list[tuple[Any, ...]]]]:
+        """The store's own transaction: the pending step rows and read receipts go first (a step
+        that also ends in it, ``ending``, is written ended); the event rows the body appends are
+        written together (``_write_events``) before the commit."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
             flushed = bool(self._pending_steps or self._pending_receipts)
+            events: list[tuple[Any, ...]] = []
             try:
-                self._flush_pending_steps(self._db)
-                self._flush_pending_receipts(self._db)
-                yield self._db
+                self._flush_pending_steps(db, events, ending)
+                self._flush_pending_receipts(db)
+                yield db, events
+                self._write_events(db, events)
             except BaseException:
-                self._db.execute("ROLLBACK")
+                db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
+            db.execute("COMMIT")
             if flushed:
+                self._remember_receipts()
                 self._pending_steps.clear()
                 self._pending_receipts.clear()
+
+    @staticmethod
+    def _write_events(db: sqlite3.Connection, events: list[tuple[Any, ...]]) -> None:
+        if len(events) == 1:
+            db.execute(INSERT_EVENT, events[0])
+        elif events:
+            db.executemany(INSERT_EVENT, events)
+        events.clear()
 
     def _event(
         self,
@@ -170,10 +232,7 @@ class Store:
         call_seq: int | None,
         call_id: str | None,
     ) -> None:
-        db.execute(
-            "INSERT INTO events (session_id, step, call_seq, call_id, kind, data, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (session_id, step, call_seq, call_id, kind, _dumps(data or {}), time.time()),
-        )
+        db.execute(INSERT_EVENT, (session_id, step, call_seq, call_id, kind, _dumps(data or {}), time.time()))
 
     def applied_migrations(self) -> list[str]:
         with self._lock:
@@ -182,8 +241,14 @@ class Store:
     def execute(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Cursor:
         """One committed statement, for tool families that keep their own tables."""
         with self._lock:
+            self._no_notices.clear()
+            return self._execute(sql, params)
+
+    def _execute(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Cursor:
+        with self._lock:
             if self._pending_steps or self._pending_receipts:
-                with self.transaction() as db:
+                with self._transaction() as (db, events):
+                    self._write_events(db, events)  # the step's first events come before this statement
                     return db.execute(sql, params)
             return self._db.execute(sql, params)
 
@@ -199,7 +264,7 @@ class Store:
                 self._db.close()
                 return
             if self._pending_steps or self._pending_receipts:
-                with self.transaction():
+                with self._transaction():
                     pass
             # If another process holds the database busy, its own close checkpoints.
             with contextlib.suppress(sqlite3.Error):
@@ -231,10 +296,22 @@ class Store:
         self._session_locks[session_id] = (fd, lp)
 
     def release_session(self, session_id: str) -> None:
+        last = self._last_step.pop(session_id, None)
+        if last is not None and session_id in self._session_locks:
+            with contextlib.suppress(sqlite3.Error):
+                self._execute(UPDATE_LAST_STEP, (last, session_id))
         held = self._session_locks.pop(session_id, None)
-        self._last_step.pop(session_id, None)
+        self._forget(session_id)
         if held is not None:
             release_lock_file(*held)
+
+    def _forget(self, session_id: str) -> None:
+        """Drop what is kept in memory of a session this process no longer drives."""
+        self._no_notices.discard(session_id)
+        for k in [k for k in self._attempts if k[0] == session_id]:
+            del self._attempts[k]
+        for g in [g for g in self._generations if g[0] == session_id]:
+            del self._generations[g]
 
     def ensure_session(self, session_id: str | None, root: str, profile: str) -> str:
         sid = session_id or f"ses_{uuid.uuid4().hex[:16]}"
@@ -265,7 +342,8 @@ class Store:
         has_jobs = bool(self.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'"))
         jobs = "(SELECT COUNT(*) FROM jobs j WHERE j.session_id = s.id AND j.ended_at IS NULL)" if has_jobs else "0"
         rows = self.query(
-            "SELECT s.id, s.root, s.profile, s.created_at, s.last_step,"
+            "SELECT s.id, s.root, s.profile, s.created_at,"
+            " MAX(s.last_step, COALESCE((SELECT MAX(t.n) FROM steps t WHERE t.session_id = s.id), 0)) AS last_step,"
             " (SELECT MAX(t.started_at) FROM steps t WHERE t.session_id = s.id) AS last_step_at,"
             " (SELECT COUNT(*) FROM calls c WHERE c.session_id = s.id) AS calls,"
             f" {jobs} AS open_jobs FROM sessions s {where}"
@@ -294,37 +372,44 @@ class Store:
         with self._lock:
             last = self._last_step.get(session_id)
             if last is None:
-                (n,) = self._db.execute("SELECT last_step + 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+                (n,) = self._db.execute(NEXT_STEP, (session_id,)).fetchone()
             else:  # this process drives the session: it numbered its last step itself
                 n = last + 1
             pending = self._pending_steps.get(session_id)
             if pending is not None:  # a previous step of this session wrote nothing: it still takes its number
                 n = max(n, pending[0] + 1)
-                with self.transaction():
+                with self._transaction():
                     pass
             self._pending_steps[session_id] = (int(n), event, time.time())
             self._last_step[session_id] = int(n)
         return int(n)
 
-    def _flush_pending_steps(self, db: sqlite3.Connection) -> None:
+    def _flush_pending_steps(
+        self, db: sqlite3.Connection, events: list[tuple[Any, ...]], ending: tuple[str, int] | None = None
+    ) -> None:
+        """Write the rows of the steps that began since the last commit; a step that also ends in
+        this transaction (``ending``) is written ended, in one row."""
         for session_id, (n, event, started_at) in list(self._pending_steps.items()):
-            db.execute("UPDATE sessions SET last_step = ? WHERE id = ?", (n, session_id))
-            db.execute("INSERT INTO steps (session_id, n, started_at) VALUES (?, ?, ?)", (session_id, n, started_at))
-            self._event(db, session_id, "step-started", event, n, None, None)
+            ended = time.time() if ending == (session_id, n) else None
+            if not self._held(session_id):
+                db.execute(UPDATE_LAST_STEP, (n, session_id))
+            db.execute(INSERT_STEP, (session_id, n, started_at, ended))
+            events.append((session_id, n, None, None, "step-started", _dumps(event or {}), started_at))
 
     def end_step(self, session_id: str, n: int) -> None:
-        with self.transaction() as db:
-            self._end_step(db, session_id, n)
+        with self._transaction() as (db, events):
+            self._end_step(db, events, session_id, n)
 
-    def _end_step(self, db: sqlite3.Connection, session_id: str, n: int) -> None:
-        db.execute("UPDATE steps SET ended_at = ? WHERE session_id = ? AND n = ?", (time.time(), session_id, n))
+    def _end_step(
+        self, db: sqlite3.Connection, events: list[tuple[Any, ...]], session_id: str, n: int, row: bool = True
+    ) -> None:
+        now = time.time()
+        if row:
+            db.execute(END_STEP, (now, session_id, n))
         upto = self._deliver_on_end.pop((session_id, n), None)
         if upto is not None:
-            db.execute(
-                "UPDATE notices SET delivered_step = ? WHERE session_id = ? AND delivered_step IS NULL AND seq <= ?",
-                (n, session_id, upto),
-            )
-        self._event(db, session_id, "step-ended", None, n, None, None)
+            db.execute(DELIVER_NOTICES, (n, session_id, upto))
+        events.append((session_id, n, None, None, "step-ended", "{}", now))
 
     # -- calls ----------------------------------------------------------------------------------
 
@@ -334,7 +419,7 @@ class Store:
         using this database never takes one of them."""
         with self._lock:
             if self._seq_next >= self._seq_end:
-                with self.transaction() as db:
+                with self._transaction() as (db, _events):
                     row = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'calls'").fetchone()
                     (top,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM calls").fetchone()
                     top = max(int(top), int(row[0]) if row else 0)
@@ -349,6 +434,32 @@ class Store:
             self._seq_next += 1
             return seq
 
+    def _held(self, session_id: str) -> bool:
+        return session_id in self._session_locks
+
+    def _number_attempts(self, db: sqlite3.Connection, entries: list[CallEntry]) -> dict[tuple[str, str, str], int]:
+        """Set each entry's attempt (1 + the earlier calls of the session with the same tool and
+        arguments). A session this process drives keeps its counts in memory; the counts to keep
+        once the transaction commits are returned."""
+        counts: dict[tuple[str, str, str], int] = {}
+        for e in entries:
+            key = (e.session_id, e.name, e.identity()[1])
+            prior = counts.get(key)
+            if prior is None:
+                prior = self._attempts.get(key) if self._held(e.session_id) else None
+            if prior is None:
+                (prior,) = db.execute(COUNT_PRIOR, (e.session_id, e.name, key[2], e.seq)).fetchone()
+            e.attempt = int(prior) + 1
+            counts[key] = e.attempt
+        return counts
+
+    def _remember_attempts(self, counts: dict[tuple[str, str, str], int]) -> None:
+        if len(self._attempts) + len(counts) > MEMO_ENTRIES:
+            self._attempts.clear()
+        for key, attempt in counts.items():
+            if self._held(key[0]):
+                self._attempts[key] = attempt
+
     def write_intents(self, entries: list[CallEntry]) -> None:
         """Commit the intent rows (and call-started events) of these Never calls in one transaction,
         with ``synchronous`` at ``intent_synchronous`` (FULL) for that commit: each entry's attempt
@@ -361,27 +472,52 @@ class Store:
             if full:
                 self._db.execute(f"PRAGMA synchronous={self.intent_synchronous}")
             try:
-                with self.transaction() as db:
-                    for e in entries:
-                        e.write_intent(db)
+                with self._transaction() as (db, events):
+                    counts = self._number_attempts(db, entries)
+                    now = time.time()
+                    rows = [e.intent_row(now) for e in entries]
+                    if len(rows) == 1:
+                        db.execute(INSERT_INTENT, rows[0])
+                    else:
+                        db.executemany(INSERT_INTENT, rows)
+                    events.extend(e.started_event(now) for e in entries)
             finally:
                 if full:
                     self._db.execute("PRAGMA synchronous=NORMAL")
+            self._remember_attempts(counts)
             for e in entries:
                 e.intent_written = True
 
     def write_settlements(self, entries: list[CallEntry], end_step: tuple[str, int] | None = None) -> None:
         """Write these calls' results (in the given order) and, with ``end_step``, the end of that
-        step, in one transaction. An entry without an intent row is inserted settled."""
+        step, in one transaction: one statement for the rows inserted settled, one for the intent
+        rows settled, one for all the events. An entry without an intent row is inserted settled."""
         with self._lock:
             for e in entries:
                 if not e.seq:
                     e.seq = self.next_call_seq()
-            with self.transaction() as db:
+            pending = self._pending_steps.get(end_step[0]) if end_step is not None else None
+            ending = end_step if pending is not None and end_step is not None and pending[0] == end_step[1] else None
+            with self._transaction(ending) as (db, events):
+                ran = [e for e in entries if e.kind == "ran" and not e.intent_written]
+                counts = self._number_attempts(db, ran) if ran else {}
+                now = time.time()
+                inserted = [e.settled_row(now) for e in entries if not e.intent_written]
+                updated = [e.update_row() for e in entries if e.intent_written]
+                for sql, rows in ((INSERT_SETTLED, inserted), (UPDATE_SETTLED, updated)):
+                    if len(rows) == 1:
+                        db.execute(sql, rows[0])
+                    elif rows:
+                        db.executemany(sql, rows)
                 for e in entries:
-                    e.write_settlement(db)
+                    if not e.intent_written and e.kind == "ran":
+                        events.append(e.started_event(now))
+                    ev = e.settled_event(now)
+                    if ev is not None:
+                        events.append(ev)
                 if end_step is not None:
-                    self._end_step(db, end_step[0], end_step[1])
+                    self._end_step(db, events, end_step[0], end_step[1], row=ending is None)
+            self._remember_attempts(counts)
 
     def settle_call(
         self,
@@ -459,10 +595,7 @@ class Store:
         call_seq: int | None = None,
         call_id: str | None = None,
     ) -> int:
-        cur = self.execute(
-            "INSERT INTO events (session_id, step, call_seq, call_id, kind, data, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (session_id, step, call_seq, call_id, kind, _dumps(data or {}), time.time()),
-        )
+        cur = self._execute(INSERT_EVENT, (session_id, step, call_seq, call_id, kind, _dumps(data or {}), time.time()))
         return int(cur.lastrowid or 0)
 
     def events(self, session_id: str) -> list[dict[str, Any]]:
@@ -481,7 +614,7 @@ class Store:
         ]
 
     def add_notice(self, session_id: str, kind: str, text: str, data: dict[str, Any] | None = None) -> int:
-        cur = self.execute(
+        cur = self.execute(  # (execute forgets that no notice was pending)
             "INSERT INTO notices (session_id, kind, text, data, created_at) VALUES (?, ?, ?, ?, ?)",
             (session_id, kind, text, _dumps(data or {}), time.time()),
         )
@@ -491,17 +624,23 @@ class Store:
         """The pending notices of the session, for this step. They are marked delivered in the
         transaction that ends the step, so a step that dies before it ends delivers them again
         with the next one: a notice may be seen twice, never lost. ``running``: the other steps of
-        the session still in progress in this process, whose notices are theirs."""
+        the session still in progress in this process, whose notices are theirs.
+
+        A session this process drives gets its notices written through this store only (a notice
+        is the driver's: recovery, a job's completion, a server that failed), so once a look found
+        none, the next step needs no query until something is written (``execute``,
+        ``transaction``, ``add_notice``)."""
         with self._lock:  # atomic with notices_in_flight() readers (a completion claimed exactly once)
+            if session_id in self._no_notices:
+                return []
             # A notice already handed to another step of this session that is still running (steps run
             # concurrently when an MCP client sends requests together) is that step's: not handed twice.
             floor = max((self._deliver_on_end.get((session_id, m), 0) for m in running), default=0)
-            rows = self.query(
-                "SELECT * FROM notices WHERE session_id = ? AND delivered_step IS NULL AND seq > ? ORDER BY seq",
-                (session_id, floor),
-            )
+            rows = self._db.execute(PENDING_NOTICES, (session_id, floor)).fetchall()
             if rows:
                 self._deliver_on_end[(session_id, step)] = rows[-1]["seq"]
+            elif not floor and self._held(session_id):
+                self._no_notices.add(session_id)
         return [{"kind": r["kind"], "text": r["text"], **json.loads(r["data"])} for r in rows]
 
     def notices_in_flight(self, session_id: str) -> int:
@@ -534,17 +673,19 @@ class Store:
 
         The receipt rides with the session's next transaction — normally the settle of the call that
         read the file — so it becomes durable together with the result that showed those bytes, at no
-        commit of its own. Until then read_receipt() answers from memory (a session has one driver)."""
+        commit of its own. Until then read_receipt() answers from memory (a session has one driver),
+        and the driver remembers the generations it wrote."""
         with self._lock:
             key = (session_id, path)
             pending = self._pending_receipts.get(key)
             if pending is not None:
                 generation = int(pending["generation"]) + 1
             else:
-                row = self._db.execute(
-                    "SELECT generation FROM read_receipts WHERE session_id = ? AND path = ?", key
-                ).fetchone()
-                generation = (int(row[0]) if row else 0) + 1
+                known = self._generations.get(key)
+                if known is None:
+                    row = self._db.execute(RECEIPT_GENERATION, key).fetchone()
+                    known = int(row[0]) if row else 0
+                generation = known + 1
             self._pending_receipts[key] = {
                 "session_id": session_id,
                 "path": path,
@@ -558,20 +699,22 @@ class Store:
         return generation
 
     def _flush_pending_receipts(self, db: sqlite3.Connection) -> None:
-        for r in self._pending_receipts.values():
-            db.execute(
-                "INSERT OR REPLACE INTO read_receipts VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    r["session_id"],
-                    r["path"],
-                    r["sha256"],
-                    r["size"],
-                    r["mtime_ns"],
-                    r["generation"],
-                    r["call_seq"],
-                    r["at"],
-                ),
-            )
+        rows = [
+            (r["session_id"], r["path"], r["sha256"], r["size"], r["mtime_ns"], r["generation"], r["call_seq"], r["at"])
+            for r in self._pending_receipts.values()
+        ]
+        if len(rows) == 1:
+            db.execute(PUT_RECEIPT, rows[0])
+        elif rows:
+            db.executemany(PUT_RECEIPT, rows)
+
+    def _remember_receipts(self) -> None:
+        """After the commit that wrote the pending receipts: keep their generations (driven sessions)."""
+        if len(self._generations) + len(self._pending_receipts) > MEMO_ENTRIES:
+            self._generations.clear()
+        for key, r in self._pending_receipts.items():
+            if self._held(key[0]):
+                self._generations[key] = int(r["generation"])
 
     def read_receipt(self, session_id: str, path: str) -> Any:
         """The session's receipt for path (a mapping with sha256, size, mtime_ns, generation), or None."""
@@ -585,4 +728,5 @@ class Store:
     def drop_read_receipt(self, session_id: str, path: str) -> None:
         with self._lock:
             self._pending_receipts.pop((session_id, path), None)
+            self._generations.pop((session_id, path), None)
             self.execute("DELETE FROM read_receipts WHERE session_id = ? AND path = ?", (session_id, path))

@@ -1,0 +1,199 @@
+"""What the durable path keeps in memory instead of asking the database (a session has one driver
+process): the attempt numbers of its calls, its receipts' generations, that no notice is pending,
+its step count. Each is checked against what the database says, across a fresh process's view,
+and with the writes that must make it look again."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import zuno
+from zuno import limits
+from zuno.admission import measure_call, plain_call
+from zuno.dispatch import _lone_surrogate
+from zuno.store import Store
+from zuno.store.calls import args_digest, dumps, identity
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("read", {"path": "a.txt"}),
+        ("read", {"limit": 5, "offset": 2, "path": "a.txt"}),  # keys in order
+        ("read", {"path": "a.txt", "offset": 2}),  # keys out of order
+        ("grep", {"pattern": "x", "opts": {"b": 1, "a": 2}}),  # nested
+        ("write", {"content": "é\n", "path": "ü.txt"}),  # not ASCII
+        ("write", {"content": "\ud800", "path": "a"}),  # a lone surrogate
+        ("mcp__srv__do-it", {"a": 1}),  # a name that is not an identifier
+        ("read", {"a": [1, {"z": 1, "y": 2}]}),
+        ("read", "not an object"),
+        ("read", {}),
+    ],
+)
+def test_one_encoding_gives_the_column_and_the_digest_of_the_old_two(name: str, arguments: Any) -> None:
+    assert identity(name, arguments) == (dumps(arguments), args_digest(name, arguments))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"name": "read", "arguments": {"path": "a.txt", "offset": 3, "x": None, "y": True, "z": 1.5}},
+        {"name": "read", "arguments": {"path": "é"}},
+        {"name": "read", "arguments": {"path": "\ud800"}},
+        {"name": "read", "arguments": {"nested": {"deeper": 1}}},
+        {"name": "read", "arguments": [1, 2]},
+        {"name": "read", "arguments": '{"path": "a"}'},
+        {"name": "write", "arguments": {"content": "x" * (limits.CALL_MAX_BYTES + 1)}},
+        ["not", "an", "object"],
+    ],
+)
+def test_a_plain_call_is_one_the_full_measure_admits_unchanged(call: Any) -> None:
+    if plain_call(call):
+        assert measure_call(call) is None
+        assert isinstance(call, dict) and _lone_surrogate(call) is None
+        args = call["arguments"]
+        assert not isinstance(args, dict) or all(not isinstance(v, dict | list) for v in args.values())
+
+
+def test_the_largest_plain_call_is_not_larger_than_the_limit() -> None:
+    at = {"name": "w", "arguments": {"c": "x" * (limits.CALL_MAX_BYTES - 64)}}
+    over = {"name": "w", "arguments": {"c": "x" * limits.CALL_MAX_BYTES}}
+    assert plain_call(at) and measure_call(at) is None
+    assert not plain_call(over) and measure_call(over) is not None
+
+
+async def test_attempts_count_on_across_a_new_process_view(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    read = [{"name": "read", "arguments": {"path": "a.txt"}}]
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        for _ in range(3):
+            await s.step(read)
+        await s.step([{"name": "read", "arguments": {"path": "a.txt", "offset": 1}}])
+        sid = s.id
+    async with zuno.Runtime(root=workspace) as rt, rt.session(sid) as s:
+        await s.step(read)
+        rows = rt.store.calls(sid)
+    assert [r.attempt for r in rows] == [1, 2, 3, 1, 4]
+
+
+async def test_receipt_generations_follow_the_database_after_a_drop(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    read = [{"name": "read", "arguments": {"path": "a.txt"}}]
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        await s.step(read)
+        await s.step(read)
+        key = str((workspace / "a.txt").resolve())
+        assert rt.store.read_receipt(s.id, key)["generation"] == 2
+        rt.store.drop_read_receipt(s.id, key)
+        await s.step(read)
+        assert rt.store.query("SELECT generation FROM read_receipts WHERE session_id = ?", (s.id,))[0][0] == 1
+        sid = s.id
+    async with zuno.Runtime(root=workspace) as rt, rt.session(sid) as s:
+        await s.step(read)
+        assert rt.store.read_receipt(sid, key)["generation"] == 2
+
+
+async def test_a_notice_written_after_a_look_found_none_is_delivered(workspace: Path) -> None:
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        assert (await s.step([])).notices == []
+        rt.store.add_notice(s.id, "test", "one")
+        assert [n["text"] for n in (await s.step([])).notices] == ["one"]
+        assert (await s.step([])).notices == []
+        # A tool family's own transaction (a job's completion) may write a notice: it is looked for.
+        with rt.store.transaction() as db:
+            db.execute(
+                "INSERT INTO notices (session_id, kind, text, data, created_at) VALUES (?, 'job', 'two', '{}', 0)",
+                (s.id,),
+            )
+        assert [n["text"] for n in (await s.step([])).notices] == ["two"]
+        rt.store.execute(
+            "INSERT INTO notices (session_id, kind, text, data, created_at) VALUES (?, 'job', 'three', '{}', 0)",
+            (s.id,),
+        )
+        assert [n["text"] for n in (await s.step([])).notices] == ["three"]
+
+
+def test_steps_are_numbered_from_the_steps_rows_when_the_driver_died(tmp_path: Path) -> None:
+    db = tmp_path / "zuno.db"
+    a = Store(db)
+    sid = a.ensure_session("ses_x", "/", "zuno")
+    a.acquire_session(sid)
+    for _ in range(3):
+        a.end_step(sid, a.begin_step(sid))
+    # The driver "dies" holding the session: sessions.last_step was not brought up to date.
+    b = Store(db)
+    assert b.query("SELECT last_step FROM sessions WHERE id = ?", (sid,))[0][0] == 0
+    assert b.list_sessions()[0]["last_step"] == 3
+    assert b.begin_step(sid) == 4
+    b.close()
+    a.release_session(sid)  # a clean release writes the count
+    assert a.query("SELECT last_step FROM sessions WHERE id = ?", (sid,))[0][0] == 4
+    a.close()
+
+
+CANCEL_EXT = '''
+import asyncio, zuno
+
+
+@zuno.tool(effect="ReadOnly", replay="Safe", concurrency="ParallelSafe")
+async def swallow(ms: int) -> zuno.ToolOutput:
+    """Wait; a cancellation is taken back by the tool itself and reported as its result."""
+    try:
+        await asyncio.sleep(ms / 1000)
+    except asyncio.CancelledError:
+        asyncio.current_task().uncancel()
+        return zuno.ToolOutput(text="stopped", outcome=zuno.Outcome.error, cancelled=True)
+    return zuno.ToolOutput(text="done")
+
+
+@zuno.tool(effect="ReadOnly", replay="Safe", concurrency="ParallelSafe")
+async def claims_cancelled() -> zuno.ToolOutput:
+    """Report cancelled without any cancellation (a tool's own word)."""
+    return zuno.ToolOutput(text="said so", outcome=zuno.Outcome.error, cancelled=True)
+'''
+
+
+def _cancel_runtime(root: Path) -> zuno.Runtime:
+    (root / "cancel_ext.py").write_text(CANCEL_EXT)
+    return zuno.Runtime(root=root, config_overrides={"extensions": ["cancel_ext.py"]})
+
+
+async def test_a_cancellation_from_outside_that_the_tool_takes_back_still_cancels_the_step(workspace: Path) -> None:
+    """The tool runs in the step's own task: when it takes back the caller's cancellation itself,
+    the step still records the call and then lets the cancellation through."""
+    async with _cancel_runtime(workspace) as rt, rt.session() as s:
+        task = asyncio.create_task(s.step([{"name": "swallow", "arguments": {"ms": 5000}}]))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        rows = rt.store.calls(s.id)
+    assert [(r.name, r.state, r.cancelled) for r in rows] == [("swallow", "settled", True)]
+
+
+async def test_the_steps_own_cancel_leaves_the_callers_task_uncancelled(workspace: Path) -> None:
+    async with _cancel_runtime(workspace) as rt, rt.session() as s:
+
+        async def run() -> tuple[Any, int]:
+            res = await s.step([{"name": "swallow", "arguments": {"ms": 5000}}])
+            await asyncio.sleep(0)  # a pending cancellation would land here
+            task = asyncio.current_task()
+            assert task is not None
+            return res, task.cancelling()
+
+        task = asyncio.create_task(run())
+        await asyncio.sleep(0.2)
+        s.cancel()
+        res, pending = await task
+    assert res.results[0].cancelled and pending == 0
+
+
+async def test_a_tool_that_says_cancelled_unasked_does_not_cancel_the_step(workspace: Path) -> None:
+    async with _cancel_runtime(workspace) as rt, rt.session() as s:
+        res = await s.step([{"name": "claims_cancelled", "arguments": {}}])
+        again = await s.step([{"name": "claims_cancelled", "arguments": {}}])
+    assert res.results[0].cancelled and again.results[0].text == "said so"
