@@ -13,7 +13,7 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -65,9 +65,12 @@ class _StepState:
     running: dict[asyncio.Task[Any], int] = field(default_factory=dict)
     ended: bool = False
     outer_cancelled: bool = False
+    asking: asyncio.Task[bool | None] | None = None  # an approval question waiting for its answer
 
     def cancel(self) -> None:
         self.cancel_requested = True
+        if self.asking is not None:
+            self.asking.cancel()
         for t in list(self.running):
             self.running[t] += 1
             t.cancel()
@@ -176,7 +179,8 @@ class Dispatcher:
 
     # -- admission ------------------------------------------------------------------------------
 
-    async def _admit(self, step: int, idx: int, raw: Any) -> _Admitted | _Blocked:
+    async def _admit(self, st: _StepState, idx: int, raw: Any) -> _Admitted | _Blocked:
+        step = st.n
         # The usual call (an object of ASCII strings and scalars, its arguments one object of them)
         # is known to be within bounds and valid Unicode in one pass; any other is measured in full.
         plain = plain_call(raw)
@@ -304,8 +308,8 @@ class Dispatcher:
         if decision.action == "deny":
             return refuse(BlockKind.denied, decision.reason + ".", decl=decl)
         if decision.action == "ask":
-            answer = await self.approver.approve(
-                ApprovalRequest(self.session_id, call_id, name, subject, arguments, decl, decision.reason)
+            answer = await self._ask(
+                st, ApprovalRequest(self.session_id, call_id, name, subject, arguments, decl, decision.reason)
             )
             self.store.add_event(
                 self.session_id,
@@ -314,6 +318,13 @@ class Dispatcher:
                 step=step,
                 call_id=call_id,
             )
+            if answer == "cancelled":
+                return refuse(
+                    BlockKind.denied,
+                    f"approval was needed ({decision.reason}) and the step was cancelled before an answer "
+                    "came; nothing ran.",
+                    decl=decl,
+                )
             if answer is None:
                 return refuse(
                     BlockKind.denied,
@@ -324,6 +335,22 @@ class Dispatcher:
             if answer is False:
                 return refuse(BlockKind.denied, f"approval was needed ({decision.reason}) and was declined.", decl=decl)
         return _Admitted(idx, call_id, name, arguments, tool, args, decl, accept_large)
+
+    async def _ask(self, st: _StepState, request: ApprovalRequest) -> bool | Literal["cancelled"] | None:
+        """The approver's answer; "cancelled" when the step was cancelled first (then nobody is
+        asked, or the question is withdrawn), which is a refusal like any answer but yes."""
+        if st.cancel_requested:
+            return "cancelled"
+        st.asking = asyncio.ensure_future(self.approver.approve(request))
+        try:
+            return await st.asking
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the step's own task was cancelled from outside: that is not ours to settle
+            return "cancelled"
+        finally:
+            st.asking = None
 
     # -- the step -------------------------------------------------------------------------------
 
@@ -344,7 +371,7 @@ class Dispatcher:
 
         admissions: list[_Admitted | _Blocked] = []
         for idx, raw in enumerate(calls):
-            adm = await self._admit(n, idx, raw)
+            adm = await self._admit(st, idx, raw)
             if isinstance(adm, _Blocked):
                 self.store.add_event(
                     self.session_id,

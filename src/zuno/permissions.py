@@ -59,37 +59,60 @@ class AutoApprover:
 
 
 class TerminalApprover:
-    """Asks on the controlling terminal (the CLI uses it when stdin/stderr are a TTY)."""
+    """Asks on the controlling terminal (the CLI uses it when stdin/stderr are a TTY).
+
+    The answer is read on the event loop, not in a thread: a Ctrl-C (or any cancellation) while
+    the question waits ends the wait at once, and nothing is left blocked on the terminal.
+    """
 
     def __init__(self) -> None:
         self._lock = asyncio.Lock()
 
     async def approve(self, request: ApprovalRequest) -> bool | None:
         async with self._lock:
-            return await asyncio.to_thread(self._ask, request)
+            return await _ask_on_terminal(request)
 
-    @staticmethod
-    def _ask(request: ApprovalRequest) -> bool | None:
+
+async def _ask_on_terminal(request: ApprovalRequest) -> bool | None:
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except OSError:
+        print("zuno: no terminal to ask for approval on", file=sys.stderr)
+        return None
+    loop = asyncio.get_running_loop()
+    answered: asyncio.Future[bytes | None] = loop.create_future()
+    line = bytearray()
+
+    def readable() -> None:
         try:
-            fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+            chunk = os.read(fd, 256)
+        except BlockingIOError:
+            return
         except OSError:
-            print("zuno: no terminal to ask for approval on", file=sys.stderr)
-            return None
-        try:
-            subject = f": {request.subject}" if request.subject else ""
-            prompt = f"\nzuno: approve {request.tool} ({request.declarations.effect}){subject}? {request.reason} [y/N] "
-            os.write(fd, prompt.encode("utf-8", "replace"))
-            answer = b""
-            while not answer.endswith(b"\n"):
-                chunk = os.read(fd, 1)
-                if not chunk:
-                    break
-                answer += chunk
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
-        return answer.strip().lower() in (b"y", b"yes")
+            chunk = None
+        if chunk:
+            line.extend(chunk)
+        if (not chunk or b"\n" in line) and not answered.done():
+            answered.set_result(bytes(line) if chunk is not None else None)
+
+    watching = False
+    try:
+        subject = f": {request.subject}" if request.subject else ""
+        prompt = f"\nzuno: approve {request.tool} ({request.declarations.effect}){subject}? {request.reason} [y/N] "
+        os.write(fd, prompt.encode("utf-8", "replace"))
+        os.set_blocking(fd, False)
+        loop.add_reader(fd, readable)
+        watching = True
+        answer = await answered
+    except OSError:
+        return None
+    finally:
+        if watching:
+            loop.remove_reader(fd)
+        os.close(fd)
+    if answer is None:
+        return None
+    return answer.split(b"\n", 1)[0].strip().lower() in (b"y", b"yes")
 
 
 def _matches(rule: PermissionRule, tool: str, subject: str | None) -> bool:
