@@ -111,6 +111,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             _NEEDS_INTERPRETER.setdefault(str(mark.args[0]), []).append(item.nodeid)
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # Under pytest-xdist each worker collects the tests; it hands what it found to the controller,
+    # which prints the section (pytest_testnodedown below).
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["needs_interpreter"] = _NEEDS_INTERPRETER
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    for name, ids in getattr(node, "workeroutput", {}).get("needs_interpreter", {}).items():
+        known = _NEEDS_INTERPRETER.setdefault(name, [])
+        known.extend(i for i in ids if i not in known)
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     import shutil
 
