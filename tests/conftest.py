@@ -15,6 +15,17 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # The suite starts Zuno in hundreds of subprocesses. Under PYTHONDONTWRITEBYTECODE (set in some
+    # environments) none of them writes its bytecode, so every one would compile all of Zuno's
+    # sources again (~0.2 s of CPU each): compile them once here; reading .pyc files is not turned
+    # off by that variable. Up-to-date files are only stat()ed.
+    import compileall
+
+    for tree in (SRC, Path(__file__).resolve().parent):
+        compileall.compile_dir(tree, quiet=2, workers=1)
+
+
 def zuno_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ZUNO")}
     env["PYTHONPATH"] = str(SRC) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -98,6 +109,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.interpreter(name))
         for mark in item.iter_markers("interpreter"):
             _NEEDS_INTERPRETER.setdefault(str(mark.args[0]), []).append(item.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # Under pytest-xdist each worker collects the tests; it hands what it found to the controller,
+    # which prints the section (pytest_testnodedown below).
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["needs_interpreter"] = _NEEDS_INTERPRETER
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    for name, ids in getattr(node, "workeroutput", {}).get("needs_interpreter", {}).items():
+        known = _NEEDS_INTERPRETER.setdefault(name, [])
+        known.extend(i for i in ids if i not in known)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import json
 import os
 import signal
@@ -20,7 +21,7 @@ import sqlite3
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zuno.cli_session import StopSignals, decode_utf8, parse_json, read_calls, run
 from zuno.cli_support import (
@@ -29,6 +30,7 @@ from zuno.cli_support import (
     EXIT_OK,
     EXIT_TERMINATED,
     EXIT_USAGE,
+    RUNTIME_IMPORTS,
     Terminated,
     UsageError,
     add_common_arguments,
@@ -38,12 +40,28 @@ from zuno.cli_support import (
 )
 from zuno.commands import command_modules
 from zuno.commands.version import zuno_version
-from zuno.config import ConfigError, json_type_name
 from zuno.declarations import Outcome
-from zuno.records import StepResult
-from zuno.runtime import Session
-from zuno.session_ids import InvalidSessionId, SessionNotFound
-from zuno.store import SessionBusy, StoreUnusable
+
+if TYPE_CHECKING:  # loaded by the commands that build a runtime; `zuno --version` needs none of them
+    from zuno.records import StepResult
+    from zuno.runtime import Session
+
+# The errors that mean "unusable input or configuration, nothing run" (exit 2). Their classes live in
+# modules that a command may never load (`zuno --version` loads neither the config nor the store),
+# and an instance of one can only exist once its module is loaded: main() catches those loaded.
+USAGE_ERRORS = (
+    ("zuno.cli_support", "UsageError"),
+    ("zuno.config", "ConfigError"),
+    ("zuno.store.sqlite", "SessionBusy"),
+    ("zuno.store.paths", "StoreUnusable"),
+    ("zuno.session_ids", "InvalidSessionId"),
+    ("zuno.session_ids", "SessionNotFound"),
+)
+
+
+def _usage_errors() -> tuple[type[BaseException], ...]:
+    return tuple(getattr(sys.modules[m], name) for m, name in USAGE_ERRORS if m in sys.modules)
+
 
 _print_json = print_json
 _runtime = runtime_from_args
@@ -144,6 +162,8 @@ def cmd_steps(args: argparse.Namespace) -> int:
                     _print_line({"line": lineno, "error": f"{e} Not run."})
                     continue
                 if not isinstance(calls, list):
+                    from zuno.config import json_type_name
+
                     status = EXIT_NOT_OK
                     _print_line(
                         {
@@ -268,22 +288,33 @@ def cmd_receipt(args: argparse.Namespace) -> int:
         asyncio.run(rt.aclose())
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked for (not at every start)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        sys.stdout.write(f"zuno {zuno_version()}\n")  # on standard output, as argparse's own action
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zuno", description="A tool runtime for coding agents.")
-    parser.add_argument("--version", action="version", version=f"zuno {zuno_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("batch", help="run a JSON array of calls as one model step")
     p.add_argument("file", nargs="?", default="-", help="a JSON file, or - for standard input")
     _common(p, session=False)
     add_session_arguments(p, new=True)
-    p.set_defaults(func=cmd_batch)
+    p.set_defaults(func=cmd_batch, imports=RUNTIME_IMPORTS)
 
     p = sub.add_parser("steps", help="run JSON Lines, one step (array of calls) per line, in one session")
     p.add_argument("file", nargs="?", default="-", help="a JSON Lines file, or - for standard input")
     _common(p, session=False)
     add_session_arguments(p, new=True)
-    p.set_defaults(func=cmd_steps)
+    p.set_defaults(func=cmd_steps, imports=RUNTIME_IMPORTS)
 
     p = sub.add_parser("call", help="run one call")
     p.add_argument("name")
@@ -291,24 +322,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the whole record as JSON")
     _common(p, session=False)
     add_session_arguments(p, new=True)
-    p.set_defaults(func=cmd_call)
+    p.set_defaults(func=cmd_call, imports=RUNTIME_IMPORTS)
 
     p = sub.add_parser("tools", help="list the tool surface with declarations")
     p.add_argument("--json", action="store_true")
     _common(p, session=False)
-    p.set_defaults(func=cmd_tools)
+    p.set_defaults(func=cmd_tools, imports=RUNTIME_IMPORTS)
 
     p = sub.add_parser("events", help="list a session's durable events")
     p.add_argument("--json", action="store_true")
     _common(p, session=False)
     add_session_arguments(p, required=True)
-    p.set_defaults(func=cmd_events)
+    p.set_defaults(func=cmd_events, imports=RUNTIME_IMPORTS)
 
     p = sub.add_parser("receipt", help="show a stored verification receipt (rcp_…) of a shell call")
     p.add_argument("receipt_id", metavar="RCP_ID")
     p.add_argument("--json", action="store_true")
     _common(p, session=False)
-    p.set_defaults(func=cmd_receipt)
+    p.set_defaults(func=cmd_receipt, imports=RUNTIME_IMPORTS)
 
     # Commands that live in their own modules (zuno.commands.*): each adds its parser.
     for module in command_modules():
@@ -325,15 +356,22 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     except AttributeError:
         pass
+    try:
+        args = build_parser().parse_args(argv)
+        # What the command runs is imported now, before the SIGTERM handler is installed (as all of
+        # Zuno was imported before its imports were made lazy): a signal never lands in an import.
+        for module in getattr(args, "imports", ()):
+            importlib.import_module(module)
+    except KeyboardInterrupt:
+        print("zuno: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     # Outside a running session (whose loop handles it: the step is cancelled and settles), SIGTERM
     # stops the command with 143 rather than killing it mid-write without a word.
     with contextlib.suppress(ValueError):  # not the main thread (an embedding caller)
         signal.signal(signal.SIGTERM, _terminate)
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
         return int(args.func(args))
-    except (UsageError, ConfigError, SessionBusy, StoreUnusable, InvalidSessionId, SessionNotFound) as e:
+    except _usage_errors() as e:
         print(f"zuno: {e}", file=sys.stderr)
         return EXIT_USAGE
     except sqlite3.Error as e:

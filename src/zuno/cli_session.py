@@ -19,7 +19,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zuno.cli_support import (
     EXIT_INTERRUPTED,
@@ -28,8 +28,9 @@ from zuno.cli_support import (
     runtime_from_args,
     session_from_args,
 )
-from zuno.config import json_type_name
-from zuno.runtime import Session
+
+if TYPE_CHECKING:  # the runtime (and the config models) load when a command builds its runtime
+    from zuno.runtime import Session
 
 
 def read_input_bytes(source: str | None, what: str) -> tuple[bytes, str]:
@@ -68,6 +69,8 @@ def read_calls(source: str | None) -> list[Any]:
     data, where = read_input_bytes(source, "batch file")
     calls = parse_json(decode_utf8(data, where), where)
     if not isinstance(calls, list):
+        from zuno.config import json_type_name
+
         raise UsageError(f"{where}: a batch is a JSON array of calls, not {json_type_name(calls)}.")
     return calls
 
@@ -115,7 +118,7 @@ class StopSignals:
                         signal.signal(sig, before)
 
 
-Body = Callable[[Session, StopSignals], Awaitable[int]]
+Body = Callable[["Session", StopSignals], Awaitable[int]]
 
 
 async def with_session(args: argparse.Namespace, body: Body) -> int:

@@ -13,17 +13,24 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zuno.permissions import Approver, AutoApprover, NoApprover, TerminalApprover
-from zuno.runtime import Runtime
 from zuno.session_ids import validate_session_id
+
+if TYPE_CHECKING:  # imported when a command builds its runtime: `zuno --version` needs neither
+    from zuno.permissions import Approver
+    from zuno.runtime import Runtime
 
 EXIT_OK = 0
 EXIT_NOT_OK = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
+
+# A command that builds a runtime names it in ``set_defaults(imports=...)``: main() imports those
+# modules after parsing and before it installs its SIGTERM handler, so a signal never lands in the
+# middle of an import (the other commands start without them: ``zuno --version`` loads no config).
+RUNTIME_IMPORTS = ("zuno.runtime",)
 
 
 class UsageError(Exception):
@@ -40,6 +47,8 @@ def print_json(obj: Any) -> None:
 
 
 def approver_from_args(args: argparse.Namespace) -> Approver:
+    from zuno.permissions import AutoApprover, NoApprover, TerminalApprover
+
     if getattr(args, "approve", False):
         return AutoApprover()
     if sys.stderr.isatty() and os.path.exists("/dev/tty"):
@@ -52,6 +61,8 @@ def approver_from_args(args: argparse.Namespace) -> Approver:
 
 
 def runtime_from_args(args: argparse.Namespace, approver: Approver | None = None) -> Runtime:
+    from zuno.runtime import Runtime
+
     return Runtime(
         root=args.root,
         config_file=args.config,

@@ -17,15 +17,14 @@ from zuno.cli_support import (
     EXIT_OK,
     EXIT_TERMINATED,
     EXIT_USAGE,
+    RUNTIME_IMPORTS,
     UsageError,
     add_common_arguments,
     add_session_arguments,
     runtime_from_args,
     session_from_args,
 )
-from zuno.config import ConfigError
 from zuno.session_ids import InvalidSessionId, SessionNotFound
-from zuno.store import SessionBusy
 
 
 def add_parser(sub: Any) -> None:
@@ -45,7 +44,7 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="allow --http on an address that is not loopback (the bearer token is still required)",
     )
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, imports=RUNTIME_IMPORTS)
 
 
 def _fail(message: str) -> int:
@@ -54,6 +53,7 @@ def _fail(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from zuno.config import ConfigError
     from zuno.serve.mcp.approvals import McpApprover
 
     approver = McpApprover(auto=bool(args.approve))
@@ -79,7 +79,9 @@ def _parse_http(value: str, allow_remote: bool) -> tuple[str, int]:
 async def _serve(
     rt: Any, session_id: str | None, approver: Any, http: tuple[str, int] | None, token: list[str] | None
 ) -> int:
+    from zuno.config import ConfigError
     from zuno.serve.mcp.server import Frontend
+    from zuno.store import SessionBusy
 
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()

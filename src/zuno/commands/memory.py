@@ -12,7 +12,15 @@ import sqlite3
 import sys
 from typing import Any
 
-from zuno.cli_support import EXIT_NOT_OK, EXIT_OK, EXIT_USAGE, add_common_arguments, print_json, runtime_from_args
+from zuno.cli_support import (
+    EXIT_NOT_OK,
+    EXIT_OK,
+    EXIT_USAGE,
+    RUNTIME_IMPORTS,
+    add_common_arguments,
+    print_json,
+    runtime_from_args,
+)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -78,4 +86,4 @@ def add_parser(sub: Any) -> None:
     p.add_argument("proposal", nargs="?", default=None, metavar="MP_ID")
     p.add_argument("--json", action="store_true")
     add_common_arguments(p, session=False)
-    p.set_defaults(func=_run)
+    p.set_defaults(func=_run, imports=RUNTIME_IMPORTS)

@@ -19,15 +19,14 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zuno.agent.api import Agent, NoProvider, RunResult
-from zuno.agent.transcript import MODES
 from zuno.cli_support import (
     EXIT_INTERRUPTED,
     EXIT_NOT_OK,
     EXIT_OK,
     EXIT_TERMINATED,
+    RUNTIME_IMPORTS,
     UsageError,
     add_common_arguments,
     add_session_arguments,
@@ -35,10 +34,16 @@ from zuno.cli_support import (
     print_json,
     runtime_from_args,
 )
-from zuno.commands.run_view import InlineApprover, PausingApprover, View
-from zuno.permissions import Approver
 from zuno.session_ids import InvalidSessionId, SessionNotFound
-from zuno.store import SessionBusy
+
+if TYPE_CHECKING:  # the agent loads when the command runs, not when the parser is built
+    from zuno.agent.api import Agent, RunResult
+    from zuno.commands.run_view import InlineApprover, View
+    from zuno.permissions import Approver
+
+# The session modes (zuno.agent.transcript.MODES, which a test holds this equal to), spelled here
+# so that building the parser does not load the agent.
+MODES = ("plan", "work", "goal")
 
 NO_MODEL_HELP = (
     'no model is configured. Set "model": "<provider id>/<model name>" in zuno.json (with its '
@@ -53,14 +58,14 @@ def add_parser(sub: Any) -> None:
     _agent_options(p)
     add_common_arguments(p, session=False)
     add_session_arguments(p)
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=cmd_run, imports=(*RUNTIME_IMPORTS, "zuno.agent.api", "zuno.commands.run_view"))
 
     p = sub.add_parser("resume", help="resume an agent session (after an interruption or a crash)")
     p.add_argument("session_id", metavar="ID")
     p.add_argument("prompt", nargs="?", default=None, help="a new prompt (default: continue where it stopped)")
     _agent_options(p)
     add_common_arguments(p, session=False)
-    p.set_defaults(func=cmd_resume)
+    p.set_defaults(func=cmd_resume, imports=(*RUNTIME_IMPORTS, "zuno.agent.api", "zuno.commands.run_view"))
 
 
 def _agent_options(p: argparse.ArgumentParser) -> None:
@@ -95,6 +100,9 @@ def _main(
     prompt: str | None,
     interactive: bool,
 ) -> int:
+    from zuno.agent.api import Agent
+    from zuno.commands.run_view import InlineApprover, PausingApprover, View
+
     view = View(json_mode=args.json)
     inline: InlineApprover | None = None
     if not args.approve and sys.stdin.isatty() and sys.stderr.isatty():
@@ -151,6 +159,9 @@ async def _one_shot(
 
 
 async def _open(agent: Agent) -> None:
+    from zuno.agent.api import NoProvider
+    from zuno.store import SessionBusy
+
     try:
         await agent.open()
     except (NoProvider, SessionBusy) as e:

@@ -9,7 +9,7 @@ import asyncio
 import time
 from typing import Any
 
-from zuno.cli_support import EXIT_OK, add_common_arguments, print_json, runtime_from_args
+from zuno.cli_support import EXIT_OK, RUNTIME_IMPORTS, add_common_arguments, print_json, runtime_from_args
 
 
 def _when(t: float | None) -> str:
@@ -39,4 +39,4 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("sessions", help="list the workspace's sessions (most recent first)")
     p.add_argument("--json", action="store_true", help="print them as one JSON object")
     add_common_arguments(p, session=False)
-    p.set_defaults(func=cmd_sessions)
+    p.set_defaults(func=cmd_sessions, imports=RUNTIME_IMPORTS)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zuno.agent.transcript import Transcript
-from zuno.cli_support import EXIT_OK, UsageError, add_common_arguments, print_json, runtime_from_args
+from zuno.cli_support import EXIT_OK, RUNTIME_IMPORTS, UsageError, add_common_arguments, print_json, runtime_from_args
 from zuno.session_ids import InvalidSessionId, SessionNotFound
+
+if TYPE_CHECKING:
+    from zuno.agent.transcript import Transcript
 
 RESULT_PREVIEW_CHARS = 400
 
@@ -23,10 +25,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("session_id", metavar="ID")
     p.add_argument("--json", action="store_true", help="the transcript as JSON")
     add_common_arguments(p, session=False)
-    p.set_defaults(func=cmd_show)
+    p.set_defaults(func=cmd_show, imports=(*RUNTIME_IMPORTS, "zuno.agent.transcript"))
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from zuno.agent.transcript import Transcript
+
     rt = runtime_from_args(args)
     try:
         try:

@@ -17,7 +17,6 @@ from typing import Any
 
 from zuno.cli_support import EXIT_OK, EXIT_USAGE, add_common_arguments, print_json
 from zuno.session_ids import InvalidSessionId, validate_session_id
-from zuno.workspace import STATE_DIR
 
 
 class ReadOnlyStore:
@@ -45,6 +44,8 @@ def _db_path(args: argparse.Namespace, root: Path) -> Path:
         return Path(args.db)
     if os.environ.get("ZUNO_DB"):
         return Path(os.environ["ZUNO_DB"])
+    from zuno.workspace import STATE_DIR
+
     return root / STATE_DIR / "zuno.db"
 
 

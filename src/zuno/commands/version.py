@@ -5,18 +5,15 @@ the ripgrep wheel, PATH). Creates nothing."""
 from __future__ import annotations
 
 import argparse
-import asyncio
-import importlib.metadata
-import platform
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 from zuno.cli_support import EXIT_OK, print_json
-from zuno.config import load_config
 
 
 def zuno_version() -> str:
+    import importlib.metadata
+
     try:
         return importlib.metadata.version("zuno")
     except importlib.metadata.PackageNotFoundError:
@@ -24,6 +21,11 @@ def zuno_version() -> str:
 
 
 def versions(root: Path, config_file: str | None) -> dict[str, Any]:
+    import asyncio
+    import platform
+    import sqlite3
+
+    from zuno.config import load_config
     from zuno.tools.search.rg import Rg, RgLocator
 
     config = load_config(root.resolve(), config_file)

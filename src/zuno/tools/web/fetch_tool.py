@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -21,9 +21,11 @@ from zuno.declarations import READ_ONLY_PARALLEL, BlockKind
 from zuno.permissions import decide
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput, TransientError
 from zuno.tools.web.content import decode, html_to_markdown
-from zuno.tools.web.engine import Fetched, Fetcher, check_headers
 from zuno.tools.web.errors import AddressRefused, FetchError, HttpStatusError, UrlRefused
 from zuno.tools.web.urls import Target, parse_target
+
+if TYPE_CHECKING:  # the engine (httpcore) loads at the first fetch, not with the surface
+    from zuno.tools.web.engine import Fetched, Fetcher
 
 
 class WebfetchArgs(ToolArgs):
@@ -41,6 +43,8 @@ class WebfetchArgs(ToolArgs):
 
 
 def fetcher(ctx: ToolContext) -> Fetcher:
+    from zuno.tools.web.engine import Fetcher
+
     return ctx.services.get(Fetcher, Fetcher)
 
 
@@ -86,6 +90,8 @@ class WebfetchTool(Tool):
                 f"{limits.WEBFETCH_MAX_TIMEOUT_MS}."
             )
             timeout_ms = limits.WEBFETCH_MAX_TIMEOUT_MS
+        from zuno.tools.web.engine import check_headers
+
         try:
             check_headers(args.headers)
         except ValueError as e:
