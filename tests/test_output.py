@@ -12,7 +12,7 @@ import pytest
 
 import zuno
 from zuno import limits
-from zuno.output import count_lines, scan_file
+from zuno.output import count_lines, scan_bytes, scan_file
 from zuno.windows import _utf8_cut, read_window
 
 EXT = str(Path(__file__).with_name("ext_tools.py"))
@@ -157,3 +157,4 @@ def test_scan_file_measures_and_hashes_in_one_pass(tmp_path: Path, data: bytes) 
     p.write_bytes(data)
     scan = scan_file(p)
     assert (scan.size, scan.lines, scan.sha256) == (len(data), count_lines(data), hashlib.sha256(data).hexdigest())
+    assert scan_bytes(data) == scan  # an artifact saved from memory is not read back to be measured

@@ -58,7 +58,7 @@ class Artifacts:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
-        return self.register(session_id, call_seq, target, kind)
+        return self.register(session_id, call_seq, target, kind, scan_bytes(data))
 
     def register(
         self, session_id: str, call_seq: int | None, target: Path, kind: str, scanned: FileScan | None = None
@@ -76,6 +76,12 @@ class FileScan:
     size: int
     lines: int
     sha256: str
+
+
+def scan_bytes(data: bytes) -> FileScan:
+    """What scan_file would say of a file holding exactly ``data`` (no re-read of what was written)."""
+    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    return FileScan(len(data), lines, hashlib.sha256(data).hexdigest())
 
 
 def scan_file(path: Path) -> FileScan:
