@@ -9,6 +9,11 @@ clients, and it is paid for in prompt bytes on every request, so it is compact a
   ``anyOf: [X, {"type": "null"}]`` with ``default: null``: leaving the field out says the same
   thing. Admission still validates with the pydantic model, so a model that sends null for such
   a field is accepted exactly as before (pydantic reads the null as the default);
+- no ``additionalProperties: false``: the property list is already the whole list, and admission
+  refuses an unknown argument naming the known ones (the schema stays a superset of what is
+  admitted, never a subset);
+- no ``minLength: 1`` / ``minItems: 1``: "not empty" is what every model sends anyway, and an
+  empty value is refused at admission naming the field;
 - no model docstring as a schema ``description`` (the top-level one, and ToolArgs's base
   docstring anywhere): what a tool does is its ``description``, not its argument class's docs;
 - an action union (a discriminated union on ``action``) is ONE object: no API accepts
@@ -28,13 +33,28 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["CROSS_CUTTING_SCHEMAS", "action_needs", "compact", "export_args", "flatten_actions"]
+__all__ = [
+    "BUILTIN_SURFACE_BUDGET_BYTES",
+    "CROSS_CUTTING_SCHEMAS",
+    "action_needs",
+    "compact",
+    "export_args",
+    "flatten_actions",
+]
+
+# The prompt bytes (name + description + schema, as bench/mcp_deferred.py counts them) the default
+# surface's built-in tools may cost together. Issue 11's target is a visible surface >= 85%
+# smaller with deferred schemas: with the bench's 100 connected tools (86568 bytes), tool_search
+# (662) and the two MCP resource tools (863) visible either way, the built-ins must stay under
+# (0.15 * 86568 - 662 - 0.85 * 863) / 0.85 = 13635 bytes; 13 KiB keeps a margin.
+BUILTIN_SURFACE_BUDGET_BYTES = 13 * 1024
 
 # The cross-cutting arguments every tool takes (admission strips them before validation; see
-# zuno.dispatch.CROSS_CUTTING). They are on every tool, so they say little: accept_large_output
-# is explained where it matters, in the notice that withholds an output (zuno.output).
+# zuno.dispatch.CROSS_CUTTING). They are on every tool, so they carry no description: intent is a
+# UI label that changes nothing whatever a model puts in it, and accept_large_output is explained
+# where it matters, in the notice that withholds an output (zuno.output).
 CROSS_CUTTING_SCHEMAS: dict[str, dict[str, Any]] = {
-    "intent": {"type": "string", "description": "UI label only"},
+    "intent": {"type": "string"},
     "accept_large_output": {"type": "boolean"},
 }
 
@@ -92,6 +112,10 @@ def compact(node: Any, base_doc: str | None = None) -> Any:
         if key == "title" and isinstance(value, str):
             continue
         if key == "description" and value == doc:
+            continue
+        if key == "additionalProperties" and value is False:
+            continue
+        if key in ("minLength", "minItems") and value == 1:
             continue
         if key in _ONE and isinstance(value, dict):
             out[key] = compact(value, doc)
@@ -198,6 +222,24 @@ def action_needs(variants: list[dict[str, Any]], merged: dict[str, Any], key: st
     return needs
 
 
+def _say_needs(needs: dict[str, list[str]]) -> str:
+    """``expected_revision (all but create); create: objective, steps[].title; ...``: a field all
+    actions but one require is said once; an action that requires nothing else is not named."""
+    parts: list[str] = []
+    common: list[str] = []
+    if len(needs) >= 3:
+        for path in dict.fromkeys(p for paths in needs.values() for p in paths):
+            without = [a for a, paths in needs.items() if path not in paths]
+            if len(without) <= 1:
+                common.append(path)
+                parts.append(f"{path} (all but {without[0]})" if without else f"{path} (all)")
+    for action, paths in needs.items():
+        rest = [p for p in paths if p not in common]
+        if rest:
+            parts.append(f"{action}: {', '.join(rest)}")
+    return "; ".join(parts)
+
+
 def _descriptions_by_action(variants: list[dict[str, Any]], key: str) -> dict[str, str]:
     """For a field whose description differs between actions: one description naming which
     action each part belongs to ("list_items: ... search_contents: ...")."""
@@ -232,13 +274,9 @@ def flatten_actions(variants: list[dict[str, Any]], actions: list[str], key: str
             props[name] = _merge(props[name], schema) if name in props else schema
     for name, said in said_by.items():
         merged["properties"][name]["description"] = said
-    needs = action_needs(ordered, merged, key)
-    said = "; ".join(f"{a}: {', '.join(needs[a])}" if needs[a] else a for a in actions if a in needs)
-    action = {"type": "string", "enum": [a for a in actions if a in by_action], "description": f"Required. {said}"}
-    out: dict[str, Any] = {"type": "object", "properties": {key: action, **merged["properties"]}, "required": [key]}
-    if all(v.get("additionalProperties") is False for v in ordered):
-        out["additionalProperties"] = False
-    return out
+    action = {"type": "string", "enum": [a for a in actions if a in by_action]}
+    action["description"] = "Required. " + _say_needs(action_needs(ordered, merged, key))
+    return {"type": "object", "properties": {key: action, **merged["properties"]}, "required": [key]}
 
 
 def _has_ref(node: Any) -> bool:
