@@ -248,3 +248,23 @@ async def test_deferred_schemas_make_the_whole_visible_surface_85_percent_smalle
             if defer == "never":
                 assert sum(t.name.startswith("mcp_cat_") for t in visible) == 100
     assert 1 - sizes["always"] / sizes["never"] >= 0.85, sizes
+
+
+async def test_a_field_of_another_action_is_refused_naming_what_this_action_takes(workspace: Path) -> None:
+    """The wire schema merges every action's fields, so the refusal says what the chosen one takes."""
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        extra = await call(
+            s, "plan_update", {"action": "patch", "expected_revision": 1, "steps": [{"id": "s1"}], "objective": "x"}
+        )
+        assert extra.block_kind == "invalid_arguments"
+        assert (
+            "argument 'objective' is not an argument of plan_update action 'patch'; remove it "
+            "(known: expected_revision, steps)" in extra.text
+        )
+        missing = await call(s, "plan_update", {"action": "create", "steps": [{"title": "t"}]})
+        assert "argument 'objective' is required for action 'create' (a string); add it" in missing.text
+        nested = await call(
+            s, "plan_update", {"action": "create", "objective": "o", "steps": [{"id": "s1", "title": "t"}]}
+        )
+        assert "argument 'steps.0.id' is not an argument of plan_update action 'create'" in nested.text
+        assert "(known: notes, owner, status, title)" in nested.text
