@@ -268,3 +268,13 @@ async def test_a_field_of_another_action_is_refused_naming_what_this_action_take
         )
         assert "argument 'steps.0.id' is not an argument of plan_update action 'create'" in nested.text
         assert "(known: notes, owner, status, title)" in nested.text
+
+
+def test_the_export_is_made_once_and_every_caller_gets_its_own_copy() -> None:
+    tool = next(t for label, t in BUILTINS if label == "zuno:plan_update")
+    first = tool.input_schema()
+    first["properties"]["steps"]["items"]["properties"].clear()
+    first["properties"]["action"]["enum"].append("rewrite")
+    again = tool.input_schema()
+    assert "title" in again["properties"]["steps"]["items"]["properties"]
+    assert again["properties"]["action"]["enum"] == ["create", "patch", "append", "push", "pop"]

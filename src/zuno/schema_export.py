@@ -28,6 +28,7 @@ clients, and it is paid for in prompt bytes on every request, so it is compact a
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 from typing import Any
 
@@ -286,7 +287,13 @@ def _has_ref(node: Any) -> bool:
 
 
 def export_args(model: type[BaseModel], actions: list[str] | None = None) -> dict[str, Any]:
-    """The wire schema of a tool's argument model, with the cross-cutting arguments."""
+    """The wire schema of a tool's argument model, with the cross-cutting arguments (a fresh copy:
+    the caller may change it; the export itself is made once per model)."""
+    return copy.deepcopy(_export(model, tuple(actions) if actions else None))
+
+
+@functools.lru_cache(maxsize=1024)
+def _export(model: type[BaseModel], actions: tuple[str, ...] | None) -> dict[str, Any]:
     raw = model.model_json_schema()
     defs = raw.pop("$defs", {})
     schema = compact(_inline(raw, defs))
@@ -294,7 +301,7 @@ def export_args(model: type[BaseModel], actions: list[str] | None = None) -> dic
         schema["$defs"] = {name: compact(d) for name, d in defs.items()}
     variants = schema.get("oneOf", schema.get("anyOf"))
     if actions and isinstance(variants, list):
-        schema = flatten_actions(variants, actions)
+        schema = flatten_actions(variants, list(actions))
     schema.pop("description", None)
     schema["type"] = "object"
     props = schema.setdefault("properties", {})
