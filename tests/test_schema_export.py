@@ -11,7 +11,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from pydantic import BaseModel, RootModel
+from pydantic import BaseModel, Field, RootModel
 
 import zuno
 from zuno.schema_export import BUILTIN_SURFACE_BUDGET_BYTES, export_args
@@ -278,3 +278,23 @@ def test_the_export_is_made_once_and_every_caller_gets_its_own_copy() -> None:
     again = tool.input_schema()
     assert "title" in again["properties"]["steps"]["items"]["properties"]
     assert again["properties"]["action"]["enum"] == ["create", "patch", "append", "push", "pop"]
+
+
+class _Node(ToolArgs):
+    name: str
+    children: list[_Node] = Field(default_factory=list)
+
+
+class _TreeArgs(ToolArgs):
+    root: _Node
+    tag: str | None = None
+
+
+def test_a_recursive_argument_model_keeps_only_the_definitions_it_needs() -> None:
+    """An extension's recursive model cannot be inlined: its $defs stay, still compact and valid."""
+    _TreeArgs.model_rebuild()
+    schema = export_args(_TreeArgs)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.validate({"root": {"name": "a", "children": [{"name": "b"}]}, "tag": "t"}, schema)
+    assert set(schema["$defs"]) == {"_Node"} and schema["properties"]["tag"] == {"type": "string"}
+    assert "title" not in json.dumps(schema)
