@@ -3,7 +3,9 @@
 1. Prompt bytes of the visible surface (name + description + JSON Schema of every tool the model
    sees) with deferred schemas against without. Target: >= 85% smaller. Printed twice: for the
    whole surface (the built-in tools, untouched by deferral, included), and for what the connected
-   tools cost (their 100 schemas, against tool_search's one).
+   tools cost (their 100 schemas, against tool_search's one). The built-in tools' own share is
+   printed against zuno.schema_export.BUILTIN_SURFACE_BUDGET_BYTES, the budget that keeps the
+   whole surface under the target.
 2. tool_search top-3 recall on 50 queries written from the tools' descriptions. Target: >= 95%.
 
     python bench/mcp_deferred.py
@@ -22,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import zuno
 from mcp_catalog import QUERIES
+from zuno.schema_export import BUILTIN_SURFACE_BUDGET_BYTES
 
 SERVER = str(Path(__file__).with_name("mcp_catalog.py"))
 
@@ -36,22 +39,27 @@ def connected(tools: list[zuno.Tool]) -> list[zuno.Tool]:
     return [t for t in tools if t.name.startswith("mcp_cat_") or t.name == "tool_search"]
 
 
-async def surface(root: Path, defer: str) -> tuple[int, int, int, zuno.Session, zuno.Runtime]:
+def builtin(tools: list[zuno.Tool]) -> list[zuno.Tool]:
+    return [t for t in tools if not t.name.startswith(("mcp_", "tool_search"))]
+
+
+async def surface(root: Path, defer: str) -> tuple[int, int, int, int, zuno.Session, zuno.Runtime]:
     cfg = {"mcp": {"cat": {"command": sys.executable, "args": [SERVER]}}, "tool_search": {"defer": defer}}
     rt = zuno.Runtime(root=root, config_overrides=cfg)
     s = rt.session()
     await s.open()
     visible = s.visible_tools()
-    return prompt_bytes(visible), len(visible), prompt_bytes(connected(visible)), s, rt
+    own = prompt_bytes(builtin(visible))
+    return prompt_bytes(visible), len(visible), prompt_bytes(connected(visible)), own, s, rt
 
 
 async def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
-        full, n_full, full_mcp, s1, rt1 = await surface(root, "never")
+        full, n_full, full_mcp, own, s1, rt1 = await surface(root, "never")
         await s1.close()
         await rt1.aclose()
-        deferred, n_def, deferred_mcp, s, rt = await surface(root, "always")
+        deferred, n_def, deferred_mcp, _, s, rt = await surface(root, "always")
         hits = 0
         misses = []
         for query, want in QUERIES:
@@ -67,6 +75,7 @@ async def main() -> None:
     recall = hits / len(QUERIES)
     print(f"visible surface: {n_full} tools, {full} bytes without deferral; {n_def} tools, {deferred} bytes deferred")
     print(f"prompt bytes, whole surface: {saved:.1%} smaller with deferred schemas (target >= 85%)")
+    print(f"  of which the built-in tools: {own} bytes (budget {BUILTIN_SURFACE_BUDGET_BYTES})")
     print(
         f"prompt bytes, connected tools: {full_mcp} -> {deferred_mcp}: {1 - deferred_mcp / full_mcp:.1%} smaller "
         "(target >= 85%)"

@@ -1,13 +1,17 @@
 """Admission's words and bounds: how a refused call is described to the model (JSON and English,
 never Python reprs; every message a whole sentence), and how deep and large a call may be
-(``limits.CALL_MAX_DEPTH``, ``CALL_MAX_BYTES``), measured without recursion."""
+(``limits.CALL_MAX_DEPTH``, ``CALL_MAX_BYTES``), measured without recursion.
+
+An action union's refusal names the action and the fields that action takes (its wire schema
+merges every action's fields into one object, so "known" is said per action, not per tool)."""
 
 from __future__ import annotations
 
 import re
+import typing
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, RootModel, ValidationError
 
 from zuno import limits
 from zuno.config import json_repr
@@ -59,17 +63,58 @@ def _expected(schema: dict[str, Any]) -> str:
     return " or ".join(named) if named else "a value"
 
 
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation stands for (through Annotated, unions, lists)."""
+    out: list[type[BaseModel]] = []
+    stack = [annotation]
+    while stack:
+        t = stack.pop(0)
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            out.append(t)
+        else:
+            stack.extend(typing.get_args(t))
+    return out
+
+
+def _action_of(model: type[BaseModel]) -> str | None:
+    field = model.model_fields.get("action")
+    args = typing.get_args(field.annotation) if field is not None else ()
+    return args[0] if len(args) == 1 and isinstance(args[0], str) else None
+
+
+def _where(args_model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, tuple[Any, ...], type[BaseModel] | None]:
+    """For an error at ``loc``: which action it is about (an action union's error starts with the
+    action's tag), the location without that tag, and the model holding its last part."""
+    model: type[BaseModel] | None = args_model
+    action = ""
+    if issubclass(args_model, RootModel):
+        members = {_action_of(m): m for m in _models_in(args_model.model_fields["root"].annotation)}
+        if loc and loc[0] in members:
+            model, action, loc = members[loc[0]], str(loc[0]), loc[1:]
+        else:
+            model = None
+    for part in loc[:-1]:
+        if isinstance(part, str) and model is not None:
+            field = model.model_fields.get(part)
+            nested = _models_in(field.annotation) if field is not None else []
+            model = nested[0] if nested else None
+    return action, loc, model
+
+
 def describe_validation(tool: Tool, err: ValidationError) -> str:
-    props = tool.Args.model_json_schema().get("properties", {})
     parts = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(arguments)"
-        top = str(e["loc"][0]) if e["loc"] else ""
+        action, where, model = _where(tool.Args, tuple(e["loc"]))
+        loc = ".".join(str(p) for p in where) or "(arguments)"
+        name = str(where[-1]) if where else ""
+        props = model.model_json_schema().get("properties", {}) if model is not None else {}
+        of = f"{tool.name} action '{action}'" if action else tool.name
         if e["type"] == "missing":
-            parts.append(f"argument '{loc}' is required ({_expected(props.get(top, {}))}); add it")
+            needed = f" for action '{action}'" if action else ""
+            parts.append(f"argument '{loc}' is required{needed} ({_expected(props.get(name, {}))}); add it")
         elif e["type"] == "extra_forbidden":
-            known = ", ".join(sorted(props)) or "none"
-            parts.append(f"argument '{loc}' is not an argument of {tool.name}; remove it (known: {known})")
+            known = ", ".join(sorted(p for p in props if p != "action")) or "none"
+            parts.append(f"argument '{loc}' is not an argument of {of}; remove it (known: {known})")
         else:
             parts.append(f"argument '{loc}' {_english(e['msg'])} (got {json_repr(e.get('input'))})")
     return f"invalid arguments for {tool.name}: " + "; ".join(parts) + ". Correct the call and send it again."

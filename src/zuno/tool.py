@@ -301,19 +301,10 @@ class Tool:
         return None
 
     def input_schema(self) -> dict[str, Any]:
-        schema = self.Args.model_json_schema()
-        schema.pop("title", None)
-        props = schema.setdefault("properties", {})
-        props.setdefault("intent", {"type": "string", "description": "A short label for the UI. It changes nothing."})
-        props.setdefault(
-            "accept_large_output",
-            {
-                "type": "boolean",
-                "description": "Inline output over the configured limits instead of withholding it. "
-                "Re-runs the call and spends the context the limit protects; use the artifact read first.",
-            },
-        )
-        return schema
+        """The argument schema every provider and MCP client sees (zuno.schema_export)."""
+        from zuno.schema_export import export_args
+
+        return export_args(self.Args)
 
     async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
         raise NotImplementedError(f"tool {self.name!r} has no run()")  # pragma: no cover

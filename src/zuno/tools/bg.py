@@ -38,23 +38,20 @@ from zuno.windows import Window, read_window, read_window_fd
 
 class BgArgs(ToolArgs):
     action: Literal["list", "output", "wait", "cancel", "artifact"] = Field(
-        description="list: background executions of this session. output: a window of one's output (taskID). "
-        "wait: wait for it to end (at most 60 s), then a window. cancel: stop its whole process group. "
-        "artifact: a window of withheld output (outputPath)."
+        description="list: this session's background executions; output: a window of taskID's output (no cursor: "
+        "the newest); wait: for its end (max 60 s), then a window; cancel: stop its process group; artifact: a "
+        "window of withheld outputPath (no cursor: from 0)"
     )
-    taskID: str | None = Field(None, description="The background execution (output, wait, cancel).")
-    outputPath: str | None = Field(None, description="The artifact path a withheld-output notice named.")
+    taskID: str | None = Field(None, description="output, wait, cancel")
+    outputPath: str | None = Field(None, description="artifact: the path a notice named")
     cursor: int | None = Field(
         None,
         ge=0,
-        description="Absolute byte offset. Without one: output/wait return the newest window ending at "
-        "totalWritten; artifact starts at 0.",
+        description="Absolute byte offset",
     )
-    limit: int | None = Field(None, ge=1, description="Window size in bytes: default 16384, clamped to 51200.")
-    timeout_ms: int | None = Field(
-        None, ge=0, description="wait: how long to wait for the end, default and maximum 60000 (clamped)."
-    )
-    reason: str | None = Field(None, description="cancel: why, recorded with the stop.")
+    limit: int | None = Field(None, ge=1, description="Window bytes (default 16384, clamped to 51200)")
+    timeout_ms: int | None = Field(None, ge=0, description="wait: default and max 60000")
+    reason: str | None = Field(None, description="cancel: why")
 
 
 def _b(v: bool) -> str:
@@ -64,12 +61,8 @@ def _b(v: bool) -> str:
 class BgTool(Tool):
     name = "bg"
     description = (
-        "Inspect or cancel background commands, and page output kept out of the transcript. "
-        'action "list" lists background executions; "output" reads a window of one\'s output by taskID (the newest '
-        'window without a cursor; page back from windowFrom); "wait" waits for it to end (at most 60 s per call; '
-        "use only when this step depends on the result — completion arrives by itself as a notice) and returns a "
-        'window; "cancel" stops its whole process group; "artifact" reads a window of withheld output by '
-        "outputPath; pass the returned cursor to continue."
+        "Background commands, and withheld output, in windows: pass the returned cursor back to page on. wait "
+        "only when this step needs the result: completion arrives as a notice."
     )
     Args = BgArgs
     declarations = READ_ONLY_PARALLEL

@@ -50,17 +50,14 @@ def _suggest(p: Path) -> str:
 
 
 class ReadArgs(ToolArgs):
-    path: str = Field(description="File or directory, relative to the workspace root or absolute.")
-    offset: int | None = Field(None, ge=1, description="1-based line (or entry) to start at.")
-    limit: int | None = Field(None, ge=1, description="How many lines (or entries) to return.")
+    path: str
+    offset: int | None = Field(None, ge=1, description="1-based first line (or entry)")
+    limit: int | None = Field(None, ge=1, description="Lines (or entries)")
 
 
 class ReadTool(Tool):
     name = "read"
-    description = (
-        "Read a file as numbered lines (1-based offset/limit paging) or list a directory. "
-        "Records a read receipt that later edits of the file require."
-    )
+    description = "Read a file as numbered lines, or list a directory; records the read receipt edits need."
     Args = ReadArgs
     declarations = READ_ONLY_PARALLEL
 
@@ -195,15 +192,15 @@ def _binary_message(ctx: ToolContext, shown: str, scan: Scan) -> str:
 
 
 class WriteArgs(ToolArgs):
-    path: str = Field(description="The file to create or replace whole.")
-    content: str = Field(description="The complete new content of the file.")
+    path: str
+    content: str = Field(description="The whole new content")
 
 
 class WriteTool(Tool):
     name = "write"
     description = (
-        "Create a file, or intentionally replace a whole file. Replacing an existing file needs a read of "
-        "its current content in this session (read receipt); otherwise nothing is written."
+        "Create a file, or intentionally replace one whole: replacing needs a read of its current content in "
+        "this session, else nothing is written."
     )
     Args = WriteArgs
     declarations = Declarations()  # SideEffecting, Never, Exclusive

@@ -70,16 +70,15 @@ def report_filename(name: str, session_id: str, call_id: str, call_seq: int) -> 
 
 
 class ReportWriteArgs(ToolArgs):
-    name: str = Field(description="A plain filename such as audit.md (no directories).")
-    content: str = Field(description="The complete report, UTF-8 text, at most 1 MiB.")
+    name: str = Field(description="A plain filename, e.g. audit.md")
+    content: str = Field(description="The whole report, UTF-8, at most 1 MiB")
 
 
 class ReportWriteTool(Tool):
     name = "report_write"
     description = (
-        "Publish an immutable report in .zuno/reports/, including from read-only investigation. Give a plain "
-        "filename (name) and the complete text (content, at most 1 MiB); the host picks the exact path and "
-        "returns it with the byte count and SHA-256. Each call publishes a new file; cite the returned path."
+        "Publish an immutable report in .zuno/reports/ (also from read-only work); returns the host-chosen path, "
+        "byte count and SHA-256. Each call is a new file; cite the path."
     )
     Args = ReportWriteArgs
     declarations = Declarations()  # SideEffecting, Never, Exclusive: publication is a side effect

@@ -139,18 +139,17 @@ class Planned:
 
 class ApplyPatchArgs(ToolArgs):
     patch: str = Field(
-        description="The whole patch: '*** Begin Patch', then '*** Add File: <path>' (lines '+text'), "
-        "'*** Delete File: <path>', or '*** Update File: <path>' (optional '*** Move to: <path>') with '@@ <anchor>' "
-        "chunks of ' context', '-removed', '+added' lines (optional '*** End of File'), then '*** End Patch'."
+        description="'*** Begin Patch', then per file '*** Add File: <path>' (lines '+text'), '*** Delete File: "
+        "<path>', or '*** Update File: <path>' (optional '*** Move to: <path>') with '@@ <anchor>' chunks of "
+        "' context', '-old', '+new' lines; then '*** End Patch'"
     )
 
 
 DESCRIPTION = (
-    "Localized, context-verified source edits in the Codex patch format (*** Begin Patch ... *** End Patch): "
-    "add, update, delete or move files. Every file you update, delete or move (and an existing move "
-    "destination) must have been read in this session in its current state. All or nothing: if any file "
-    "conflicts, nothing is written. Give each chunk 2-3 unchanged context lines, and an '@@ <line>' anchor "
-    "(a function or class line) when the context is not unique. New lines take the file's line endings."
+    "Localized, context-verified edits: add, update, delete or move files. A file updated, deleted or moved "
+    "(and an existing move destination) must be read in this session in its current state. All or nothing. "
+    "Give chunks 2-3 unchanged context lines, and an '@@ <line>' anchor (function or class line) when the "
+    "context is not unique."
 )
 
 

@@ -25,10 +25,9 @@ from zuno.tools.search.collect import Drops, GlobCollector, quote_path
 class GlobArgs(ToolArgs):
     pattern: str = Field(
         min_length=1,
-        description='A glob matched against paths relative to `path`, ripgrep/gitignore style: "*.py" matches '
-        'at any depth, "src/**/*.ts" is anchored, {a,b} alternates.',
+        description='gitignore style, relative to path: "*.py" at any depth, "src/**/*.ts" anchored',
     )
-    path: str | None = Field(None, description="The directory to search (default: the workspace root).")
+    path: str | None = Field(None, description="Directory (default: the workspace root)")
 
 
 def truncation_note(drops: Drops, shown: int, total: int, noun: str, advice: str) -> str:
@@ -48,9 +47,8 @@ def truncation_note(drops: Drops, shown: int, total: int, noun: str, advice: str
 class GlobTool(Tool):
     name = "glob"
     description = (
-        "Find files by glob pattern (ripgrep). Paths come back sorted, relative to the workspace root, one per "
-        "line; a name with a control character is printed as a JSON string. Respects .gitignore/.ignore, includes "
-        "hidden files, skips .git and .zuno. Output is bounded: the result says 'truncated' when paths were left out."
+        "Find files by glob (ripgrep): sorted paths relative to the workspace root. Honours .gitignore/.ignore, "
+        "includes hidden files, skips .git and .zuno; says 'truncated' when paths were left out."
     )
     Args = GlobArgs
     declarations = READ_ONLY_PARALLEL

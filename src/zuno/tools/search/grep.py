@@ -28,18 +28,13 @@ from zuno.tools.search.collect import FileHits, GrepCollector, quote_path
 from zuno.tools.search.glob import truncation_note
 from zuno.tools.search.rg import Rg, RgResult
 
-_PATTERN_HELP = (
-    "A regular expression (Rust regex syntax, as ripgrep); case-sensitive unless it starts with (?i). "
-    "Escape ( [ { . * + ? | \\ to match them literally."
-)
+_PATTERN_HELP = "Rust regex (ripgrep), case-sensitive unless (?i); escape ( [ { . * + ? | \\ for literals"
 
 
 class GrepArgs(ToolArgs):
     pattern: str = Field(min_length=1, description=_PATTERN_HELP)
-    path: str | None = Field(None, description="File or directory to search (default: the workspace root).")
-    include: str | None = Field(
-        None, min_length=1, description='Only search files matching this glob, e.g. "*.py" or "*.{ts,tsx}".'
-    )
+    path: str | None = Field(None, description="File or directory (default: the workspace root)")
+    include: str | None = Field(None, min_length=1, description='Only files matching this glob, e.g. "*.{ts,tsx}"')
 
 
 class ChordGrepArgs(ToolArgs):
@@ -134,9 +129,8 @@ def _capped_note(n: int, binary: int = 0) -> str:
 class GrepTool(Tool):
     name = "grep"
     description = (
-        "Search file contents by regex (ripgrep). Prints `path:line:text` per matching line, sorted by path and "
-        "line. Respects .gitignore/.ignore, includes hidden files, skips binary files, .git and .zuno. Output is "
-        "bounded: the result says 'truncated' when matches were left out."
+        "Search file contents by regex (ripgrep): sorted `path:line:text` lines. Honours .gitignore/.ignore, "
+        "includes hidden files, skips binary files, .git and .zuno; says 'truncated' when matches were left out."
     )
     Args = GrepArgs
     declarations = READ_ONLY_PARALLEL

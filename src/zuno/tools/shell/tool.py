@@ -36,47 +36,39 @@ LOGS_DIR = "logs"
 
 
 class ShellArgs(ToolArgs):
-    command: str = Field(min_length=1, description="The command, run non-interactively by the interpreter.")
+    command: str = Field(min_length=1)
     exitPolicy: Literal["pipefail", "all", "last"] = Field(
         "pipefail",
-        description="pipefail (default): a failing pipeline stage fails the command. all: also stop at the first "
-        "failing command of a sequence. last: only the final stage decides (POSIX default; the status is "
-        "then derived, not evidence).",
+        description="pipefail: a failing stage fails a pipeline; all: also a failing command; last: only the final "
+        "stage decides (status derived)",
     )
-    workdir: str | None = Field(
-        None, description="Directory to run in (relative to the workspace root, or absolute). Default: the root."
-    )
+    workdir: str | None = Field(None, description="Default: the workspace root")
     timeout_ms: int | None = Field(
         None,
         ge=0,
         le=limits.BACKGROUND_TIMEOUT_MAX_MS,
-        description=f"Stop the whole process group after this many ms. Foreground: default and maximum "
-        f"{limits.SHELL_TIMEOUT_MAX_MS}. Background: at most {limits.BACKGROUND_TIMEOUT_MAX_MS} (6 h), no "
-        "deadline when not given. 0 means no deadline, except for a foreground command that cannot be promoted "
-        "(only sleep and short git queries, or unparseable), which keeps the default cap.",
+        description=f"Kill the process group after this many ms (foreground: default and max "
+        f"{limits.SHELL_TIMEOUT_MAX_MS}; background: none by default). 0: none, but a foreground command that "
+        "cannot become a job keeps the default",
     )
     interpreter: Literal["bash", "zsh", "ksh", "dash", "sh", "pwsh"] | None = Field(
         None,
-        description="bash (default, from the config shell.interpreter); zsh, ksh, dash, sh, pwsh where installed. "
-        "dash and sh have no pipefail: their status is derived.",
+        description="Default: config shell.interpreter. dash, sh: no pipefail (status derived)",
     )
     run_in_background: bool = Field(
         False,
-        description="Start it as a background job at once and return its job id (read it with bg / job_output; "
-        "completion arrives as a notice).",
+        description="Start as a background job (completion arrives as a notice)",
     )
     yield_time_ms: int | None = Field(
         None,
         ge=0,
         le=limits.SHELL_TIMEOUT_MAX_MS,
-        description=f"A foreground command still running after this many ms becomes a background job by itself "
-        f"(default {limits.YIELD_TIME_DEFAULT_MS}; 0: never by time). A command whose own process exits while "
-        "members of its process group still run becomes a job too.",
+        description=f"Becomes a background job if still running after this many ms (default "
+        f"{limits.YIELD_TIME_DEFAULT_MS}; 0: never by time)",
     )
     backgroundPurpose: Literal["remoteObserver"] | None = Field(
         None,
-        description='"remoteObserver": the command only observes remote work (CI, a deployment); persisted with the '
-        "job, and the resumed agent must refresh the remote state before claiming it completed.",
+        description="Only observes remote work (CI, deploy): refresh remote state before claiming it completed",
     )
 
     @model_validator(mode="after")
@@ -123,13 +115,10 @@ def _release(running: RunningCommand) -> None:
 class ShellTool(Tool):
     name = "shell"
     description = (
-        "Run a shell command (bash by default) in its own process group under a guard, with "
-        "`set -o pipefail` in effect. Every result carries a verification receipt ([verification rcp_…]) "
-        "saying what ran, what the exit code decided and how far it reaches: authoritative, derived (a "
-        "construct such as `|| true`, `set +e`, `bash -c`, an if/while condition or a loop weakens it; the "
-        "receipt names it and the remedy) or unknown (killed, timed out, cancelled). A command is never "
-        "re-run by Zuno; a timed-out or cancelled one asks for the real state to be inspected first. "
-        "Output over the limits is withheld and saved byte for byte."
+        "Run a command in its own process group (bash, `set -o pipefail`). Its verification receipt "
+        "[verification rcp_…] says how far the exit code decides: authoritative, derived (a construct such as "
+        "`|| true` or `set +e` weakens it) or unknown (killed, timed out, cancelled). Zuno never re-runs it: "
+        "after a timeout or cancel, inspect the real state first."
     )
     Args = ShellArgs
     declarations = Declarations()  # SideEffecting, Never, Exclusive

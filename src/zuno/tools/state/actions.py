@@ -1,22 +1,23 @@
 """Tools whose ``action`` is a required enum with one argument shape per action.
 
-The argument model is a pydantic discriminated union on ``action``; the wire schema is an object
-whose ``action`` property lists every operation and whose ``oneOf`` states the fields each one
-needs. A call that names no operation (or an unknown one) is refused at admission with
+The argument model is a pydantic discriminated union on ``action``; the wire schema is one object
+whose ``action`` property is the required enum of every operation, its description naming the
+fields each one needs (no ``oneOf`` at the top: the provider APIs refuse it; see
+zuno.schema_export). A call that names no operation (or an unknown one) is refused at admission with
 ``invalid_arguments`` — it never reaches the tool.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from functools import reduce
 from operator import or_
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, Discriminator, RootModel, Tag
+from pydantic import BaseModel, Discriminator, Tag
 
 from zuno.declarations import Concurrency, Declarations, Effect, Replay
+from zuno.schema_export import export_args
 from zuno.tool import Tool, ToolContext, ToolOutput
 from zuno.tools.state import docstore
 from zuno.tools.state.docstore import Delivery, Doc, StateRefusal
@@ -51,38 +52,6 @@ def action_union(*models: type[BaseModel]) -> Any:
     ]
 
 
-def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
-    if isinstance(node, dict):
-        ref = node.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#/$defs/"):
-            target = copy.deepcopy(defs[ref.split("/")[-1]])
-            rest = {k: v for k, v in node.items() if k != "$ref"}
-            return _inline_refs({**target, **rest}, defs)
-        return {k: _inline_refs(v, defs) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_inline_refs(v, defs) for v in node]
-    return node
-
-
-def union_schema(model: type[BaseModel] | type[RootModel[Any]], actions: list[str]) -> dict[str, Any]:
-    """An object schema: ``action`` (a required enum) plus a ``oneOf`` with each action's fields."""
-    raw = model.model_json_schema()
-    defs = raw.pop("$defs", {})
-    variants = [_inline_refs(v, defs) for v in raw.get("oneOf", raw.get("anyOf", []))]
-    for v in variants:
-        v.pop("title", None)
-        v.setdefault("properties", {})["intent"] = {"type": "string"}
-        v["properties"]["accept_large_output"] = {"type": "boolean"}
-    return {
-        "type": "object",
-        "properties": {
-            "action": {"type": "string", "enum": actions, "description": "The operation. Required."},
-        },
-        "required": ["action"],
-        "oneOf": variants,
-    }
-
-
 class ActionTool(Tool):
     """A tool with an action union. Subclasses set ``ACTIONS`` (in wire order)."""
 
@@ -107,13 +76,9 @@ class ActionTool(Tool):
         return action_of(args)
 
     def input_schema(self) -> dict[str, Any]:
-        if not self.ACTIONS:  # a plain argument model
-            return Tool.input_schema(self)
-        schema = union_schema(self.Args, self.ACTIONS)
-        base = Tool.input_schema(self)["properties"]  # the cross-cutting arguments every tool takes
-        for key in ("intent", "accept_large_output"):
-            schema["properties"][key] = base[key]
-        return schema
+        """One object: ``action`` the required enum naming what each action needs, the other
+        properties every action's fields (zuno.schema_export.flatten_actions)."""
+        return export_args(self.Args, self.ACTIONS or None)
 
 
 def delivery(ctx: ToolContext, args: Any) -> Delivery:

@@ -32,7 +32,7 @@ ModelPauseKind = Literal["user_requested", "blocked"]
 
 class NewCriterion(ToolArgs):
     text: str = Field(min_length=1, max_length=1000)
-    requires_evidence: bool = Field(False, description="Satisfied only by a passed, authoritative, fresh rcp_ receipt.")
+    requires_evidence: bool = False
 
 
 class PauseReason(ToolArgs):
@@ -49,7 +49,7 @@ class Create(ToolArgs):
     action: Literal["create"]
     objective: str = Field(min_length=1, max_length=2000)
     criteria: list[NewCriterion] = Field(min_length=1, max_length=50)
-    expected_revision: int | None = Field(None, ge=0, description="Required when a Goal exists (replacing it).")
+    expected_revision: int | None = Field(None, ge=0)
 
 
 class AddCriteria(ToolArgs):
@@ -64,7 +64,7 @@ class Satisfy(ToolArgs):
     action: Literal["satisfy"]
     expected_revision: int = Field(ge=1)
     criterion_id: str
-    evidence: str | None = Field(None, description="A verification receipt id rcp_… (required for evidence criteria).")
+    evidence: str | None = Field(None, description="A receipt id rcp_…")
     note: str | None = Field(None, max_length=1000)
 
 
@@ -251,9 +251,8 @@ def fingerprint(doc: Doc) -> str:
 class GoalGetTool(ActionTool):
     name = "goal_get"
     description = (
-        "Read the session's Goal: objective, completion criteria (which require evidence and whether they are "
-        "satisfied), status (active, paused with its reason, completed, abandoned) and revision (goal null when "
-        "there is none)."
+        "The Goal (objective, criteria, status: active, paused and why, completed, abandoned) and its revision; "
+        "goal null when none."
     )
     Args = ToolArgs
     declarations = READ  # goal status: ReadOnly, Safe, ParallelSafe
@@ -274,12 +273,9 @@ class GoalGetTool(ActionTool):
 class GoalUpdateTool(ActionTool):
     name = "goal_update"
     description = (
-        "Change the Goal. action is required: create (objective + criteria; a criterion with requires_evidence "
-        "is satisfied only by a verification receipt id rcp_… that passed with authoritative status in this "
-        "session, after the last write), add_criteria, satisfy (criterion_id, evidence), pause (user_requested "
-        "or blocked; only the user resumes a paused Goal), complete (refused, naming each criterion, while any "
-        "is unsatisfied or its receipt stale), abandon. Every change of an existing Goal carries "
-        "expected_revision from goal_get."
+        "Change the Goal. A requires_evidence criterion is satisfied only by a receipt rcp_… that passed "
+        "authoritative in this session after the last write. complete is refused while a criterion is "
+        "unsatisfied or its receipt stale. Only the user resumes a paused Goal. expected_revision: goal_get's."
     )
     Args = GoalUpdateArgs
     declarations = MUTATION

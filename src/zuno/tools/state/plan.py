@@ -52,12 +52,12 @@ def agent_of(ctx: ToolContext) -> str:
 class NewStep(ToolArgs):
     title: str = Field(min_length=1, max_length=500)
     status: StepStatus = "pending"
-    owner: str | None = Field(None, description="Who works the step; in_progress without an owner adopts it.")
+    owner: str | None = None
     notes: str | None = Field(None, max_length=4000)
 
 
 class StepPatch(ToolArgs):
-    id: str = Field(description="A host-assigned step id (from plan_get).")
+    id: str = Field(description="patch: a step id from plan_get")
     title: str | None = Field(None, min_length=1, max_length=500)
     status: StepStatus | None = None
     owner: str | None = None
@@ -70,11 +70,7 @@ class Create(ToolArgs):
     action: Literal["create"]
     objective: str = Field(min_length=1, max_length=2000)
     steps: list[NewStep] = Field(min_length=1, max_length=100)
-    expected_revision: int | None = Field(
-        None,
-        ge=0,
-        description="Required when a Plan exists (replacing the root); omit only after plan_get returned null.",
-    )
+    expected_revision: int | None = Field(None, ge=0)
 
 
 class Patch(ToolArgs):
@@ -316,10 +312,8 @@ def focused_plan(doc: Doc) -> dict[str, Any] | None:
 class PlanGetTool(ActionTool):
     name = "plan_get"
     description = (
-        "Read the session's durable Plan: the root with its ordered steps (host-assigned ids, title, status, "
-        "owner, notes), child Plans under steps, the focused path and the revision. Returns plan null before "
-        "the first create. Call it immediately before every plan_update and copy its revision into "
-        "expected_revision."
+        "The durable Plan tree (steps, child Plans, focus) and its revision; plan null before the first create. "
+        "Call it just before every plan_update and copy the revision into expected_revision."
     )
     Args = PlanGetArgs
     declarations = READ
@@ -336,12 +330,10 @@ class PlanGetTool(ActionTool):
 class PlanUpdateTool(ActionTool):
     name = "plan_update"
     description = (
-        "Change the durable Plan. action is required: create (the first Plan, or replacing the root for a "
-        "genuinely new objective: objective + steps), patch (only the named step ids: status, title, owner, "
-        "notes), append (new steps on the focused Plan), push (a focused child Plan under step_id), pop "
-        "(restore the exact parent). Every mutation of an existing Plan carries expected_revision from the "
-        "plan_get just before; only create after plan_get returned null may omit it. completed and superseded "
-        "are terminal. Marking a step in_progress without an owner adopts it."
+        "Change the durable Plan. create: the first Plan, or a new root for a genuinely new objective; patch: "
+        "only the named steps; append: steps on the focused Plan; push: a focused child Plan under step_id; pop: "
+        "back to the exact parent. expected_revision: plan_get's (only create after a null plan omits it). "
+        "completed and superseded are terminal; in_progress adopts an unowned step."
     )
     Args = PlanUpdateArgs
     declarations = MUTATION

@@ -36,7 +36,7 @@ class NewTodo(ToolArgs):
     title: str = Field(min_length=1, max_length=1000)
     status: TodoStatus = "pending"
     owner: str | None = None
-    depends_on: list[str] = Field(default_factory=list, description="Ids of items that must be completed first.")
+    depends_on: list[str] = Field(default_factory=list, description="Ids to complete first")
     notes: str | None = Field(None, max_length=4000)
 
 
@@ -54,7 +54,7 @@ class Add(ToolArgs):
 
     action: Literal["add"]
     items: list[NewTodo] = Field(min_length=1, max_length=MAX_TODOS)
-    expected_revision: int | None = Field(None, ge=0, description="Required once the list exists.")
+    expected_revision: int | None = Field(None, ge=0)
 
 
 class Patch(ToolArgs):
@@ -301,8 +301,8 @@ def _render(doc: Doc) -> str:
 class TodoGetTool(ActionTool):
     name = "todo_get"
     description = (
-        "Read the session's durable Todo list: ids, titles, statuses, owners, dependencies and the revision "
-        "(todos null before the first add). Copy its revision into todo_update's expected_revision."
+        "The durable Todo list (ids, titles, statuses, owners, dependencies) and its revision; todos null before "
+        "the first add."
     )
     Args = ToolArgs
     declarations = READ
@@ -317,10 +317,9 @@ class TodoGetTool(ActionTool):
 class TodoUpdateTool(ActionTool):
     name = "todo_update"
     description = (
-        "Change the durable Todo list. action is required: add (new items; the host assigns ids), patch (only "
-        "the named ids: status, title, owner, depends_on, notes), remove (items nothing depends on). Every "
-        "change of an existing list carries expected_revision from todo_get. completed and cancelled are "
-        "terminal; an item cannot be in_progress or completed before its dependencies are completed."
+        "Change the durable Todo list. add: new items (ids assigned); patch: only the named ids; remove: items "
+        "nothing depends on. expected_revision: todo_get's (the first add omits it). completed and cancelled are "
+        "terminal; in_progress or completed only once its dependencies are completed."
     )
     Args = TodoUpdateArgs
     declarations = MUTATION

@@ -29,16 +29,16 @@ if TYPE_CHECKING:  # the engine (httpcore) loads at the first fetch, not with th
 
 
 class WebfetchArgs(ToolArgs):
-    url: str = Field(description="The http:// or https:// URL to fetch (no credentials in it).")
+    url: str = Field(description="No credentials in it")
     format: Literal["markdown", "raw"] = Field(
-        "markdown", description="markdown: HTML converted to Markdown (the default); raw: the decoded body as sent."
+        "markdown", description="markdown: HTML as Markdown; raw: the decoded body"
     )
     timeout_ms: int | None = Field(
-        None, ge=1, description="Timeout of the whole fetch, redirects included (default 30000, at most 120000)."
+        None, ge=1, description="Whole fetch, redirects included (default 30000, max 120000)"
     )
     headers: dict[str, str] | None = Field(
         None,
-        description="Extra request headers (Authorization and Cookie are dropped when a redirect leaves the origin).",
+        description="Authorization and Cookie dropped when a redirect leaves the origin",
     )
 
 
@@ -51,9 +51,8 @@ def fetcher(ctx: ToolContext) -> Fetcher:
 class WebfetchTool(Tool):
     name = "webfetch"
     description = (
-        "Fetch one http(s) URL and return it as text: HTML converted to Markdown, JSON/text/XML as they are. "
-        "Private, loopback and other non-public addresses are refused (webfetch.allow_private widens named ones), "
-        "at most 5 redirects are followed, the process proxy settings are honoured. PDF and images are refused."
+        "Fetch one http(s) URL as text (HTML as Markdown; JSON, text, XML as they are; PDF and images refused). "
+        "Non-public addresses are refused; at most 5 redirects."
     )
     Args = WebfetchArgs
     declarations = READ_ONLY_PARALLEL

@@ -27,13 +27,13 @@ class WebSearchArgs(ToolArgs):
     queries: list[str] = Field(
         min_length=1,
         max_length=limits.WEB_SEARCH_MAX_QUERIES,
-        description=f"One to {limits.WEB_SEARCH_MAX_QUERIES} search queries, run in parallel.",
+        description="Run in parallel",
     )
     max_results: int | None = Field(
-        None, ge=1, le=limits.WEB_SEARCH_MAX_RESULTS, description="Results per query (default from config)."
+        None, ge=1, le=limits.WEB_SEARCH_MAX_RESULTS, description="Per query (default: config)"
     )
-    allowed_domains: list[str] | None = Field(None, description="Keep only results from these domains.")
-    blocked_domains: list[str] | None = Field(None, description="Drop results from these domains.")
+    allowed_domains: list[str] | None = Field(None, description="Only these domains")
+    blocked_domains: list[str] | None = Field(None, description="Not these domains")
 
     @model_validator(mode="after")
     def _nonempty(self) -> WebSearchArgs:
@@ -46,8 +46,7 @@ class WebSearchArgs(ToolArgs):
 class WebSearchTool(Tool):
     name = "web_search"
     description = (
-        "Search the web through the configured provider. Give several queries at once to run them in "
-        "parallel; results are numbered with title, URL and snippet. Fetch a result with webfetch."
+        "Search the web (configured provider). Numbered results: title, URL, snippet; fetch one with webfetch."
     )
     Args = WebSearchArgs
     declarations = READ_ONLY_PARALLEL
