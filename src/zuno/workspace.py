@@ -70,6 +70,8 @@ class Workspace:
     def __init__(self, root: Path, granted: list[Path] | None = None) -> None:
         self.root = root.resolve()
         self.granted = [g.resolve() for g in (granted or [])]
+        self._root_text = str(self.root)
+        self._granted_inside = any(g.is_relative_to(self.root) for g in self.granted)
         # One mutation lock per workspace, within this process and across processes: file
         # mutations validate every affected file and write under it, so no two edits interleave.
         self.mutation_lock = MutationLock(self)
@@ -126,8 +128,37 @@ class Workspace:
 
     def locate(self, raw: str, *, field: str = "path") -> tuple[Path, safefs.Target]:
         """resolve() and target() in one: the real path, and how to open it without following links."""
+        plain = self._locate_plain(raw, field)
+        if plain is not None:
+            return plain
         resolved = self.resolve(raw, field=field)
         return resolved, self.target(resolved, field=field)
+
+    def _locate_plain(self, raw: str, field: str) -> tuple[Path, safefs.Target] | None:
+        """locate() of the usual path, in plain string work: relative, no '~', no '..', no link
+        among its components, and no granted directory inside the root (which would be the deeper
+        root of the Target). What resolve() and target() would say, checked by the same lstat walk
+        as _below_root(); anything else returns None and takes the general way."""
+        if not isinstance(raw, str) or not raw or raw[0] in "/~" or "\x00" in raw or self._granted_inside:
+            return None
+        parts = tuple(p for p in raw.split("/") if p and p != ".")
+        if not parts or ".." in parts:
+            return None
+        check_name_lengths(raw, field)
+        base = self._root_text
+        cur = base
+        for i, part in enumerate(parts):
+            cur = f"{cur}/{part}" if cur != "/" else f"/{part}"
+            try:
+                mode = os.lstat(cur).st_mode
+            except FileNotFoundError:
+                cur = "/".join((cur, *parts[i + 1 :]))  # nothing below a missing component can be a link
+                break
+            except OSError:
+                return None
+            if stat.S_ISLNK(mode):
+                return None
+        return Path(cur), safefs.Target(self.root, parts, field)
 
     def _below_root(self, rel: Path) -> Path | None:
         """The common case, fast: a relative path with no '..' whose components below the (already
@@ -154,6 +185,11 @@ class Workspace:
 
     def display(self, p: Path) -> str:
         """How a path is shown to the model: relative to the root when inside it."""
+        text, base = str(p), self._root_text
+        if text == base:
+            return "."
+        if base != "/" and text.startswith(base) and text[len(base)] == "/":
+            return text[len(base) + 1 :]
         try:
             return str(p.relative_to(self.root))
         except ValueError:
