@@ -80,6 +80,32 @@ async def test_attempts_count_on_across_a_new_process_view(workspace: Path) -> N
     assert [r.attempt for r in rows] == [1, 2, 3, 1, 4]
 
 
+class _Alternating:
+    """Approves, declines, approves...: a refused call with the same arguments lands between two runs."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    async def approve(self, request: Any) -> bool | None:
+        self.n += 1
+        return self.n % 2 == 1
+
+
+async def test_a_refused_call_counts_in_the_remembered_attempts_as_in_the_database(workspace: Path) -> None:
+    (workspace / "zuno.json").write_text('{"permission": {"strict": true}}')
+    write = [{"name": "write", "arguments": {"path": "b.txt", "content": "x\n"}}]
+    async with zuno.Runtime(root=workspace, approver=_Alternating()) as rt, rt.session() as s:
+        outcomes = [(await s.step(write)).results[0].outcome for _ in range(3)]
+        sid = s.id
+    assert outcomes == ["ok", "blocked", "ok"]
+    async with zuno.Runtime(root=workspace, approver=_Alternating()) as rt, rt.session(sid) as s:
+        await s.step(write)
+        rows = rt.store.calls(sid)
+    # 1 + the earlier calls with the same tool and arguments, the refused one included, whichever
+    # process numbered them
+    assert [r.attempt for r in rows if r.outcome != "blocked"] == [1, 3, 4]
+
+
 async def test_receipt_generations_follow_the_database_after_a_drop(workspace: Path) -> None:
     (workspace / "a.txt").write_text("alpha\n")
     read = [{"name": "read", "arguments": {"path": "a.txt"}}]

@@ -518,6 +518,11 @@ class Store:
                 if end_step is not None:
                     self._end_step(db, events, end_step[0], end_step[1], row=ending is None)
             self._remember_attempts(counts)
+            for e in entries:  # a refused call's row counts too, as COUNT_PRIOR counts it
+                if e.kind == "settled" and not e.intent_written:
+                    key = (e.session_id, e.name, e.identity()[1])
+                    if key in self._attempts:
+                        self._attempts[key] += 1
 
     def settle_call(
         self,
