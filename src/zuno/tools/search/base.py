@@ -67,6 +67,18 @@ class Plan:
                 rel = rel[2:]
         return self.prefix + rel
 
+    def display_all(self, rels: list[str]) -> list[str]:
+        """display() of every path, as string work over the joined list (a path holds no NUL)."""
+        if os.name == "nt" or not rels:  # pragma: no cover - the per-path way keeps Windows' rule
+            return [self.display(r) for r in rels]
+        text = "\0" + "\0".join(rels)
+        if self.strip_dot:
+            while "\0./" in text:
+                text = text.replace("\0./", "\0")
+        if self.prefix:
+            text = text.replace("\0", "\0" + self.prefix)
+        return text[1:].split("\0")
+
 
 def check_text(field: str, value: str, *, regex: bool = False) -> None:
     """An argument rg will see must be passable: a NUL byte cannot be (every argument ends at its

@@ -84,6 +84,25 @@ def quote_path(p: str, *, grep: bool) -> str:
     return p
 
 
+# The bytes an ASCII path may hold and still be printed as it is in a glob line (a space only
+# inside a name; NUL is the separator of the joined listing, never in a path).
+_PLAIN_ASCII = bytes(b for b in range(0x20, 0x7F) if b != 0x22) + b"\0"
+
+
+def glob_lines(paths: list[str]) -> str:
+    """The glob listing: quote_path of each path, one per line. For ASCII paths it is decided once,
+    over the paths joined by NUL: when no byte needs quoting and no path starts or ends with a
+    space, the listing is the paths themselves. Anything else is quoted path by path."""
+    joined = "\0".join(paths)
+    if (
+        joined.isascii()
+        and not joined.encode("ascii").translate(None, _PLAIN_ASCII)
+        and (" " not in joined or not any(p[:1] == " " or p[-1:] == " " for p in paths))
+    ):
+        return joined.replace("\0", "\n")
+    return "\n".join(quote_path(p, grep=False) for p in paths)
+
+
 def _decode_path(b: bytes) -> str | None:
     try:
         return b.decode("utf-8")
@@ -166,7 +185,9 @@ class GlobCollector:
             self.feed(b"\0")
         self._trim()
         self.drops.over_cap = self.total - len(self.kept)
-        return [p.decode("utf-8") for p in self.kept]
+        if not self.kept:
+            return []
+        return b"\0".join(self.kept).decode("utf-8").split("\0")  # every kept path decodes; none holds NUL
 
 
 @dataclass(slots=True)

@@ -19,7 +19,7 @@ from zuno.tools.search.base import (
     resolve_roots,
     rg_facts,
 )
-from zuno.tools.search.collect import Drops, GlobCollector, quote_path
+from zuno.tools.search.collect import Drops, GlobCollector, glob_lines
 
 
 class GlobArgs(ToolArgs):
@@ -78,7 +78,7 @@ class GlobTool(Tool):
         )
         if failed is not None:
             return failed
-        shown = [the_plan.display(p) for p in paths]
+        shown = the_plan.display_all(paths)
         note = truncation_note(col.drops, len(shown), col.total, "paths", "Narrow the pattern or the path.")
         metadata = {
             "paths": shown,
@@ -88,5 +88,5 @@ class GlobTool(Tool):
             "dropped": col.drops.facts(),
             "rg": rg_facts(rg, res),
         }
-        body = "\n".join(quote_path(p, grep=False) for p in shown) if shown else NO_FILES
+        body = glob_lines(shown) if shown else NO_FILES
         return ToolOutput(text=body, tail=note, metadata=metadata)
