@@ -107,3 +107,17 @@ def mutate_for_call(
 def mutation_head(label: str, result: dict[str, Any], replayed: bool) -> str:
     """The first line of a mutation's result: ``[plan patch: revision 4]``."""
     return f"[{label}: revision {result['revision']}" + (" · repeated delivery, applied once]" if replayed else "]")
+
+
+def mutation_output(label: str, result: dict[str, Any], replayed: bool, document: str, **facts: Any) -> ToolOutput:
+    """A mutation's result: its head line, the document as it now is, and the facts of the change."""
+    return ToolOutput(
+        text=mutation_head(label, result, replayed) + "\n" + document,
+        metadata={
+            "revision": result["revision"],
+            "result": result,
+            "replayed": replayed,
+            "invalidatesContext": True,
+            **facts,
+        },
+    )

@@ -17,7 +17,7 @@ from pydantic import Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import docstore, evidence
-from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner, mutate_for_call, mutation_head
+from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner, mutate_for_call, mutation_output
 from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
 from zuno.tools.state.plan import agent_of, scope_of
 
@@ -286,16 +286,8 @@ class GoalUpdateTool(ActionTool):
         agent = agent_of(ctx)
 
         def render(result: dict[str, Any], replayed: bool, doc: Doc) -> ToolOutput:
-            head = mutation_head(f"goal {result['action']}", result, replayed)
-            return ToolOutput(
-                text=head + "\n" + json.dumps(view(doc), ensure_ascii=False, indent=1),
-                metadata={
-                    "revision": result["revision"],
-                    "result": result,
-                    "replayed": replayed,
-                    "invalidatesContext": True,
-                },
-            )
+            document = json.dumps(view(doc), ensure_ascii=False, indent=1)
+            return mutation_output(f"goal {result['action']}", result, replayed, document)
 
         def apply(d: Doc) -> tuple[dict[str, Any], dict[str, Any]]:
             return apply_update(ctx.store, ctx.session_id, d, a, agent)

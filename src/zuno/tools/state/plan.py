@@ -18,7 +18,7 @@ from pydantic import Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import docstore
-from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner, mutate_for_call, mutation_head
+from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner, mutate_for_call, mutation_output
 from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
 
 KIND = "plan"
@@ -344,16 +344,9 @@ class PlanUpdateTool(ActionTool):
         agent = agent_of(ctx)
 
         def render(result: dict[str, Any], replayed: bool, doc: Doc) -> ToolOutput:
-            head = mutation_head(f"plan {result['action']}", result, replayed)
-            return ToolOutput(
-                text=head + "\n" + json.dumps(view(doc), ensure_ascii=False, indent=1),
-                metadata={
-                    "revision": result["revision"],
-                    "result": result,
-                    "replayed": replayed,
-                    "invalidatesContext": True,
-                    PLAN_INSTRUCTION_KEY: "Maintain",
-                },
+            document = json.dumps(view(doc), ensure_ascii=False, indent=1)
+            return mutation_output(
+                f"plan {result['action']}", result, replayed, document, **{PLAN_INSTRUCTION_KEY: "Maintain"}
             )
 
         return mutate_for_call(ctx, args, scope_of(ctx.session_id), KIND, lambda d: apply_update(d, a, agent), render)

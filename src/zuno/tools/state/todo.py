@@ -15,7 +15,7 @@ from pydantic import Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import docstore
-from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner, mutate_for_call, mutation_head
+from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner, mutate_for_call, mutation_output
 from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
 from zuno.tools.state.plan import agent_of, scope_of
 
@@ -330,15 +330,7 @@ class TodoUpdateTool(ActionTool):
         agent = agent_of(ctx)
 
         def render(result: dict[str, Any], replayed: bool, doc: Doc) -> ToolOutput:
-            return ToolOutput(
-                text=mutation_head(f"todo {result['action']}", result, replayed) + "\n" + _render(doc),
-                metadata={
-                    "revision": result["revision"],
-                    "result": result,
-                    "replayed": replayed,
-                    "invalidatesContext": True,
-                },
-            )
+            return mutation_output(f"todo {result['action']}", result, replayed, _render(doc))
 
         return mutate_for_call(ctx, args, scope_of(ctx.session_id), KIND, lambda d: apply_update(d, a, agent), render)
 
