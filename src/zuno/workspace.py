@@ -145,43 +145,36 @@ class Workspace:
         if not parts or ".." in parts:
             return None
         check_name_lengths(raw, field)
-        base = self._root_text
-        cur = base
-        for i, part in enumerate(parts):
-            cur = f"{cur}/{part}" if cur != "/" else f"/{part}"
-            try:
-                mode = os.lstat(cur).st_mode
-            except FileNotFoundError:
-                cur = "/".join((cur, *parts[i + 1 :]))  # nothing below a missing component can be a link
-                break
-            except OSError:
-                return None
-            if stat.S_ISLNK(mode):
-                return None
-        return Path(cur), safefs.Target(self.root, parts, field)
+        text = self._walk(parts)
+        if text is None:
+            return None
+        return Path(text), safefs.Target(self.root, parts, field)
 
     def _below_root(self, rel: Path) -> Path | None:
         """The common case, fast: a relative path with no '..' whose components below the (already
         real) root are not symlinks resolves to root/rel with one lstat per component. Anything else
         (a '..', a symlink) returns None and takes os.path.realpath."""
-        parts = rel.parts
+        parts = tuple(q for q in rel.parts if q not in ("", "."))
         if ".." in parts:
             return None
-        cur = str(self.root)
+        text = self._walk(parts)
+        return Path(text) if text is not None else None
+
+    def _walk(self, parts: tuple[str, ...]) -> str | None:
+        """root/parts as text when no component below the root is a link (one lstat each; nothing
+        below a missing component can be one), else None."""
+        cur = self._root_text
         for i, part in enumerate(parts):
-            if part in ("", "."):
-                continue
-            cur = cur + "/" + part if cur != "/" else "/" + part
+            cur = f"{cur}/{part}" if cur != "/" else f"/{part}"
             try:
                 mode = os.lstat(cur).st_mode
             except FileNotFoundError:
-                rest = [q for q in parts[i + 1 :] if q not in ("", ".")]
-                return Path(cur, *rest)  # nothing below a missing component can be a link
+                return "/".join((cur, *parts[i + 1 :]))
             except OSError:
                 return None
             if stat.S_ISLNK(mode):
                 return None
-        return Path(cur)
+        return cur
 
     def display(self, p: Path) -> str:
         """How a path is shown to the model: relative to the root when inside it."""
