@@ -80,8 +80,7 @@ class FileScan:
 
 def scan_bytes(data: bytes) -> FileScan:
     """What scan_file would say of a file holding exactly ``data`` (no re-read of what was written)."""
-    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-    return FileScan(len(data), lines, hashlib.sha256(data).hexdigest())
+    return FileScan(len(data), count_lines(data), hashlib.sha256(data).hexdigest())
 
 
 def scan_file(path: Path) -> FileScan:
