@@ -17,7 +17,8 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -44,6 +45,9 @@ NOT_STARTED_RECOVERY_TEXT = (
 )
 SUMMARY_HEAD = "[Summary of the earlier conversation (compaction {n}); the transcript before it was replaced]"
 NOTICE_HEAD = "[zuno notice: runtime information, not a message from the user]"
+
+
+_INSERT_SQL: dict[tuple[str, ...], str] = {}  # an item insert per set of optional columns
 
 
 def digest_text(*parts: str) -> str:
@@ -144,6 +148,11 @@ class Transcript:
         self._window_msgs: tuple[int, int, list[Message]] | None = None
         self._state: AgentState | None = None
         self._open_calls: dict[str, Unmatched] = {}  # recorded calls with no result item yet
+        # Write-through: the items this transcript writes join the cache when their transaction
+        # commits (no read back). A session has one driver process (its lock) and one transcript
+        # writing it, so after the first read only ``refresh()`` looks at the table again.
+        self._loaded = False
+        self._written: list[Item] = []
         with store.transaction() as db:
             db.execute(
                 "INSERT OR IGNORE INTO agent_state (session_id, updated_at) VALUES (?, ?)", (session_id, time.time())
@@ -157,7 +166,8 @@ class Transcript:
             (r,) = self.store.query("SELECT * FROM agent_state WHERE session_id = ?", (self.session_id,))
             self._state = AgentState(r["mode"], r["model"], r["turns"], json.loads(r["data"]))
         st = self._state
-        return AgentState(st.mode, st.model, st.turns, json.loads(json.dumps(st.data)))
+        # A copy the caller may change (the values are JSON scalars; save_data writes it back).
+        return AgentState(st.mode, st.model, st.turns, dict(st.data))
 
     def set_mode(self, mode: Mode) -> None:
         self._state = None
@@ -181,11 +191,13 @@ class Transcript:
         )
 
     def save_data(self, data: dict[str, Any]) -> None:
-        self._state = None
+        text = _dumps(data)
         self.store.execute(
             "UPDATE agent_state SET data = ?, updated_at = ? WHERE session_id = ?",
-            (_dumps(data), time.time(), self.session_id),
+            (text, time.time(), self.session_id),
         )
+        if self._state is not None:
+            self._state.data = json.loads(text)
 
     # -- turns ----------------------------------------------------------------------------------
 
@@ -213,24 +225,45 @@ class Transcript:
 
     # -- items ----------------------------------------------------------------------------------
 
+    @contextmanager
+    def _writing(self) -> Iterator[Any]:
+        """A store transaction whose inserted items join the cache once it commits."""
+        self._sync()  # the cache is complete before it is extended in place
+        self._written.clear()
+        try:
+            with self.store.transaction() as db:
+                yield db
+        except BaseException:
+            self._written.clear()
+            raise
+        written, self._written = self._written, []
+        for it in written:
+            self._add(it)
+
     def _insert(self, db: Any, turn: int, kind: str, data: dict[str, Any], **cols: Any) -> int:
-        names = ["session_id", "turn", "kind", "data", "at", *cols]
-        values = [self.session_id, turn, kind, _dumps(data), time.time(), *cols.values()]
-        cur = db.execute(
-            f"INSERT INTO agent_items ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})", values
-        )
-        return int(cur.lastrowid or 0)
+        at = time.time()
+        sql = _INSERT_SQL.get(tuple(cols))
+        if sql is None:
+            names = ["session_id", "turn", "kind", "data", "at", *cols]
+            sql = _INSERT_SQL[tuple(cols)] = (
+                f"INSERT INTO agent_items ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})"
+            )
+        cur = db.execute(sql, (self.session_id, turn, kind, _dumps(data), at, *cols.values()))
+        seq = int(cur.lastrowid or 0)
+        # Every caller builds data afresh for this row and keeps no reference to it.
+        self._written.append(Item(seq, turn, kind, data, at=at, **cols))
+        return seq
 
     def add_user(self, turn: int, text: str, images: Sequence[ImagePart] = ()) -> tuple[str, str]:
         """A message from the user: its id and digest cover the text and every attached part."""
         msg_id = f"msg_{uuid.uuid4().hex[:16]}"
         digest = digest_text(text, *(f"{i.media_type}:{digest_text(i.data_b64)}" for i in images))
-        with self.store.transaction() as db:
+        with self._writing() as db:
             self._insert(db, turn, "user", {"text": text, "images": _image_rows(images)}, msg_id=msg_id, digest=digest)
         return msg_id, digest
 
     def add_notice(self, turn: int, text: str, source: str, kinds: Sequence[str] = ()) -> int:
-        with self.store.transaction() as db:
+        with self._writing() as db:
             return self._insert(db, turn, "notice", {"text": text, "source": source, "kinds": list(kinds)})
 
     def request_sent(
@@ -274,7 +307,7 @@ class Transcript:
         item: bool = True,
     ) -> int:
         """The response and its attempts, and (for a turn request) the assistant item: one commit."""
-        with self.store.transaction() as db:
+        with self._writing() as db:
             db.execute(
                 "UPDATE agent_requests SET status = 'finished', ended_at = ?, stop_reason = ?,"
                 " provider_stop_reason = ?,"
@@ -314,7 +347,7 @@ class Transcript:
         self, request_id: int, turn: int, partial: str, attempts: Sequence[Attempt], *, keep: bool = True
     ) -> None:
         """The user interrupted the stream: the partial text is kept, marked, with no tool call."""
-        with self.store.transaction() as db:
+        with self._writing() as db:
             db.execute(
                 "UPDATE agent_requests SET status = 'interrupted', ended_at = ? WHERE id = ?", (time.time(), request_id)
             )
@@ -324,7 +357,7 @@ class Transcript:
                 self._insert(db, turn, "assistant", data, request_id=request_id)
 
     def add_tool_results(self, turn: int, step: int | None, results: Sequence[ToolResultRow]) -> None:
-        with self.store.transaction() as db:
+        with self._writing() as db:
             for r in results:
                 data = {
                     "name": r.name,
@@ -337,7 +370,7 @@ class Transcript:
                 self._insert(db, turn, "tool_result", data, call_id=r.call_id, step=step, call_seq=r.call_seq)
 
     def add_compaction(self, turn: int, summary: str, upto_seq: int, request_id: int | None, model: str) -> int:
-        with self.store.transaction() as db:
+        with self._writing() as db:
             (n,) = db.execute(
                 "SELECT COUNT(*) + 1 FROM agent_items WHERE session_id = ? AND kind = 'compaction'", (self.session_id,)
             ).fetchone()
@@ -367,26 +400,35 @@ class Transcript:
         )
 
     def _sync(self) -> None:
-        """Read the items recorded since the last read. Items are never changed once written and a
-        session has one driver, so the rows read once are kept and only newer ones are read."""
+        """Read the items recorded by others than this transcript (once: a session has one driver,
+        and what this transcript writes joins the cache as it commits)."""
+        if not self._loaded:
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Read the items recorded since the last read. Items are never changed once written, so
+        the rows read once are kept and only newer ones are read."""
         top = self._seqs[-1] if self._seqs else 0
         rows = self.store.query(
             "SELECT * FROM agent_items WHERE session_id = ? AND seq > ? ORDER BY seq", (self.session_id, top)
         )
+        self._loaded = True
         for r in rows:
-            it = self._item(r)
-            self._cache.append(it)
-            self._seqs.append(it.seq)
-            if it.kind == "assistant":
-                for c in it.data["tool_calls"]:
-                    call = ToolCall(c["id"], c["name"], c["arguments"])
-                    self._open_calls[c["id"]] = Unmatched(it.seq, it.turn, call, it.data["calls_seq_floor"])
-            elif it.kind == "tool_result" and it.call_id is not None:
-                self._open_calls.pop(it.call_id, None)
-            elif it.kind == "compaction":
-                self._last_compaction = it
-            elif it.kind == "user":
-                self._users.append(UserSource(it.msg_id or "", it.digest or "", it.data["text"], it.turn))
+            self._add(self._item(r))
+
+    def _add(self, it: Item) -> None:
+        self._cache.append(it)
+        self._seqs.append(it.seq)
+        if it.kind == "assistant":
+            for c in it.data["tool_calls"]:
+                call = ToolCall(c["id"], c["name"], c["arguments"])
+                self._open_calls[c["id"]] = Unmatched(it.seq, it.turn, call, it.data["calls_seq_floor"])
+        elif it.kind == "tool_result" and it.call_id is not None:
+            self._open_calls.pop(it.call_id, None)
+        elif it.kind == "compaction":
+            self._last_compaction = it
+        elif it.kind == "user":
+            self._users.append(UserSource(it.msg_id or "", it.digest or "", it.data["text"], it.turn))
 
     def items(self, after_seq: int = 0) -> list[Item]:
         """The items after ``after_seq``."""
@@ -474,8 +516,7 @@ class Transcript:
 
     def calls_seq_floor(self) -> int:
         """A seq no later call row of this session can be at or under (seq is one global sequence)."""
-        (r,) = self.store.query("SELECT COALESCE(MAX(seq), 0) FROM calls")
-        return int(r[0])
+        return self.store.call_seq_floor()
 
 
 def to_messages(items: Sequence[Item]) -> list[Message]:

@@ -434,6 +434,15 @@ class Store:
             self._seq_next += 1
             return seq
 
+    def call_seq_floor(self) -> int:
+        """A seq that no call this process numbers from now on is at or under: below its reserved
+        block's next number (no query), else the table's highest seq (the next block lies above)."""
+        with self._lock:
+            if self._seq_next < self._seq_end:
+                return self._seq_next - 1
+            (top,) = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM calls").fetchone()
+            return int(top)
+
     def _held(self, session_id: str) -> bool:
         return session_id in self._session_locks
 
