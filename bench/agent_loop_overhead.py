@@ -9,6 +9,13 @@ the dispatcher's share (Session.step around the tools: admission, durable intent
 counted honestly), the provider adapter and its SDK (request body building and serialisation,
 schema export, SSE event parsing), and the agent loop's own (context rebuild, transcript commits).
 The target is harness <= 2 ms per step; the ratio printed is harness / target (<= 1 meets it).
+
+The official SDK's own work per request (building and sending the request through its client,
+decoding the SSE) is measured too, by a peer in the same run: the bare SDK alone sends the very
+request bodies Zuno sent, in order, to a second server playing the same script, and reads every
+event of each stream, as a minimal harness around the same SDK would. ``harness beyond the SDK``
+is the harness less that peer's time outside the transport: Zuno's own share, with the SDK's
+own request cost set aside.
 Also: time from the server's first streamed byte to the loop's text event (target <= 5 ms), over
 the final's stream.
 
@@ -26,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -47,6 +55,7 @@ class WireClock:
     def __init__(self) -> None:
         self.seconds = 0.0
         self.requests = 0
+        self.bodies: list[tuple[str, bytes]] = []  # (path, body) of every request, for the SDK peer
         self._orig = httpx2.AsyncHTTPTransport.handle_async_request
 
     def install(self) -> None:
@@ -74,6 +83,7 @@ class WireClock:
                 clock.seconds += time.perf_counter() - t
 
         async def timed(transport: httpx2.AsyncHTTPTransport, request: httpx2.Request) -> httpx2.Response:
+            clock.bodies.append((request.url.path, request.content))
             t = time.perf_counter()
             try:
                 response = await orig(transport, request)
@@ -126,7 +136,7 @@ def server_first_byte(server: subprocess.Popen[str]) -> float | None:
     return float(value) if value else None
 
 
-async def run(steps: int, api: str, root: Path, port: int) -> dict[str, float]:
+async def run(steps: int, api: str, root: Path, port: int) -> dict[str, Any]:
     base = f"http://127.0.0.1:{port}" + ("" if api == "anthropic" else "/v1")
     overrides = {
         "model": "fake/m1",
@@ -190,7 +200,42 @@ async def run(steps: int, api: str, root: Path, port: int) -> dict[str, float]:
         "adapter": provider_s - wire.seconds,
         "loop_only": wall - step_s - provider_s,
         "first_text_at": first_text[steps + 1],
+        "bodies": wire.bodies,  # type: ignore[dict-item]
     }
+
+
+async def sdk_peer(api: str, port: int, bodies: list[tuple[str, bytes]]) -> float:
+    """The bare SDK sending ``bodies`` in order and reading every event: its time outside the
+    HTTP transport (timed as in the Zuno run), which is the SDK's own work."""
+    import anthropic
+    import openai
+
+    base = f"http://127.0.0.1:{port}"
+    client: openai.AsyncOpenAI | anthropic.AsyncAnthropic
+    if api == "anthropic":
+        client = anthropic.AsyncAnthropic(api_key="bench", base_url=base, max_retries=0)
+        stream_cls: Any = anthropic.AsyncStream[object]
+        prefix = ""
+    else:
+        client = openai.AsyncOpenAI(api_key="bench", base_url=base + "/v1", max_retries=0)
+        stream_cls = openai.AsyncStream[object]
+        prefix = "/v1"
+    headers = {"content-type": "application/json"}
+    wire = WireClock()
+    wire.install()
+    t0 = time.perf_counter()
+    for path, body in bodies:
+        stream = await client.post(
+            path.removeprefix(prefix), content=body, cast_to=object, stream=True, stream_cls=stream_cls,
+            options={"headers": headers},
+        )
+        async with stream:
+            async for _event in stream:
+                pass
+    wall = time.perf_counter() - t0
+    wire.uninstall()
+    await client.close()
+    return wall - wire.seconds
 
 
 def main() -> None:
@@ -209,6 +254,12 @@ def main() -> None:
             first_byte_at = server_first_byte(server)
         # perf_counter is CLOCK_MONOTONIC on Linux: the server's and the loop's readings compare.
         r["ttft_ms"] = (r["first_text_at"] - first_byte_at) * 1000 if first_byte_at else float("nan")
+        server, port = start_server(args.steps)
+        try:
+            r["sdk"] = asyncio.run(sdk_peer(args.api, port, r.pop("bodies")))
+        finally:
+            server_first_byte(server)
+        r["beyond_sdk"] = r["harness"] - r["sdk"]
         results.append(r)
     r = min(results, key=lambda x: x["harness"])
     n = args.steps
@@ -225,10 +276,20 @@ def main() -> None:
         f"provider adapter + SDK {r['adapter'] / n * 1000:.2f} ms/step, "
         f"agent loop {r['loop_only'] / n * 1000:.2f} ms/step"
     )
+    sdk_ms = r["sdk"] / n * 1000
+    beyond = r["beyond_sdk"] / n * 1000
+    print(
+        f"  the bare SDK sending the same {n + 1} bodies to the same script: {sdk_ms:.2f} ms/step outside the transport"
+    )
+    print(
+        f"  harness beyond the SDK's own request cost {beyond:.2f} ms/step; ratio to target {beyond / TARGET_MS:.2f}"
+    )
     print(f"  first byte -> text event {r['ttft_ms']:.2f} ms (target <= 5 ms)")
     if args.runs > 1:
         med = statistics.median(x["harness"] for x in results) / n * 1000
         print(f"  harness per step over {args.runs} runs: best {per_step:.2f} ms, median {med:.2f} ms")
+        bs = sorted(x["beyond_sdk"] / n * 1000 for x in results)
+        print(f"  beyond the SDK over {args.runs} runs: best {bs[0]:.2f} ms, median {statistics.median(bs):.2f} ms")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ def run(coro: Any) -> Any:
 
 
 async def drive(root: Path, provider: ScriptedProvider, prompt: str, **kw: Any) -> Any:
-    rt_kw = {k: kw.pop(k) for k in ("registry", "config_overrides") if k in kw}
+    rt_kw = {k: kw.pop(k) for k in ("registry", "config_overrides", "tools") if k in kw}
     async with zuno.Runtime(root=root, **rt_kw) as rt:
         async with rt.agent(provider=provider, **kw) as agent:
             events: list[Any] = []
@@ -445,3 +445,72 @@ def test_a_running_remote_observer_makes_the_stop_waiting_background(workspace: 
     assert result.stop_reason == "waiting_background" and "remote observer" in result.detail
     assert "backgroundPurpose remoteObserver" in p.requests[1].system
     assert any(e["kind"] == "waiting_background" for e in events)
+
+
+SEEN_COMMITTED: dict[str, bool] = {}
+
+
+def _committed_response_with(root: Path, call_id: str) -> bool:
+    """Is a response holding this call committed (read by another connection, as a crash would)?"""
+    import sqlite3
+
+    db = sqlite3.connect(root / ".zuno" / "zuno.db")
+    try:
+        rows = db.execute("SELECT data FROM agent_items WHERE kind = 'assistant'").fetchall()
+    finally:
+        db.close()
+    return any(call_id in [c["id"] for c in json.loads(r[0])["tool_calls"]] for r in rows)
+
+
+class _Peek(Tool):
+    name = "peek"
+    description = "Look (read-only)."
+    Args = ToolArgs
+    declarations = READ_ONLY_PARALLEL
+
+    async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
+        SEEN_COMMITTED[ctx.call_id] = _committed_response_with(ctx.workspace.root, ctx.call_id)
+        return ToolOutput(text="looked")
+
+
+class _Poke(Tool):
+    name = "poke"
+    description = "Change something (side effects)."
+    Args = ToolArgs
+
+    async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
+        SEEN_COMMITTED[ctx.call_id] = _committed_response_with(ctx.workspace.root, ctx.call_id)
+        return ToolOutput(text="changed")
+
+
+def test_a_response_is_committed_before_any_call_with_an_effect_runs(workspace: Path) -> None:
+    # A response asking for a call that may have an effect is durable before that call starts
+    # (a crash during it leaves the call in the transcript, settled as uncertain on resume). A
+    # response of read-only calls only is committed with their results, one commit less per step:
+    # a crash before that loses a response whose calls may simply run again.
+    SEEN_COMMITTED.clear()
+    p = ScriptedProvider(
+        [
+            calls(call("peek", {}, id="c_peek_1"), call("peek", {}, id="c_peek_2")),
+            calls(call("peek", {}, id="c_peek_3"), call("poke", {}, id="c_poke")),
+            say("done"),
+        ]
+    )
+    result, _events, items, requests, _rows = run(drive(workspace, p, "go", tools=[_Peek(), _Poke()]))
+    assert result.stop_reason == "final" and result.steps == 2, result
+    assert [i.data["outcome"] for i in items if i.kind == "tool_result"] == ["ok"] * 4, items
+    assert SEEN_COMMITTED == {"c_peek_1": False, "c_peek_2": False, "c_peek_3": True, "c_poke": True}
+    # Everything is committed in the end, each response before its results, before the next request.
+    kinds = [(i.kind, i.request_id or i.call_id) for i in items]
+    assert kinds == [
+        ("user", None),
+        ("assistant", requests[0].id),
+        ("tool_result", "c_peek_1"),
+        ("tool_result", "c_peek_2"),
+        ("assistant", requests[1].id),
+        ("tool_result", "c_peek_3"),
+        ("tool_result", "c_poke"),
+        ("assistant", requests[2].id),
+    ]
+    assert all(r.status == "finished" and r.ended_at is not None for r in requests)
+    assert all(_committed_response_with(workspace, c) for c in SEEN_COMMITTED)

@@ -21,6 +21,7 @@ class CallRecord:
     started_at: float | None
     ended_at: float | None
     attempt: int = 1
+    seq: int | None = None  # the call's row in the store, once settled
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -66,6 +66,7 @@ class StepBook:
         for j in ready:
             entry, rec = self.pending.pop(j)
             rec.attempt = entry.attempt
+            rec.seq = entry.seq or None
             self.records[j] = rec
         self.cursor = i
         if last:

@@ -117,6 +117,7 @@ class Agent:
         self.session = self.runtime.session(self._session_id)
         await self.session.open()
         self.loop = AgentLoop(self.session, self._provider, mode=self._mode, summary_provider=summary, emit=self._emit)
+        self.loop.visible(self.loop.mode)  # the tools' schemas are exported once, before the first turn
         return self
 
     def _emit(self, event: AgentEvent) -> None:

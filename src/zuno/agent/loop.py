@@ -124,6 +124,8 @@ class AgentLoop:
         self._interrupt: StopReason | None = None
         self.last_request_id = 0
         self._specs: dict[tuple[str, int], ToolSpec] = {}
+        self._visible: tuple[tuple[object, ...], list[Tool], tuple[tuple[ToolSpec, ...], tuple[HostedTool, ...]]] | None
+        self._visible = None
         self.estimate = Estimator()
 
     # -- control --------------------------------------------------------------------------------
@@ -149,6 +151,16 @@ class AgentLoop:
 
     def visible(self, mode: Mode) -> tuple[tuple[ToolSpec, ...], tuple[HostedTool, ...]]:
         tools: list[Tool] = self.session.visible_tools()
+        # The same tools in the same mode give the same surface (the config is fixed for a run).
+        key = (mode, *map(id, tools))
+        memo = self._visible
+        if memo is not None and memo[0] == key and all(a is b for a, b in zip(memo[1], tools, strict=True)):
+            return memo[2]
+        shown = self._visible_of(mode, tools)
+        self._visible = (key, tools, shown)
+        return shown
+
+    def _visible_of(self, mode: Mode, tools: list[Tool]) -> tuple[tuple[ToolSpec, ...], tuple[HostedTool, ...]]:
         hosted: list[HostedTool] = []
         compat = self.config.compat
         if "web_search" in compat.hosted_tools and "web_search" in self.provider.hosted_tools_supported:
@@ -201,6 +213,8 @@ class AgentLoop:
             reason, detail = await self._drive(turn)
         except _Stop as s:
             reason, detail = s.reason, s.detail
+        finally:
+            self.transcript.flush()
         self.transcript.end_turn(n, reason, detail, turn.steps)
         self.store.add_event(
             self.session.id, "agent-turn-stopped", {"turn": n, "stop_reason": reason, "detail": detail}
@@ -392,7 +406,12 @@ class AgentLoop:
             timer.cancel()
             self._stream_task = None
         self.last_request_id = req_id
-        self.transcript.request_finished(req_id, turn.n, fin, outcome.attempts, floor, item=purpose == "turn")
+        # A response whose calls are all read-only is committed with their results, one commit
+        # less per step: nothing it asks for can have an effect before that commit.
+        defer = purpose == "turn" and bool(fin.message.tool_calls) and self._read_only_calls(fin.message.tool_calls)
+        self.transcript.request_finished(
+            req_id, turn.n, fin, outcome.attempts, floor, item=purpose == "turn", defer=defer
+        )
         self.emit(RequestEvent(req_id, purpose, "ended", len(outcome.attempts)))
         for k, v in (
             ("input_tokens", fin.usage.input_tokens),
@@ -401,6 +420,15 @@ class AgentLoop:
         ):
             turn.usage[k] += v
         return fin
+
+    def _read_only_calls(self, calls: Sequence[ToolCall]) -> bool:
+        """Can none of these calls have an effect? (A call of an unknown tool is refused.)"""
+        tools = self.session.runtime.surface.tools
+        for c in calls:
+            tool = tools.get(c.name)
+            if tool is not None and not _read_only(tool):
+                return False
+        return True
 
     # -- the step -------------------------------------------------------------------------------
 
@@ -427,20 +455,14 @@ class AgentLoop:
             timer.cancel()
             self._in_step = False
         turn.steps += 1
-        seqs = {
-            int(r[0]): int(r[1])
-            for r in self.store.query(
-                "SELECT idx, seq FROM calls WHERE session_id = ? AND step = ?", (self.session.id, result.step)
-            )
-        }
         rows = []
-        for idx, (c, rec) in enumerate(zip(calls, result.results, strict=True)):
+        for c, rec in zip(calls, result.results, strict=True):
             images: tuple[ImagePart, ...] = ()
             image = rec.metadata.get("image")
             if isinstance(image, dict) and image.get("base64") and self.provider.accepts_images:
                 images = (ImagePart(str(image.get("mime", "image/png")), str(image["base64"])),)
             rows.append(
-                ToolResultRow(c.id, c.name, rec.text, str(rec.outcome), seqs.get(idx), images, cancelled=rec.cancelled)
+                ToolResultRow(c.id, c.name, rec.text, str(rec.outcome), rec.seq, images, cancelled=rec.cancelled)
             )
         self.transcript.add_tool_results(turn.n, result.step, rows)
         for c, rec in zip(calls, result.results, strict=True):

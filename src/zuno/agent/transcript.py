@@ -17,7 +17,7 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -153,6 +153,8 @@ class Transcript:
         # writing it, so after the first read only ``refresh()`` looks at the table again.
         self._loaded = False
         self._written: list[Item] = []
+        # A response whose calls are all read-only rides with the next write (its results).
+        self._deferred: Callable[[Any], None] | None = None
         with store.transaction() as db:
             db.execute(
                 "INSERT OR IGNORE INTO agent_state (session_id, updated_at) VALUES (?, ?)", (session_id, time.time())
@@ -230,11 +232,15 @@ class Transcript:
         """A store transaction whose inserted items join the cache once it commits."""
         self._sync()  # the cache is complete before it is extended in place
         self._written.clear()
+        deferred, self._deferred = self._deferred, None
         try:
             with self.store.transaction() as db:
+                if deferred is not None:
+                    deferred(db)
                 yield db
         except BaseException:
             self._written.clear()
+            self._deferred = self._deferred or deferred  # not written: still to write
             raise
         written, self._written = self._written, []
         for it in written:
@@ -305,15 +311,22 @@ class Transcript:
         calls_seq_floor: int,
         *,
         item: bool = True,
-    ) -> int:
-        """The response and its attempts, and (for a turn request) the assistant item: one commit."""
-        with self._writing() as db:
+        defer: bool = False,
+    ) -> None:
+        """The response and its attempts, and (for a turn request) the assistant item: one commit.
+        ``defer``: written with the transcript's next write instead (the results of its calls, when
+        none of them can have an effect: a crash before then loses only a response whose calls
+        may run again), and at the latest by ``flush``."""
+        ended = time.time()
+        attempts = tuple(attempts)
+
+        def write(db: Any) -> None:
             db.execute(
                 "UPDATE agent_requests SET status = 'finished', ended_at = ?, stop_reason = ?,"
                 " provider_stop_reason = ?,"
                 " input_tokens = ?, output_tokens = ?, cached_tokens = ? WHERE id = ?",
                 (
-                    time.time(),
+                    ended,
                     fin.stop_reason,
                     fin.provider_stop_reason,
                     fin.usage.input_tokens,
@@ -324,7 +337,7 @@ class Transcript:
             )
             self._attempts(db, request_id, attempts)
             if not item:
-                return 0
+                return
             m = fin.message
             data = {
                 "text": m.text,
@@ -333,7 +346,20 @@ class Transcript:
                 "interrupted": False,
                 "calls_seq_floor": calls_seq_floor,
             }
-            return self._insert(db, turn, "assistant", data, request_id=request_id)
+            self._insert(db, turn, "assistant", data, request_id=request_id)
+
+        self.flush()
+        if defer:
+            self._deferred = write
+            return
+        with self._writing() as db:
+            write(db)
+
+    def flush(self) -> None:
+        """Commit a deferred response now."""
+        if self._deferred is not None:
+            with self._writing():
+                pass
 
     def request_failed(self, request_id: int, category: str, message: str, attempts: Sequence[Attempt]) -> None:
         with self.store.transaction() as db:
