@@ -223,3 +223,43 @@ async def test_a_tool_that_says_cancelled_unasked_does_not_cancel_the_step(works
         res = await s.step([{"name": "claims_cancelled", "arguments": {}}])
         again = await s.step([{"name": "claims_cancelled", "arguments": {}}])
     assert res.results[0].cancelled and again.results[0].text == "said so"
+
+
+def test_reserved_request_ids_and_call_seqs_never_collide_across_processes(tmp_path: Path) -> None:
+    # Two drivers of one database (two processes' stores) reserve their numbers in blocks; rows
+    # written later with those numbers never collide, with each other nor with a plain insert.
+    import subprocess
+    import sys
+
+    db = tmp_path / "z.db"
+    a = Store(db)
+    sid = a.ensure_session(None, str(tmp_path), "zuno")
+    mine = [a.next_request_id() for _ in range(3)]
+    seqs = [a.next_call_seq() for _ in range(3)]
+    other = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, pathlib; from zuno.store import Store; s = Store(pathlib.Path(sys.argv[1]));"
+            " print(s.next_request_id(), s.next_call_seq())",
+            str(db),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    their_request, their_seq = map(int, other.stdout.split())
+    assert their_request not in mine and their_request > max(mine)
+    assert their_seq not in seqs and their_seq > max(seqs)
+    insert = (
+        "INSERT INTO agent_requests (id, session_id, turn, purpose, model, system_digest, context_digest,"
+        " message_count, tool_count, estimated_tokens, started_at, status)"
+        " VALUES (?, ?, 1, 'turn', 'm', 'd', 'd', 0, 0, 0, 0, 'sent')"
+    )
+    with a.transaction() as conn:
+        conn.execute(insert, (their_request, sid))
+        plain = conn.execute(insert.replace("(id, ", "(").replace("(?, ?, 1", "(?, 1"), (sid,)).lastrowid
+        for n in mine:
+            conn.execute(insert, (n, sid))
+    assert plain not in mine and plain != their_request
+    assert a.query("SELECT COUNT(*) FROM agent_requests")[0][0] == 5

@@ -153,8 +153,9 @@ class Transcript:
         # writing it, so after the first read only ``refresh()`` looks at the table again.
         self._loaded = False
         self._written: list[Item] = []
-        # A response whose calls are all read-only rides with the next write (its results).
-        self._deferred: Callable[[Any], None] | None = None
+        # Writes that ride with the next one: a request's row (with its outcome), a response whose
+        # calls are all read-only (with their results).
+        self._deferred: list[Callable[[Any], None]] = []
         with store.transaction() as db:
             db.execute(
                 "INSERT OR IGNORE INTO agent_state (session_id, updated_at) VALUES (?, ?)", (session_id, time.time())
@@ -232,15 +233,15 @@ class Transcript:
         """A store transaction whose inserted items join the cache once it commits."""
         self._sync()  # the cache is complete before it is extended in place
         self._written.clear()
-        deferred, self._deferred = self._deferred, None
+        deferred, self._deferred = self._deferred, []
         try:
             with self.store.transaction() as db:
-                if deferred is not None:
-                    deferred(db)
+                for write in deferred:
+                    write(db)
                 yield db
         except BaseException:
             self._written.clear()
-            self._deferred = self._deferred or deferred  # not written: still to write
+            self._deferred[:0] = deferred  # not written: still to write, first
             raise
         written, self._written = self._written, []
         for it in written:
@@ -275,25 +276,34 @@ class Transcript:
     def request_sent(
         self, turn: int, purpose: str, model: str, request: ModelRequest, context_digest: str, estimated_tokens: int
     ) -> int:
-        with self.store.transaction() as db:
-            cur = db.execute(
-                "INSERT INTO agent_requests (session_id, turn, purpose, model, system_digest, context_digest,"
+        """A request going out: its id now; its row rides with the transcript's next write (the
+        request's outcome), so it costs no commit of its own. Everything before it is committed
+        already: the request itself changes nothing."""
+        request_id = self.store.next_request_id()
+        row = (
+            request_id,
+            self.session_id,
+            turn,
+            purpose,
+            model,
+            digest_text(request.system),
+            context_digest,
+            len(request.messages),
+            len(request.tools) + len(request.hosted_tools),
+            estimated_tokens,
+            time.time(),
+        )
+
+        def write(db: Any) -> None:
+            db.execute(
+                "INSERT INTO agent_requests (id, session_id, turn, purpose, model, system_digest, context_digest,"
                 " message_count, tool_count, estimated_tokens, started_at, status)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'sent')",
-                (
-                    self.session_id,
-                    turn,
-                    purpose,
-                    model,
-                    digest_text(request.system),
-                    context_digest,
-                    len(request.messages),
-                    len(request.tools) + len(request.hosted_tools),
-                    estimated_tokens,
-                    time.time(),
-                ),
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'sent')",
+                row,
             )
-            return int(cur.lastrowid or 0)
+
+        self._deferred.append(write)
+        return request_id
 
     def _attempts(self, db: Any, request_id: int, attempts: Sequence[Attempt]) -> None:
         for a in attempts:
@@ -348,21 +358,20 @@ class Transcript:
             }
             self._insert(db, turn, "assistant", data, request_id=request_id)
 
-        self.flush()
         if defer:
-            self._deferred = write
+            self._deferred.append(write)
             return
         with self._writing() as db:
             write(db)
 
     def flush(self) -> None:
-        """Commit a deferred response now."""
-        if self._deferred is not None:
+        """Commit the deferred writes now."""
+        if self._deferred:
             with self._writing():
                 pass
 
     def request_failed(self, request_id: int, category: str, message: str, attempts: Sequence[Attempt]) -> None:
-        with self.store.transaction() as db:
+        with self._writing() as db:
             db.execute(
                 "UPDATE agent_requests SET status = 'failed', ended_at = ?, error_category = ?, error = ? WHERE id = ?",
                 (time.time(), category, message, request_id),

@@ -40,6 +40,7 @@ WAL_SIZE_LIMIT_BYTES = 64 << 20
 # Call numbers (calls.seq) are reserved this many at a time, in one commit, so a call knows its
 # number before it runs without a commit of its own (a Safe call has no intent row).
 CALL_SEQ_BLOCK = 256
+REQUEST_ID_BLOCK = 64  # agent request ids reserved at once (see next_request_id)
 # The synchronous level of the transaction that commits Never calls' intents: FULL fsyncs the WAL
 # at that commit, so an intent survives a power loss, not only a crash of the process.
 INTENT_SYNCHRONOUS = "FULL"
@@ -120,6 +121,7 @@ class Store:
         self._deliver_on_end: dict[tuple[str, int], int] = {}
         self._pending_receipts: dict[tuple[str, str], dict[str, Any]] = {}
         self._seq_next = self._seq_end = 0
+        self._request_next = self._request_end = 0
         self._last_step: dict[str, int] = {}
         # Of the sessions this process drives (their facts are written through this store only):
         self._attempts: dict[tuple[str, str, str], int] = {}  # (session, tool, digest) -> last attempt
@@ -419,20 +421,34 @@ class Store:
         using this database never takes one of them."""
         with self._lock:
             if self._seq_next >= self._seq_end:
-                with self._transaction() as (db, _events):
-                    row = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'calls'").fetchone()
-                    (top,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM calls").fetchone()
-                    top = max(int(top), int(row[0]) if row else 0)
-                    bump = (
-                        "INSERT INTO sqlite_sequence (seq, name) VALUES (?, 'calls')"
-                        if row is None
-                        else "UPDATE sqlite_sequence SET seq = ? WHERE name = 'calls'"
-                    )
-                    db.execute(bump, (top + CALL_SEQ_BLOCK,))
-                self._seq_next, self._seq_end = top + 1, top + 1 + CALL_SEQ_BLOCK
+                self._seq_next, self._seq_end = self._reserve("calls", "seq", CALL_SEQ_BLOCK)
             seq = self._seq_next
             self._seq_next += 1
             return seq
+
+    def next_request_id(self) -> int:
+        """The id of the next agent request of this process, reserved as call numbers are: a
+        request row can then be written with its outcome, in the same commit."""
+        with self._lock:
+            if self._request_next >= self._request_end:
+                self._request_next, self._request_end = self._reserve("agent_requests", "id", REQUEST_ID_BLOCK)
+            n = self._request_next
+            self._request_next += 1
+            return n
+
+    def _reserve(self, table: str, column: str, block: int) -> tuple[int, int]:
+        """Reserve the next ``block`` numbers of an AUTOINCREMENT table: [first, end)."""
+        with self._transaction() as (db, _events):
+            row = db.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)).fetchone()
+            (top,) = db.execute(f"SELECT COALESCE(MAX({column}), 0) FROM {table}").fetchone()
+            top = max(int(top), int(row[0]) if row else 0)
+            bump = (
+                "INSERT INTO sqlite_sequence (seq, name) VALUES (?, ?)"
+                if row is None
+                else "UPDATE sqlite_sequence SET seq = ? WHERE name = ?"
+            )
+            db.execute(bump, (top + block, table))
+        return top + 1, top + 1 + block
 
     def call_seq_floor(self) -> int:
         """A seq that no call this process numbers from now on is at or under: below its reserved
