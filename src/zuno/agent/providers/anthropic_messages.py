@@ -4,6 +4,7 @@ the assistant's content, as the API requires."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,6 +15,7 @@ from zuno.agent.providers import wire_json
 from zuno.agent.providers.base import ProviderSettings, StreamingProvider
 from zuno.agent.providers.retry import RetryPolicy, StreamFailure
 from zuno.agent.providers.schema_export import anthropic_tools
+from zuno.agent.providers.sse import sse_events
 from zuno.agent.types import (
     AssistantMessage,
     Finished,
@@ -125,6 +127,28 @@ class AnthropicProvider(StreamingProvider):
             timeout=anthropic.Timeout(settings.read_timeout_s, connect=settings.connect_timeout_s),
         )
 
+    async def _events(self, stream: anthropic.AsyncStream[object]) -> AsyncIterator[Any]:
+        """The JSON objects of a Messages stream, as the SDK's stream yields them (``ping`` and
+        unnamed events skipped; an ``error`` event raises the SDK's own status error), read with
+        the faster SSE reader; the response is closed in any case."""
+        response = stream.response
+        try:
+            async for event, data in sse_events(response):
+                if event is None or event == "ping":
+                    continue
+                if event == "error":
+                    body: Any = data
+                    try:
+                        body = json.loads(data)
+                        message = f"{body}"
+                    except ValueError:
+                        message = data or f"Error code: {response.status_code}"
+                    raise self._client._make_status_error(message, body=body, response=response)
+                if data:
+                    yield json.loads(data)
+        finally:
+            await response.aclose()
+
     def _fields(self, request: ModelRequest, messages: Any, tools: Any) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": request.model or self.settings.model,
@@ -192,8 +216,8 @@ class AnthropicProvider(StreamingProvider):
         usage_in = cached = out_tokens = 0
         stop_wire: str | None = None
         ended = False
-        async with stream:
-            async for ev in stream:
+        async with contextlib.aclosing(self._events(stream)) as events:
+            async for ev in events:
                 if not isinstance(ev, dict):
                     continue
                 kind = ev.get("type")

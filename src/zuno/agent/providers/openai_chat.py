@@ -3,6 +3,8 @@ through the official ``openai`` SDK, streaming always."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +16,7 @@ from zuno.agent.providers import wire_json
 from zuno.agent.providers.base import ProviderSettings, StreamingProvider
 from zuno.agent.providers.retry import RetryPolicy
 from zuno.agent.providers.schema_export import chat_tools
+from zuno.agent.providers.sse import sse_events
 from zuno.agent.types import (
     AssistantMessage,
     Finished,
@@ -52,6 +55,33 @@ def openai_client(settings: ProviderSettings) -> openai.AsyncOpenAI:
         max_retries=0,
         timeout=openai.Timeout(settings.read_timeout_s, connect=settings.connect_timeout_s),
     )
+
+
+async def openai_events(stream: openai.AsyncStream[object]) -> AsyncIterator[Any]:
+    """The JSON objects of an OpenAI stream, as the SDK's stream yields them (an object carrying
+    ``error`` raises the SDK's APIError, ``[DONE]`` ends it), read with the faster SSE reader.
+    The body is read to its end (connection reuse), and the response is closed in any case."""
+    response = stream.response
+    try:
+        done = False
+        async for _event, data in sse_events(response):
+            if done:
+                continue
+            if data.startswith("[DONE]"):
+                done = True
+                continue
+            obj = json.loads(data)
+            if isinstance(obj, dict) and obj.get("error"):
+                error = obj["error"]
+                message = error.get("message") if isinstance(error, dict) else None
+                raise openai.APIError(
+                    message if isinstance(message, str) and message else "An error occurred during streaming",
+                    request=response.request,
+                    body=error,
+                )
+            yield obj
+    finally:
+        await response.aclose()
 
 
 def chat_entry(m: Message) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
@@ -193,8 +223,8 @@ class OpenAIChatProvider(StreamingProvider):
         calls: dict[int, _Building] = {}
         usage = Usage()
         finish: str | None = None
-        async with stream:
-            async for chunk in stream:
+        async with contextlib.aclosing(openai_events(stream)) as chunks:
+            async for chunk in chunks:
                 if not isinstance(chunk, dict):
                     continue
                 u = chunk.get("usage")

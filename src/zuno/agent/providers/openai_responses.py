@@ -3,6 +3,7 @@ always; reasoning items and hosted web-search calls kept opaque and echoed back 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,7 +12,7 @@ from openai.types.responses import Response
 
 from zuno.agent.providers import wire_json
 from zuno.agent.providers.base import ProviderSettings, StreamingProvider
-from zuno.agent.providers.openai_chat import data_url, openai_client
+from zuno.agent.providers.openai_chat import data_url, openai_client, openai_events
 from zuno.agent.providers.retry import Failure, RetryPolicy, StreamFailure
 from zuno.agent.providers.schema_export import responses_tools
 from zuno.agent.types import (
@@ -184,8 +185,8 @@ class OpenAIResponsesProvider(StreamingProvider):
         calls: list[ToolCall] = []
         opaque: list[dict[str, Any]] = []
         final: dict[str, Any] | None = None
-        async with stream:
-            async for ev in stream:
+        async with contextlib.aclosing(openai_events(stream)) as events:
+            async for ev in events:
                 if not isinstance(ev, dict):
                     continue
                 kind = ev.get("type")
