@@ -514,3 +514,26 @@ def test_a_response_is_committed_before_any_call_with_an_effect_runs(workspace: 
     ]
     assert all(r.status == "finished" and r.ended_at is not None for r in requests)
     assert all(_committed_response_with(workspace, c) for c in SEEN_COMMITTED)
+
+
+def test_a_read_only_step_costs_one_commit(workspace: Path) -> None:
+    # The request's row, the response and the results ride in the transaction that settles the
+    # step's calls: each further read-only step of a turn adds exactly one commit.
+    (workspace / "a.txt").write_text("alpha\n")
+
+    async def commits(steps: int) -> int:
+        step = calls(call("read", {"path": "a.txt"}), call("glob", {"pattern": "*.txt"}))
+        p = ScriptedProvider([*([step] * steps), say("done")])
+        async with zuno.Runtime(root=workspace) as rt:
+            async with rt.agent(provider=p) as agent:
+                seen: list[str] = []
+                rt.store._db.set_trace_callback(lambda sql: seen.append(sql) if sql.strip() == "COMMIT" else None)
+                result = await agent.run("read")
+                rt.store._db.set_trace_callback(None)
+                assert result.stop_reason == "final" and result.steps == steps
+                items = agent.transcript.items()
+                assert len([i for i in items if i.kind == "tool_result"]) == 2 * steps
+                return len(seen)
+
+    one, five = run(commits(1)), run(commits(5))
+    assert five - one == 4

@@ -24,7 +24,7 @@ from zuno.declarations import STRICT, BlockKind, Concurrency, Declarations, Effe
 from zuno.hooks import applies, run_hook
 from zuno.output import Artifacts, apply_limits
 from zuno.permissions import ApprovalRequest, Approver, decide
-from zuno.records import CallRecord, StepResult
+from zuno.records import CallRecord, StepResult, StepWrites
 from zuno.settling import StepBook
 from zuno.store import Store
 from zuno.store.calls import CallEntry
@@ -354,20 +354,24 @@ class Dispatcher:
 
     # -- the step -------------------------------------------------------------------------------
 
-    async def step(self, calls: list[Any], notices: list[dict[str, Any]] | None = None) -> StepResult:
+    async def step(
+        self, calls: list[Any], notices: list[dict[str, Any]] | None = None, also: StepWrites | None = None
+    ) -> StepResult:
         n = self.store.begin_step(self.session_id, {"calls": len(calls)})
         st = _StepState(n)
         self._steps.add(st)
         try:
-            return await self._step(st, calls, notices)
+            return await self._step(st, calls, notices, also)
         finally:
             self._steps.discard(st)
 
-    async def _step(self, st: _StepState, calls: list[Any], notices: list[dict[str, Any]] | None) -> StepResult:
+    async def _step(
+        self, st: _StepState, calls: list[Any], notices: list[dict[str, Any]] | None, also: StepWrites | None
+    ) -> StepResult:
         n = st.n
         running = [o.n for o in self._steps if o is not st]
         delivered = [*(notices or []), *self.store.take_notices(self.session_id, n, running)]
-        book = StepBook(self.store, self.session_id, st, len(calls))
+        book = StepBook(self.store, self.session_id, st, len(calls), also)
 
         admissions: list[_Admitted | _Blocked] = []
         for idx, raw in enumerate(calls):
@@ -399,7 +403,11 @@ class Dispatcher:
                 segments[-1].append(adm)
 
         async def one(adm: _Admitted) -> None:
-            book.add(adm.idx, await self._run_call(st, adm), soon=True)
+            # A result that stands for an effect is made durable as soon as it is in (a crash
+            # after would otherwise leave it uncertain); a read-only one waits for the segment's
+            # end, so a run of reads settles in one commit (a crash before loses only results
+            # that nothing depends on: those calls did nothing).
+            book.add(adm.idx, await self._run_call(st, adm), soon=adm.decl.effect is not Effect.ReadOnly)
 
         for seg in segments:
             if st.cancel_requested:

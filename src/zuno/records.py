@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,3 +53,17 @@ class StepResult:
             "notices": self.notices,
             "results": [r.to_json() for r in self.results],
         }
+
+
+@dataclass(slots=True)
+class StepWrites:
+    """Durable writes of a step's caller that belong with its results (an agent transcript's
+    result items): ``write(db, step, records)`` runs inside the transaction that settles the
+    step's last call, with every record (its ``seq`` set), in a savepoint: a write that raises is
+    undone and kept in ``error``, and the step settles all the same. ``committed()`` is called
+    once that transaction has committed; ``done`` tells the caller whether it was."""
+
+    write: Callable[[Any, int, list[CallRecord]], None]
+    committed: Callable[[], None]
+    done: bool = False
+    error: BaseException | None = None

@@ -21,7 +21,7 @@ from zuno.config import Config, ConfigError, load_config
 from zuno.declarations import Declarations, Outcome
 from zuno.dispatch import CROSS_CUTTING, Dispatcher
 from zuno.permissions import Approver, NoApprover, decide
-from zuno.records import StepResult
+from zuno.records import StepResult, StepWrites
 from zuno.session_ids import SessionNotFound, validate_session_id
 from zuno.store import Store
 from zuno.store.paths import StoreUnusable, check_store_path
@@ -356,11 +356,13 @@ class Session:
             tools = [t for t in tools if t.name not in rt.deferred or t.name in shown]
         return tools
 
-    async def step(self, calls: list[Any]) -> StepResult:
+    async def step(self, calls: list[Any], *, also: StepWrites | None = None) -> StepResult:
+        """Run one step. ``also``: the caller's own durable writes that belong with the results,
+        committed with the step's last settlement (see ``StepWrites``)."""
         if self._dispatcher is None:
             await self.open()
         assert self._dispatcher is not None
-        return await self._dispatcher.step(calls)
+        return await self._dispatcher.step(calls, also=also)
 
     def cancel(self) -> None:
         """Cancel the step in progress; it returns settled results for every call."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-from zuno.records import CallRecord
+from zuno.records import CallRecord, StepWrites
 from zuno.store import Store
 from zuno.store.calls import CallEntry
 
@@ -22,7 +22,10 @@ class StepBook:
     result ready in order is written in one transaction, the last one with the end of the step. A
     run of overlapping calls gathers the results that complete in one turn of the event loop."""
 
-    def __init__(self, store: Store, session_id: str, st: StepState, count: int) -> None:
+    def __init__(
+        self, store: Store, session_id: str, st: StepState, count: int, also: StepWrites | None = None
+    ) -> None:
+        self.also = also  # the caller's writes, with the last results
         self.store = store
         self.session_id = session_id
         self.st = st
@@ -60,14 +63,28 @@ class StepBook:
         if not ready:
             return
         last = i == self.count
+
+        def take() -> None:
+            for j in ready:
+                entry, rec = self.pending[j]
+                rec.attempt = entry.attempt
+                rec.seq = entry.seq or None
+                self.records[j] = rec
+
+        def records() -> tuple[int, list[CallRecord]]:
+            take()  # (each entry has its seq and attempt by now)
+            return self.st.n, [r for r in self.records if r is not None]
+
+        also = self.also if last else None
         self.store.write_settlements(
-            [self.pending[j][0] for j in ready], (self.session_id, self.st.n) if last else None
+            [self.pending[j][0] for j in ready],
+            (self.session_id, self.st.n) if last else None,
+            also,
+            records if also is not None else None,
         )
+        take()
         for j in ready:
-            entry, rec = self.pending.pop(j)
-            rec.attempt = entry.attempt
-            rec.seq = entry.seq or None
-            self.records[j] = rec
+            del self.pending[j]
         self.cursor = i
         if last:
             self.st.ended = True

@@ -59,6 +59,7 @@ from zuno.agent.types import (
 from zuno.declarations import Effect
 from zuno.jobs import JobManager
 from zuno.projection import ContextSection, RefreshFailed, build_sections
+from zuno.records import CallRecord
 
 if TYPE_CHECKING:
     from zuno.runtime import Session
@@ -449,22 +450,18 @@ class AgentLoop:
         self._in_step = True
         remaining = turn.deadline - time.monotonic()
         timer = asyncio.get_running_loop().call_later(max(0.0, remaining), self.interrupt, "time_limit")
+        # The result items (and the writes waiting for them) ride in the step's own last commit.
+        also = self.transcript.results_with_step(turn.n, lambda records: self._result_rows(calls, records))
         try:
-            result = await self.session.step(raw)
+            result = await self.session.step(raw, also=also)
         finally:
             timer.cancel()
             self._in_step = False
+            if not also.done:
+                self.transcript.abandon_step_writes()
         turn.steps += 1
-        rows = []
-        for c, rec in zip(calls, result.results, strict=True):
-            images: tuple[ImagePart, ...] = ()
-            image = rec.metadata.get("image")
-            if isinstance(image, dict) and image.get("base64") and self.provider.accepts_images:
-                images = (ImagePart(str(image.get("mime", "image/png")), str(image["base64"])),)
-            rows.append(
-                ToolResultRow(c.id, c.name, rec.text, str(rec.outcome), rec.seq, images, cancelled=rec.cancelled)
-            )
-        self.transcript.add_tool_results(turn.n, result.step, rows)
+        if not also.done:
+            self.transcript.add_tool_results(turn.n, result.step, self._result_rows(calls, result.results))
         for c, rec in zip(calls, result.results, strict=True):
             code = rec.metadata.get("exitCode")
             self.emit(
@@ -487,6 +484,18 @@ class AgentLoop:
                 data["plan_mutated"] = True
                 self.transcript.save_data(data)
         self._check_stagnant(result.results)
+
+    def _result_rows(self, calls: Sequence[ToolCall], records: Sequence[CallRecord]) -> list[ToolResultRow]:
+        rows = []
+        for c, rec in zip(calls, records, strict=True):
+            images: tuple[ImagePart, ...] = ()
+            image = rec.metadata.get("image")
+            if isinstance(image, dict) and image.get("base64") and self.provider.accepts_images:
+                images = (ImagePart(str(image.get("mime", "image/png")), str(image["base64"])),)
+            rows.append(
+                ToolResultRow(c.id, c.name, rec.text, str(rec.outcome), rec.seq, images, cancelled=rec.cancelled)
+            )
+        return rows
 
     def _check_stagnant(self, results: Sequence[Any]) -> None:
         state = self.transcript.state()

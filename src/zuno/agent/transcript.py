@@ -33,6 +33,7 @@ from zuno.agent.types import (
     ToolResultMessage,
     UserMessage,
 )
+from zuno.records import CallRecord, StepWrites
 from zuno.store import Store
 
 Mode = Literal["plan", "work", "goal"]
@@ -156,6 +157,7 @@ class Transcript:
         # Writes that ride with the next one: a request's row (with its outcome), a response whose
         # calls are all read-only (with their results).
         self._deferred: list[Callable[[Any], None]] = []
+        self._abandon: Callable[[], None] = lambda: None
         with store.transaction() as db:
             db.execute(
                 "INSERT OR IGNORE INTO agent_state (session_id, updated_at) VALUES (?, ?)", (session_id, time.time())
@@ -393,16 +395,64 @@ class Transcript:
 
     def add_tool_results(self, turn: int, step: int | None, results: Sequence[ToolResultRow]) -> None:
         with self._writing() as db:
-            for r in results:
-                data = {
-                    "name": r.name,
-                    "text": r.text,
-                    "outcome": r.outcome,
-                    "images": _image_rows(r.images),
-                    "recovered": r.recovered,
-                    "cancelled": r.cancelled,
-                }
-                self._insert(db, turn, "tool_result", data, call_id=r.call_id, step=step, call_seq=r.call_seq)
+            self._insert_results(db, turn, step, results)
+
+    def _insert_results(self, db: Any, turn: int, step: int | None, results: Sequence[ToolResultRow]) -> None:
+        for r in results:
+            data = {
+                "name": r.name,
+                "text": r.text,
+                "outcome": r.outcome,
+                "images": _image_rows(r.images),
+                "recovered": r.recovered,
+                "cancelled": r.cancelled,
+            }
+            self._insert(db, turn, "tool_result", data, call_id=r.call_id, step=step, call_seq=r.call_seq)
+
+    def results_with_step(
+        self, turn: int, rows: Callable[[list[CallRecord]], Sequence[ToolResultRow]]
+    ) -> StepWrites:
+        """The result items of a step (``rows`` of its records), with the writes deferred until
+        then, as writes that ride in the step's own last transaction (``Session.step(also=...)``):
+        one commit for both. When they were not committed (``done`` false), ``abandon()`` puts
+        the deferred writes back, and ``add_tool_results`` writes the results itself."""
+        self._sync()
+        taken: list[Callable[[Any], None]] = []
+
+        def write(db: Any, step: int, records: list[CallRecord]) -> None:
+            self._written.clear()
+            taken[:] = self._deferred
+            self._deferred = []
+            try:
+                for w in taken:
+                    w(db)
+                self._insert_results(db, turn, step, rows(records))
+            except BaseException:
+                self._written.clear()
+                self._deferred[:0] = taken
+                taken.clear()
+                raise
+
+        def committed() -> None:
+            written, self._written = self._written, []
+            taken.clear()
+            for it in written:
+                self._add(it)
+
+        writes = StepWrites(write, committed)
+
+        def abandon() -> None:
+            if not writes.done:
+                self._written.clear()
+                self._deferred[:0] = taken
+                taken.clear()
+
+        self._abandon = abandon
+        return writes
+
+    def abandon_step_writes(self) -> None:
+        """Undo what ``results_with_step`` took when its transaction did not commit."""
+        self._abandon()
 
     def add_compaction(self, turn: int, summary: str, upto_seq: int, request_id: int | None, model: str) -> int:
         with self._writing() as db:

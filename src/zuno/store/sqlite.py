@@ -15,11 +15,11 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zuno.store.calls import (
     COUNT_PRIOR,
@@ -34,6 +34,9 @@ from zuno.store.calls import (
 from zuno.store.locks import hold_lock_file, release_lock_file
 from zuno.store.paths import StoreUnusable, check_store_path
 from zuno.store.schema import MIGRATIONS
+
+if TYPE_CHECKING:
+    from zuno.records import CallRecord, StepWrites
 
 WAL_AUTOCHECKPOINT_PAGES = 10_000
 WAL_SIZE_LIMIT_BYTES = 64 << 20
@@ -513,10 +516,18 @@ class Store:
             for e in entries:
                 e.intent_written = True
 
-    def write_settlements(self, entries: list[CallEntry], end_step: tuple[str, int] | None = None) -> None:
+    def write_settlements(
+        self,
+        entries: list[CallEntry],
+        end_step: tuple[str, int] | None = None,
+        also: StepWrites | None = None,
+        records: Callable[[], tuple[int, list[CallRecord]]] | None = None,
+    ) -> None:
         """Write these calls' results (in the given order) and, with ``end_step``, the end of that
         step, in one transaction: one statement for the rows inserted settled, one for the intent
-        rows settled, one for all the events. An entry without an intent row is inserted settled."""
+        rows settled, one for all the events. An entry without an intent row is inserted settled.
+        ``also``: the caller's writes that ride in the same transaction (see ``StepWrites``), given
+        ``records()`` once every entry has its seq."""
         with self._lock:
             for e in entries:
                 if not e.seq:
@@ -542,12 +553,28 @@ class Store:
                         events.append(ev)
                 if end_step is not None:
                     self._end_step(db, events, end_step[0], end_step[1], row=ending is None)
+                if also is not None and records is not None:
+                    self._also(db, also, records)
             self._remember_attempts(counts)
+            if also is not None and also.error is None and records is not None:
+                also.done = True
+                also.committed()
             for e in entries:  # a refused call's row counts too, as COUNT_PRIOR counts it
                 if e.kind == "settled" and not e.intent_written:
                     key = (e.session_id, e.name, e.identity()[1])
                     if key in self._attempts:
                         self._attempts[key] += 1
+
+    @staticmethod
+    def _also(db: sqlite3.Connection, also: StepWrites, records: Callable[[], tuple[int, list[CallRecord]]]) -> None:
+        db.execute("SAVEPOINT step_writes")
+        try:
+            step, recs = records()
+            also.write(db, step, recs)
+        except Exception as e:  # the caller's, not the step's: undone, and the step settles
+            db.execute("ROLLBACK TO step_writes")
+            also.error = e
+        db.execute("RELEASE step_writes")
 
     def settle_call(
         self,
