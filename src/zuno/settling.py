@@ -19,8 +19,9 @@ class StepState(Protocol):
 
 class StepBook:
     """A step's results, persisted in call order in as few transactions as that order allows: every
-    result ready in order is written in one transaction, the last one with the end of the step. A
-    run of overlapping calls gathers the results that complete in one turn of the event loop."""
+    result ready in order is written in one transaction, the last one with the end of the step (and
+    the caller's ``StepWrites``). A run of overlapping calls gathers the results that complete in
+    one turn of the event loop; a read-only result waits for the run's end (see ``Dispatcher``)."""
 
     def __init__(
         self, store: Store, session_id: str, st: StepState, count: int, also: StepWrites | None = None
