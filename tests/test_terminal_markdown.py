@@ -147,3 +147,26 @@ def test_tool_lines_name_the_subject_and_the_outcome() -> None:
     assert call_subject("{not json") == "" and call_subject("[1]") == ""
     long = tool_line("read", "x" * 500, ok)
     assert len(long) <= 100 and long.endswith("…")
+
+
+def test_a_terminal_resized_under_a_partial_line_leaves_it_and_adds_the_rendering_below() -> None:
+    # The partial wrapped at 10 columns; the terminal is 40 wide when the line completes: it may
+    # or may not have reflowed it, so no erase is aimed at rows that cannot be counted.
+    width = [10]
+    m = MarkdownStream(color=True, columns=lambda: width[0])
+    shown = m.feed("**" + "x" * 20)
+    width[0] = 40
+    out = shown + m.feed("**\n")
+    assert ERASE_LINE not in out and "\x1b[1A" not in out
+    assert out == f"**{'x' * 20}**\n{BOLD}{'x' * 20}{NO_BOLD}\n"
+    # Resized between two deltas of the partial, and back: still uncertain.
+    width[0] = 10
+    m2 = MarkdownStream(color=True, columns=lambda: width[0])
+    first = m2.feed("**ab")
+    width[0] = 30
+    second = m2.feed("cd")
+    width[0] = 10
+    assert ERASE_LINE not in first + second + m2.feed("**\n")
+    # An unchanged width still erases exactly.
+    kept = written(["**" + "x" * 20, "**\n"], columns=10)
+    assert kept.endswith(f"{ERASE_LINE}{UP_ERASE * 2}{BOLD}{'x' * 20}{NO_BOLD}\n")

@@ -5,11 +5,12 @@ when the line completes replaces it with its rendered form (headings bold, ``**b
 ``*italic*``, ``inline code``, fenced code blocks dim with their fence lines shown dim, bullet and
 numbered lists, block quotes, rules): carriage return + erase line over the row the partial took,
 the cursor moved up over the rows it wrapped to (counted with ``terminal_width.rows_used`` against
-the terminal's width). When those rows cannot be counted (a character terminals disagree on), the
-raw line stays and the rendered one follows on its own line only if it reads differently. Inside a
-fenced code block the raw text is the rendering: it streams dim and is never rewritten. A plain
-line that renders as itself is never rewritten either. ``finish()`` completes the partial last
-line (no newline). Control characters from the model are shown, never obeyed.
+the terminal's width). When those rows cannot be counted (a character terminals disagree on, or a
+terminal resized while the partial line was on it), the raw line stays and the rendered one
+follows on its own line only if it reads differently. Inside a fenced code block the raw text is
+the rendering: it streams dim and is never rewritten. A plain line that renders as itself is
+never rewritten either. ``finish()`` completes the partial last line (no newline). Control
+characters from the model are shown, never obeyed.
 ``MarkdownStream(color=False)`` hands back exactly the text it was given, byte for byte.
 """
 
@@ -77,6 +78,7 @@ class MarkdownStream:
         self._partial = ""
         self._shown = ""  # the visible text of the partial line already handed out
         self._dim = False  # that text was handed out dim (inside a fence)
+        self._widths: set[int] = set()  # the terminal's widths while that text was on it
         self._fence: str | None = None  # the open fence's marker, e.g. "```"
 
     @property
@@ -113,12 +115,13 @@ class MarkdownStream:
         if not self._shown and self._fence is not None:
             self._dim, lead = True, DIM
         self._shown = visible
+        self._widths.add(self.columns())
         return lead + fresh
 
     def _complete(self, raw: str) -> str:
         """The completed line: the rest of its raw text, or its rendered form over what was shown."""
-        shown, dim = self._shown, self._dim
-        self._shown, self._dim = "", False
+        shown, dim, widths = self._shown, self._dim, self._widths
+        self._shown, self._dim, self._widths = "", False, set()
         rendered = self._line(raw)
         full = _visible(raw.removesuffix("\r"))
         rest = full[len(shown) :]
@@ -126,7 +129,10 @@ class MarkdownStream:
             return rendered if not shown else rest
         if dim and rendered == f"{DIM}{full}{RESET}":
             return f"{rest}{RESET}"
-        rows = rows_used(shown, self.columns())
+        # A terminal resized while the text was on it may have reflowed it (or not): the rows it
+        # takes now cannot be counted.
+        columns = self.columns()
+        rows = rows_used(shown, columns) if widths <= {columns} else None
         if rows is not None:
             return ERASE_LINE + UP_ERASE * (rows - 1) + rendered
         # the rows the raw text took cannot be counted: leave it, and add the rendered line
