@@ -126,9 +126,17 @@ async def test_receipt_generations_follow_the_database_after_a_drop(workspace: P
 async def test_a_notice_written_after_a_look_found_none_is_delivered(workspace: Path) -> None:
     async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
         assert (await s.step([])).notices == []
+        assert not rt.store.notices_pending(s.id)
         rt.store.add_notice(s.id, "test", "one")
+        assert rt.store.notices_pending(s.id)
         assert [n["text"] for n in (await s.step([])).notices] == ["one"]
         assert (await s.step([])).notices == []
+        assert not rt.store.notices_pending(s.id)
+        seen: list[str] = []
+        rt.store._db.set_trace_callback(seen.append)
+        assert not rt.store.notices_pending(s.id)  # remembered: no query
+        rt.store._db.set_trace_callback(None)
+        assert seen == []
         # A tool family's own transaction (a job's completion) may write a notice: it is looked for.
         with rt.store.transaction() as db:
             db.execute(

@@ -293,10 +293,7 @@ class AgentLoop:
     async def _take_notices(self, turn: int) -> None:
         """Pending notices (recovery of an interrupted call, a job's completion) reach the next
         request: an empty step takes them and marks them delivered."""
-        rows = self.store.query(
-            "SELECT COUNT(*) FROM notices WHERE session_id = ? AND delivered_step IS NULL", (self.session.id,)
-        )
-        if not rows or rows[0][0] == 0:
+        if not self.store.notices_pending(self.session.id):
             return
         result = await self.session.step([])
         self._record_notices(turn, result.notices, "notices")

@@ -700,6 +700,17 @@ class Store:
                 self._no_notices.add(session_id)
         return [{"kind": r["kind"], "text": r["text"], **json.loads(r["data"])} for r in rows]
 
+    def notices_pending(self, session_id: str) -> bool:
+        """Is a notice of the session waiting for a step? (No query when the last look found none
+        and nothing was written since: see ``take_notices``.)"""
+        with self._lock:
+            if session_id in self._no_notices:
+                return False
+            row = self._db.execute(
+                "SELECT 1 FROM notices WHERE session_id = ? AND delivered_step IS NULL LIMIT 1", (session_id,)
+            ).fetchone()
+            return row is not None
+
     def notices_in_flight(self, session_id: str) -> int:
         """The highest notice seq already handed to a step of this session that has not ended yet
         (0 if none). Such a notice is consumed even though ``delivered_step`` is still NULL: a family
