@@ -271,3 +271,29 @@ def test_reserved_request_ids_and_call_seqs_never_collide_across_processes(tmp_p
             conn.execute(insert, (n, sid))
     assert plain not in mine and plain != their_request
     assert a.query("SELECT COUNT(*) FROM agent_requests")[0][0] == 5
+
+
+def test_a_database_of_the_old_schema_gets_the_partial_compaction_index(tmp_path: Path) -> None:
+    # A database made before 0003 has an index over every item's kind; opened now, it keeps only
+    # the compaction markers' partial index, which the lookups by kind use.
+    import sqlite3
+
+    from zuno.store.schema import MIGRATIONS
+
+    db_path = tmp_path / "old.db"
+    db = sqlite3.connect(db_path)
+    db.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at REAL)")
+    for name, sql in MIGRATIONS[:2]:
+        for statement in (s.strip() for s in sql.split(";")):
+            if statement:
+                db.execute(statement)
+        db.execute("INSERT INTO schema_migrations VALUES (?, 0)", (name,))
+    db.commit()
+    db.close()
+    s = Store(db_path)
+    names = {r[0] for r in s.query("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert "agent_items_compactions" in names and "agent_items_by_kind" not in names
+    plan = s.query(
+        "EXPLAIN QUERY PLAN SELECT COUNT(*) FROM agent_items WHERE session_id = 'x' AND kind = 'compaction'"
+    )
+    assert "agent_items_compactions" in plan[0][3]

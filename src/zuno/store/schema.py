@@ -167,4 +167,13 @@ MIGRATIONS: list[tuple[str, str]] = [
         )
         """,
     ),
+    (
+        # Compaction markers are the only items looked up by kind: a partial index holds just them,
+        # so writing any other item (a tool result, every step) updates one index less.
+        "0003_agent_compaction_index",
+        """
+        DROP INDEX IF EXISTS agent_items_by_kind;
+        CREATE INDEX agent_items_compactions ON agent_items (session_id, seq) WHERE kind = 'compaction'
+        """,
+    ),
 ]
