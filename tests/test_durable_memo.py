@@ -273,7 +273,7 @@ def test_reserved_request_ids_and_call_seqs_never_collide_across_processes(tmp_p
     assert a.query("SELECT COUNT(*) FROM agent_requests")[0][0] == 5
 
 
-def test_a_database_of_the_old_schema_gets_the_partial_compaction_index(tmp_path: Path) -> None:
+def test_a_database_of_the_old_schema_gets_the_partial_indexes(tmp_path: Path) -> None:
     # A database made before 0003 has an index over every item's kind; opened now, it keeps only
     # the compaction markers' partial index, which the lookups by kind use.
     import sqlite3
@@ -297,3 +297,6 @@ def test_a_database_of_the_old_schema_gets_the_partial_compaction_index(tmp_path
         "EXPLAIN QUERY PLAN SELECT COUNT(*) FROM agent_items WHERE session_id = 'x' AND kind = 'compaction'"
     )
     assert "agent_items_compactions" in plan[0][3]
+    assert "calls_started" in names and "calls_unsettled" not in names
+    plan = s.query("EXPLAIN QUERY PLAN SELECT * FROM calls WHERE session_id = 'x' AND state = 'started' ORDER BY seq")
+    assert "calls_started" in plan[0][3]

@@ -176,4 +176,13 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX agent_items_compactions ON agent_items (session_id, seq) WHERE kind = 'compaction'
         """,
     ),
+    (
+        # Recovery looks only for calls still 'started' (an intent without its result): a partial
+        # index holds just those, so a call written settled at once (most are) updates no entry.
+        "0004_started_calls_index",
+        """
+        DROP INDEX IF EXISTS calls_unsettled;
+        CREATE INDEX calls_started ON calls (session_id, seq) WHERE state = 'started'
+        """,
+    ),
 ]
