@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import operator
 import re
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ _LINE_NO = re.compile(rb"(\d+)([:-])")
 _DECODE_BYTES = 8_192
 # After this many counted-only records of one file, the rest of its run is matched by one regex.
 _FAST_RUN_REGEX_AFTER = 64
+_NUMBER = operator.attrgetter("number")
 # The fields of each line of a run of hit records (validated by the run's regex): line number, text.
 _HIT_FIELDS = re.compile(r"^[^\x00\n]*\x00([0-9]+):(.*)$", re.M)
 # Hit records are kept as raw bytes until finish() only while they average at most this many bytes
@@ -317,6 +319,28 @@ class GrepCollector:
                     lines = data.count(b"\n", pos, end)
                 counted += lines
                 pos = end
+            run_rx = self._run_rx
+            if run_rx is not None and not self._carry and not (self._fast and data.startswith(self._fast, pos)):
+                # The next file's run of records, found by one regex (without context, every record
+                # of rg's is a hit): a stored file keeps it, any other file only counts it.
+                m = run_rx.match(data, pos)
+                if m is not None and m.end() - pos <= maxrec:
+                    if counted:
+                        self._count_fast(counted)
+                        counted = 0
+                    key = m.group(1)
+                    if key != self._cur_key:
+                        self._start(key)
+                    if self._cur_mode == 0:
+                        end = self._hit_run(data, pos, m)
+                        if end >= 0:
+                            pos = end
+                            continue
+                    else:
+                        self._count_fast(data.count(b"\n", pos, m.end()))
+                        self._fast = key + b"\0"
+                        pos = m.end()
+                        continue
             nl = data.find(b"\n", pos)
             if nl < 0:
                 break
@@ -337,8 +361,7 @@ class GrepCollector:
             if counted:
                 self._count_fast(counted)
                 counted = 0
-            carried = bool(self._carry)
-            if carried:
+            if self._carry:
                 piece = self._carry + b"\n" + piece
                 self._carry = b""
             key, sep, body = piece.partition(b"\0")
@@ -351,13 +374,6 @@ class GrepCollector:
             if len(piece) > maxrec:
                 self.drops.oversized += 1
                 continue
-            if key != self._cur_key:
-                self._start(key)
-            if self._run_rx is not None and self._cur_mode == 0 and not carried:
-                end = self._hit_run(data, nl - len(piece))
-                if end >= 0:
-                    pos = end
-                    continue
             self._record(key, body)
         if counted:
             self._count_fast(counted)
@@ -370,7 +386,7 @@ class GrepCollector:
             self._skipping = True
             self.drops.oversized += 1
 
-    def _hit_run(self, data: bytes, start: int) -> int:
+    def _hit_run(self, data: bytes, start: int, m: re.Match[bytes]) -> int:
         """The run of hit records of the current (stored) file that begins at ``start``, taken in
         bulk: one regex match finds it and its bytes are kept as they are, to be read in finish()
         (only for the files shown, all at once). Returns where the records it took end, or -1 when
@@ -381,12 +397,9 @@ class GrepCollector:
         f = self._cur
         assert f is not None
         room = self.cap - f.hits
-        m = self._run_rx.match(data, start)
-        if m is None or room <= 0:
+        if room <= 0:
             return -1
         end = m.end()
-        if end - start > limits.RG_RECORD_MAX_BYTES:
-            return -1
         run = data[start:end]
         n = run.count(b"\n")
         if n > room:
@@ -513,7 +526,7 @@ class GrepCollector:
         for f in shown_files:
             if left <= 0:
                 break
-            f.lines.sort(key=lambda ln: ln.number)
+            f.lines.sort(key=_NUMBER)
             if f.hits > left:
                 last_kept = 0
                 kept_hits = 0
