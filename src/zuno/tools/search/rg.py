@@ -253,10 +253,12 @@ RG_PIPE_BYTES = 1 << 20
 # Reads of one readiness callback: then the event loop runs again (a cancellation gets through).
 _READS_PER_WAKE = 4
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
-# A read shorter than this pauses reading for _PAUSE_S (see _drain): far below the pipe's 1 MiB, so
-# the pipe never fills during a pause unless rg writes faster than ~100 MiB/s.
-_SMALL_READ = 256 * 1024
+# Reading pauses for _PAUSE_S after a read (see _Drain) when rg writes often (the last read was less
+# than a pause ago, or a pause just ended) and slowly enough that a pause fills at most _PAUSE_BYTES
+# of the 1 MiB pipe at the rate of that read: rg never waits for a full pipe, and a rare write
+# never costs a second wake.
 _PAUSE_S = 0.004
+_PAUSE_BYTES = 256 * 1024
 
 
 def _stdout_pipe() -> tuple[int, int, bool]:
@@ -277,10 +279,12 @@ class _Drain:
     of file, or failed with what ``take`` raised (OutputTooLarge, or the collector's own error);
     ``close()`` unhooks it from the loop (before its descriptors are closed).
 
-    With ``exited_fd`` (a pidfd of the writer), a read shorter than ``_SMALL_READ`` pauses reading
-    for ``_PAUSE_S``: the writer's many small writes (rg writes each file's records apart) pile up
-    in the pipe and are taken in one read, instead of one wake of the event loop each. The pause
-    ends early when the writer exits (its pidfd turns readable), so the end of the output is never
+    With ``exited_fd`` (a pidfd of the writer), reading pauses for ``_PAUSE_S`` after the first
+    read of a wake when the writer writes often but not fast (rg writes each file's records apart):
+    its writes pile up in the pipe and are taken in one read, instead of one wake of the event loop
+    each. A writer that writes rarely is read as before (a pause would only add a wake), and one
+    that writes fast is read without pausing, so it never waits for a full pipe. The pause ends
+    early when the writer exits (its pidfd turns readable), so the end of the output is never
     waited for; after the exit the pipe is read to its end without pausing."""
 
     def __init__(
@@ -292,6 +296,7 @@ class _Drain:
         self.exited_fd = exited_fd
         self.exited = exited_fd is None
         self.timer: asyncio.TimerHandle | None = None
+        self.last = loop.time()  # when the pipe was last read
         self.done: asyncio.Future[None] = loop.create_future()
         loop.add_reader(fd, self._readable)
         if exited_fd is not None:
@@ -314,9 +319,11 @@ class _Drain:
             else:
                 self.done.set_exception(exc)
 
-    def _readable(self) -> None:
+    def _readable(self, resumed: bool = False) -> None:
+        now = self.loop.time()
+        span, self.last = now - self.last, now
         try:
-            for _ in range(_READS_PER_WAKE):
+            for i in range(_READS_PER_WAKE):
                 try:
                     chunk = os.read(self.fd, RG_PIPE_BYTES)
                 except BlockingIOError:
@@ -325,7 +332,12 @@ class _Drain:
                     self._finish()
                     return
                 self.take(chunk)
-                if len(chunk) < _SMALL_READ and not self.exited:
+                if (
+                    i == 0
+                    and not self.exited
+                    and (resumed or span < _PAUSE_S / 4)
+                    and len(chunk) * _PAUSE_S < _PAUSE_BYTES * span
+                ):
                     self.loop.remove_reader(self.fd)
                     self.timer = self.loop.call_later(_PAUSE_S, self._resume)
                     return
@@ -339,7 +351,7 @@ class _Drain:
         if self.done.done():
             return
         self.loop.add_reader(self.fd, self._readable)
-        self._readable()
+        self._readable(resumed=True)
 
     def _writer_exited(self) -> None:
         self.exited = True
