@@ -293,6 +293,8 @@ class GrepCollector:
         self._fast: bytes | None = None  # key + NUL of a current file whose records are only counted
         self._fast_run = 0  # records of that file counted so far
         self._fast_rx: re.Pattern[bytes] | None = None  # matches a run of its records, once the run is long
+        # Without context: a run's first records (how most files' runs end), and a whole stored run.
+        self._head_rx = None if context else _hit_run_regex(min(cap, _FAST_RUN_REGEX_AFTER))
         self._run_rx = None if context else _hit_run_regex(cap)
 
     # -- streaming ---------------------------------------------------------------------------
@@ -319,11 +321,11 @@ class GrepCollector:
                     lines = data.count(b"\n", pos, end)
                 counted += lines
                 pos = end
-            run_rx = self._run_rx
-            if run_rx is not None and not self._carry and not (self._fast and data.startswith(self._fast, pos)):
+            head_rx = self._head_rx
+            if head_rx is not None and not self._carry and not (self._fast and data.startswith(self._fast, pos)):
                 # The next file's run of records, found by one regex (without context, every record
                 # of rg's is a hit): a stored file keeps it, any other file only counts it.
-                m = run_rx.match(data, pos)
+                m = head_rx.match(data, pos)
                 if m is not None and m.end() - pos <= maxrec:
                     if counted:
                         self._count_fast(counted)
@@ -393,7 +395,6 @@ class GrepCollector:
         the run is not for the bulk path (a record too large, the file already full): the caller
         then reads the record alone. Records past the file's room are left to the caller, which
         counts them (``_fast``). A run of long lines is read at once, so what is kept stays small."""
-        assert self._run_rx is not None
         f = self._cur
         assert f is not None
         room = self.cap - f.hits
@@ -402,6 +403,15 @@ class GrepCollector:
         end = m.end()
         run = data[start:end]
         n = run.count(b"\n")
+        if n == _FAST_RUN_REGEX_AFTER and room > n:  # the run may go on: match all of it (up to the cap)
+            assert self._run_rx is not None
+            m = self._run_rx.match(data, start)
+            assert m is not None
+            end = m.end()
+            if end - start > limits.RG_RECORD_MAX_BYTES:
+                return -1
+            run = data[start:end]
+            n = run.count(b"\n")
         if n > room:
             rest = run.split(b"\n", room)[-1]
             run = run[: len(run) - len(rest)]
