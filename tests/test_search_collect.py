@@ -24,6 +24,19 @@ def _collect(data: bytes, cap: int, step: int) -> tuple[list[tuple[str, list[tup
     return [(f.path, [(ln.number, ln.text, ln.capped) for ln in f.lines]) for f in files], col
 
 
+def _rows(data: bytes, cap: int, step: int, *, plain: bool) -> list[str]:
+    """The grep tool's rows (``path:number:text``) from the collector, with or without plain files."""
+    col = GrepCollector(cap=cap)
+    for i in range(0, len(data), step):
+        col.feed(data[i : i + step])
+    rows = []
+    for f in col.finish(plain=plain):
+        if f.plain:
+            rows += [f"{f.path}:{body}" for body in f.plain]
+        rows += [f"{f.path}:{ln.number}:{ln.text}" for ln in f.lines]
+    return rows
+
+
 def _oracle(records: list[tuple[bytes, int, bytes]], cap: int) -> tuple[list, int, int]:
     """Record by record: group by path, path order, line order, the first ``cap`` hits; each text
     decoded (not UTF-8: replaced), CR of CRLF dropped, cut at 2000 UTF-16 units."""
@@ -113,6 +126,8 @@ def test_bulk_reading_equals_record_by_record(seed: int) -> None:
         assert col.total_hits == total and col.drops.unnameable == unnameable
         assert col.shown_hits == sum(len(lines) for _, lines in want)
         assert col.drops.over_cap == total - col.shown_hits - unnameable
+        rows = [f"{path}:{n}:{text}" for path, lines in want for n, text, _ in lines]
+        assert _rows(data, cap, step, plain=True) == rows
 
 
 def test_the_cap_crossed_inside_one_run_and_across_chunks() -> None:
@@ -157,3 +172,32 @@ def test_long_lines_are_cut_like_short_ones() -> None:
     assert lines[0] == (1, "q" * CAP_UNITS, True)
     assert lines[1] == (2, "\U0001f600" * (CAP_UNITS // 2), True)
     assert lines[2] == (3, "ok", False)
+
+
+def test_plain_files_read_back_the_same_rows() -> None:
+    data = _stream(
+        [
+            (b"a.py", 7, b"x"),  # plain
+            (b"a.py", 9, b"y:z"),
+            (b"b.py", 1, b"crlf\r"),  # a CR: lines
+            (b"b.py", 2, b"ok"),
+            (b"c.py", 3, b"w" * (CAP_UNITS // 2 + 1)),  # may be cut: lines
+            (b"d.py", 1, b"caf\xe9"),  # not UTF-8: lines
+        ]
+    )
+    data += b"e.py\x00007:leading zero\n"  # not a number as rg writes it: read record by record
+    col = GrepCollector(cap=100)
+    col.feed(data)
+    files = col.finish(plain=True)
+    assert [(f.path, f.plain) for f in files if f.plain] == [("a.py", ["7:x", "9:y:z"])]
+    assert [f.path for f in files if f.lines] == ["b.py", "c.py", "d.py", "e.py"]
+    assert _rows(data, 100, len(data), plain=True) == _rows(data, 100, len(data), plain=False)
+    assert _rows(data, 100, 3, plain=True)[-1] == "e.py:7:leading zero"
+    # the file cut at the cap keeps lines, the files before it may be plain
+    col = GrepCollector(cap=3)
+    col.feed(_stream([(b"a", 1, b"1"), (b"a", 2, b"2"), (b"b", 1, b"1"), (b"b", 2, b"2")]))
+    files = col.finish(plain=True)
+    assert [(f.path, f.plain, [ln.number for ln in f.lines]) for f in files] == [
+        ("a", ["1:1", "2:2"], []),
+        ("b", None, [1]),
+    ]

@@ -35,8 +35,9 @@ _NEVER_CAPPED_CHARS = limits.MATCH_LINE_MAX_UTF16 // 2
 
 def _hit_run_regex(cap: int) -> re.Pattern[bytes]:
     """A run of one file's hit records: the first one, then up to ``cap - 1`` more lines that start
-    with the same path and a NUL (``path NUL digits : text LF`` each)."""
-    return re.compile(rb"([^\x00\n]*)\x00[0-9]+:[^\n]*\n(?:\1\x00[0-9]+:[^\n]*\n){0,%d}" % (cap - 1))
+    with the same path and a NUL (``path NUL number : text LF`` each, the number as rg writes it:
+    no leading zero, so it reads back the same)."""
+    return re.compile(rb"([^\x00\n]*)\x00[1-9][0-9]*:[^\n]*\n(?:\1\x00[1-9][0-9]*:[^\n]*\n){0,%d}" % (cap - 1))
 
 
 def _line(number: int, hit: bool, body: bytes, at: int) -> Line:
@@ -265,6 +266,27 @@ class FileHits:
     hits: int = 0  # hit lines stored (in ``lines`` or still in ``raw``)
     last_hit: int = 0
     raw: bytes = b""  # hit records kept as rg wrote them (``path NUL number : text LF``), read in finish()
+    # finish(plain=True): the hit lines as ``number:text``, when each is shown as rg wrote it (UTF-8,
+    # no CR, never cut); ``lines`` then holds none of them.
+    plain: list[str] | None = None
+
+
+def _make_plain(f: FileHits) -> bool:
+    """Turn ``f.raw`` into ``f.plain`` when every record is UTF-8 without a CR and short enough
+    never to be cut (each line's text is then exactly what rg wrote); False, untouched, if not."""
+    try:
+        s = f.raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    if "\r" in s:
+        return False
+    prefix = f.path + "\0"
+    bodies = s[len(prefix) : -1].split("\n" + prefix)
+    if max(map(len, bodies)) > _NEVER_CAPPED_CHARS:
+        return False
+    f.plain = bodies
+    f.raw = b""
+    return True
 
 
 class GrepCollector:
@@ -508,7 +530,10 @@ class GrepCollector:
             self._by_key.pop(gone.key, None)
             self._held_hits -= gone.hits
 
-    def finish(self) -> list[FileHits]:
+    def finish(self, *, plain: bool = False) -> list[FileHits]:
+        """The files that hold the first ``cap`` hits, in path order, their lines in line order.
+        With ``plain``, a file whose kept records are all plain (see ``FileHits.plain``) keeps them
+        as ``number:text`` strings instead of lines."""
         if self._pending:
             self.feed(b"\n")
         self._close()
@@ -521,6 +546,9 @@ class GrepCollector:
             shown_files.append(f)
             left -= f.hits
         raws = [f for f in shown_files if f.raw]
+        if plain:
+            cut = shown_files[-1] if left < 0 else None  # the file whose hits are cut keeps lines
+            raws = [f for f in raws if f is cut or f.lines or not _make_plain(f)]
         if raws:
             lines = _hit_lines(b"".join(f.raw for f in raws))
             at = 0
