@@ -62,3 +62,10 @@ async def test_a_fast_writer_is_read_to_its_end(tmp_path: Path) -> None:
     data, _ = await _run(rg, tmp_path, "20000", "400", "0")  # 8 MB, many times the pipe
     assert len(data) == 20000 * 400 and data.count(b"\n") == 20000
     assert data.startswith(b"000000x") and data.endswith(b"019999" + b"x" * 393 + b"\n")
+
+
+async def test_output_written_in_blocks_is_read_as_it_comes(tmp_path: Path) -> None:
+    rg = _writer(tmp_path)
+    data, feeds = await _run(rg, tmp_path, "100", "8192", "0.002")  # like glob's paths: 8 KiB blocks
+    assert len(data) == 100 * 8192
+    assert feeds > 30, feeds  # no pause: one read per block or so (a pause would make it ~50 ms / 4 ms)

@@ -253,12 +253,14 @@ RG_PIPE_BYTES = 1 << 20
 # Reads of one readiness callback: then the event loop runs again (a cancellation gets through).
 _READS_PER_WAKE = 4
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
-# Reading pauses for _PAUSE_S after a read (see _Drain) when rg writes often (the last read was less
-# than a pause ago, or a pause just ended) and slowly enough that a pause fills at most _PAUSE_BYTES
-# of the 1 MiB pipe at the rate of that read: rg never waits for a full pipe, and a rare write
-# never costs a second wake.
+# Reading pauses for _PAUSE_S after a read (see _Drain) when rg writes small pieces often (a read
+# under _SMALL_WRITE less than a quarter pause after the last one, or a pause just ended) and slowly
+# enough that a pause fills at most _PAUSE_BYTES of the 1 MiB pipe at the rate of that read: rg
+# never waits for a full pipe, a rare write never costs a second wake, and output rg writes in
+# blocks (glob's paths, 8 KiB at a time) is read as it comes.
 _PAUSE_S = 0.004
 _PAUSE_BYTES = 256 * 1024
+_SMALL_WRITE = 4096
 
 
 def _stdout_pipe() -> tuple[int, int, bool]:
@@ -280,7 +282,8 @@ class _Drain:
     ``close()`` unhooks it from the loop (before its descriptors are closed).
 
     With ``exited_fd`` (a pidfd of the writer), reading pauses for ``_PAUSE_S`` after the first
-    read of a wake when the writer writes often but not fast (rg writes each file's records apart):
+    read of a wake when the writer writes small pieces often but not fast (rg's grep writes each
+    file's records apart):
     its writes pile up in the pipe and are taken in one read, instead of one wake of the event loop
     each. A writer that writes rarely is read as before (a pause would only add a wake), and one
     that writes fast is read without pausing, so it never waits for a full pipe. The pause ends
@@ -335,7 +338,7 @@ class _Drain:
                 if (
                     i == 0
                     and not self.exited
-                    and (resumed or span < _PAUSE_S / 4)
+                    and (resumed or (span < _PAUSE_S / 4 and len(chunk) < _SMALL_WRITE))
                     and len(chunk) * _PAUSE_S < _PAUSE_BYTES * span
                 ):
                     self.loop.remove_reader(self.fd)
