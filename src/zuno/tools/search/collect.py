@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import operator
 import re
 from dataclasses import dataclass, field
 
@@ -22,6 +23,65 @@ _LINE_NO = re.compile(rb"(\d+)([:-])")
 _DECODE_BYTES = 8_192
 # After this many counted-only records of one file, the rest of its run is matched by one regex.
 _FAST_RUN_REGEX_AFTER = 64
+_NUMBER = operator.attrgetter("number")
+# The fields of each line of a run of hit records (validated by the run's regex): line number, text.
+_HIT_FIELDS = re.compile(r"^[^\x00\n]*\x00([0-9]+):(.*)$", re.M)
+# Hit records are kept as raw bytes until finish() only while they average at most this many bytes
+# (so the kept bytes stay bounded like the decoded lines); a run of longer ones is read at once.
+_RAW_BYTES_PER_HIT = 512
+# A hit line of at most this many characters is at most 2000 UTF-16 units: never capped.
+_NEVER_CAPPED_CHARS = limits.MATCH_LINE_MAX_UTF16 // 2
+
+
+def _hit_run_regex(cap: int) -> re.Pattern[bytes]:
+    """A run of one file's hit records: the first one, then up to ``cap - 1`` more lines that start
+    with the same path and a NUL (``path NUL number : text LF`` each, the number as rg writes it:
+    no leading zero, so it reads back the same)."""
+    return re.compile(rb"([^\x00\n]*)\x00[1-9][0-9]*:[^\n]*\n(?:\1\x00[1-9][0-9]*:[^\n]*\n){0,%d}" % (cap - 1))
+
+
+def _line(number: int, hit: bool, body: bytes, at: int) -> Line:
+    """One record's line, its text from ``body[at:]``: a hit cut at 2000 UTF-16 units, context
+    shortened to 256 bytes, the CR of a CRLF line dropped, bytes that are not UTF-8 replaced."""
+    text = body[at : at + _DECODE_BYTES].decode("utf-8", "replace")
+    if text.endswith("\r") and len(body) - at <= _DECODE_BYTES:
+        text = text[:-1]
+    if hit:
+        text, capped = cap_utf16(text)
+    else:
+        text, capped = shorten_bytes(text)
+    return Line(number, hit, text, capped)
+
+
+def _hit_lines(raw: bytes) -> list[Line]:
+    """The lines of complete hit records ``path NUL number : text LF`` (as ``_hit_run`` keeps
+    them): decoded at once and split by one findall when the bytes are UTF-8, else record by record
+    (the bytes that are not UTF-8 replaced, as ``_line`` does)."""
+    try:
+        s = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        out = []
+        for rec in raw.split(b"\n")[:-1]:
+            body = rec.partition(b"\0")[2]
+            m = _LINE_NO.match(body)
+            assert m is not None
+            out.append(_line(int(m.group(1)), True, body, m.end()))
+        return out
+    pairs = _HIT_FIELDS.findall(s)
+    if "\r" in s:
+        return [_hit_line(int(num), text) for num, text in pairs]
+    wide = _NEVER_CAPPED_CHARS
+    return [
+        Line(int(num), True, text, False) if len(text) <= wide else _hit_line(int(num), text) for num, text in pairs
+    ]
+
+
+def _hit_line(number: int, text: str) -> Line:
+    """A hit line from its whole decoded text: the CR of a CRLF line dropped, then cut at 2000 units."""
+    if text.endswith("\r"):
+        text = text[:-1]
+    text, capped = cap_utf16(text)
+    return Line(number, True, text, capped)
 
 
 def _run_end(data: bytes, pos: int, prefix: bytes | None) -> tuple[int, int]:
@@ -203,8 +263,30 @@ class FileHits:
     key: bytes
     path: str
     lines: list[Line] = field(default_factory=list)
-    hits: int = 0  # hit lines stored
+    hits: int = 0  # hit lines stored (in ``lines`` or still in ``raw``)
     last_hit: int = 0
+    raw: bytes = b""  # hit records kept as rg wrote them (``path NUL number : text LF``), read in finish()
+    # finish(plain=True): the hit lines as ``number:text``, when each is shown as rg wrote it (UTF-8,
+    # no CR, never cut); ``lines`` then holds none of them.
+    plain: list[str] | None = None
+
+
+def _make_plain(f: FileHits) -> bool:
+    """Turn ``f.raw`` into ``f.plain`` when every record is UTF-8 without a CR and short enough
+    never to be cut (each line's text is then exactly what rg wrote); False, untouched, if not."""
+    try:
+        s = f.raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    if "\r" in s:
+        return False
+    prefix = f.path + "\0"
+    bodies = s[len(prefix) : -1].split("\n" + prefix)
+    if max(map(len, bodies)) > _NEVER_CAPPED_CHARS:
+        return False
+    f.plain = bodies
+    f.raw = b""
+    return True
 
 
 class GrepCollector:
@@ -233,6 +315,9 @@ class GrepCollector:
         self._fast: bytes | None = None  # key + NUL of a current file whose records are only counted
         self._fast_run = 0  # records of that file counted so far
         self._fast_rx: re.Pattern[bytes] | None = None  # matches a run of its records, once the run is long
+        # Without context: a run's first records (how most files' runs end), and a whole stored run.
+        self._head_rx = None if context else _hit_run_regex(min(cap, _FAST_RUN_REGEX_AFTER))
+        self._run_rx = None if context else _hit_run_regex(cap)
 
     # -- streaming ---------------------------------------------------------------------------
 
@@ -258,6 +343,28 @@ class GrepCollector:
                     lines = data.count(b"\n", pos, end)
                 counted += lines
                 pos = end
+            head_rx = self._head_rx
+            if head_rx is not None and not self._carry and not (self._fast and data.startswith(self._fast, pos)):
+                # The next file's run of records, found by one regex (without context, every record
+                # of rg's is a hit): a stored file keeps it, any other file only counts it.
+                m = head_rx.match(data, pos)
+                if m is not None and m.end() - pos <= maxrec:
+                    if counted:
+                        self._count_fast(counted)
+                        counted = 0
+                    key = m.group(1)
+                    if key != self._cur_key:
+                        self._start(key)
+                    if self._cur_mode == 0:
+                        end = self._hit_run(data, pos, m)
+                        if end >= 0:
+                            pos = end
+                            continue
+                    else:
+                        self._count_fast(data.count(b"\n", pos, m.end()))
+                        self._fast = key + b"\0"
+                        pos = m.end()
+                        continue
             nl = data.find(b"\n", pos)
             if nl < 0:
                 break
@@ -303,6 +410,47 @@ class GrepCollector:
             self._skipping = True
             self.drops.oversized += 1
 
+    def _hit_run(self, data: bytes, start: int, m: re.Match[bytes]) -> int:
+        """The run of hit records of the current (stored) file that begins at ``start``, taken in
+        bulk: one regex match finds it and its bytes are kept as they are, to be read in finish()
+        (only for the files shown, all at once). Returns where the records it took end, or -1 when
+        the run is not for the bulk path (a record too large, the file already full): the caller
+        then reads the record alone. Records past the file's room are left to the caller, which
+        counts them (``_fast``). A run of long lines is read at once, so what is kept stays small."""
+        f = self._cur
+        assert f is not None
+        room = self.cap - f.hits
+        if room <= 0:
+            return -1
+        end = m.end()
+        run = data[start:end]
+        n = run.count(b"\n")
+        if n == _FAST_RUN_REGEX_AFTER and room > n:  # the run may go on: match all of it (up to the cap)
+            assert self._run_rx is not None
+            m = self._run_rx.match(data, start)
+            assert m is not None
+            end = m.end()
+            if end - start > limits.RG_RECORD_MAX_BYTES:
+                return -1
+            run = data[start:end]
+            n = run.count(b"\n")
+        if n > room:
+            rest = run.split(b"\n", room)[-1]
+            run = run[: len(run) - len(rest)]
+            end -= len(rest)
+            n = room
+        if len(run) > n * _RAW_BYTES_PER_HIT:
+            f.lines += _hit_lines(run)
+        elif f.raw:
+            f.raw += run
+        else:
+            f.raw = run
+        f.hits += n
+        self.total_hits += n
+        if n == room:  # the file is full: the rest of its records are only counted
+            self._fast = m.group(1) + b"\0"
+        return end
+
     def _count_fast(self, n: int) -> None:
         self.total_hits += n
         if self._cur_mode == 2:
@@ -340,15 +488,7 @@ class GrepCollector:
             f.last_hit = number
         elif f.hits >= self.cap and number > f.last_hit + self.context:
             return
-        raw = body[m.end() : m.end() + _DECODE_BYTES]
-        text = raw.decode("utf-8", "replace")
-        if text.endswith("\r") and len(body) - m.end() <= _DECODE_BYTES:
-            text = text[:-1]
-        if hit:
-            text, capped = cap_utf16(text)
-        else:
-            text, capped = shorten_bytes(text)
-        f.lines.append(Line(number, hit, text, capped))
+        f.lines.append(_line(number, hit, body, m.end()))
 
     def _start(self, key: bytes) -> None:
         self._fast = None
@@ -390,18 +530,41 @@ class GrepCollector:
             self._by_key.pop(gone.key, None)
             self._held_hits -= gone.hits
 
-    def finish(self) -> list[FileHits]:
+    def finish(self, *, plain: bool = False) -> list[FileHits]:
+        """The files that hold the first ``cap`` hits, in path order, their lines in line order.
+        With ``plain``, a file whose kept records are all plain (see ``FileHits.plain``) keeps them
+        as ``number:text`` strings instead of lines."""
         if self._pending:
             self.feed(b"\n")
         self._close()
+        # The files shown read their kept raw records now, all of them with one decode and one findall.
+        left = self.cap
+        shown_files = []
+        for f in self.held:
+            if left <= 0:
+                break
+            shown_files.append(f)
+            left -= f.hits
+        raws = [f for f in shown_files if f.raw]
+        if plain:
+            cut = shown_files[-1] if left < 0 else None  # the file whose hits are cut keeps lines
+            raws = [f for f in raws if f is cut or f.lines or not _make_plain(f)]
+        if raws:
+            lines = _hit_lines(b"".join(f.raw for f in raws))
+            at = 0
+            for f in raws:
+                n = f.raw.count(b"\n")
+                f.lines += lines[at : at + n]
+                at += n
+                f.raw = b""
         # Keep exactly the first `cap` hits in path order (and their context).
         out: list[FileHits] = []
         left = self.cap
         shown = 0
-        for f in self.held:
+        for f in shown_files:
             if left <= 0:
                 break
-            f.lines.sort(key=lambda ln: ln.number)
+            f.lines.sort(key=_NUMBER)
             if f.hits > left:
                 last_kept = 0
                 kept_hits = 0

@@ -63,6 +63,8 @@ async def _search(
     includes: list[str],
     include_field: str,
     context: int,
+    *,
+    plain: bool = False,
 ) -> tuple[Rg, GrepCollector, list[FileHits], RgResult] | ToolOutput:
     check_text("pattern", pattern, regex=True)
     for g in includes:
@@ -85,7 +87,7 @@ async def _search(
     res = await execute(ctx, rg, argv, the_plan, col.feed)
     if isinstance(res, ToolOutput):
         return res
-    files = col.finish()
+    files = col.finish(plain=plain)
     failed = check_failure(
         res,
         the_plan,
@@ -137,7 +139,14 @@ class GrepTool(Tool):
 
     async def run(self, ctx: ToolContext, args: GrepArgs) -> ToolOutput:
         found = await _search(
-            ctx, args.pattern, [args.path or "."], "path", [args.include] if args.include else [], "include", 0
+            ctx,
+            args.pattern,
+            [args.path or "."],
+            "path",
+            [args.include] if args.include else [],
+            "include",
+            0,
+            plain=True,
         )
         if isinstance(found, ToolOutput):
             return found
@@ -146,6 +155,8 @@ class GrepTool(Tool):
         rows: list[str] = []
         for f in files:
             q = quote_path(f.path, grep=True)  # once per file, not per line
+            if f.plain:  # `number:text` each: the rows are the path, a colon and each of them
+                rows.append(q + ":" + ("\n" + q + ":").join(f.plain))
             rows += [chord_format.hit_line(q, ln.number, ln.text) for ln in f.lines if ln.hit]
         note = truncation_note(
             col.drops, meta["matches"], col.total_hits, "matches", "Narrow the pattern, the path or the include glob."

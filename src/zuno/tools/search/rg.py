@@ -253,44 +253,115 @@ RG_PIPE_BYTES = 1 << 20
 # Reads of one readiness callback: then the event loop runs again (a cancellation gets through).
 _READS_PER_WAKE = 4
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+# Reading pauses for _PAUSE_S after a read (see _Drain) when rg writes small pieces often (a read
+# under _SMALL_WRITE less than a quarter pause after the last one, or a pause just ended) and slowly
+# enough that a pause fills at most _PAUSE_BYTES of the 1 MiB pipe at the rate of that read: rg
+# never waits for a full pipe, a rare write never costs a second wake, and output rg writes in
+# blocks (glob's paths, 8 KiB at a time) is read as it comes.
+_PAUSE_S = 0.004
+_PAUSE_BYTES = 256 * 1024
+_SMALL_WRITE = 4096
 
 
-def _stdout_pipe() -> tuple[int, int]:
+def _stdout_pipe() -> tuple[int, int, bool]:
+    """A pipe for rg's stdout: (read end, write end, whether it was widened to RG_PIPE_BYTES)."""
     r, w = os.pipe()
     os.set_inheritable(r, False)
+    widened = False
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError):
-            fcntl.fcntl(w, _F_SETPIPE_SZ, RG_PIPE_BYTES)
+            widened = fcntl.fcntl(w, _F_SETPIPE_SZ, RG_PIPE_BYTES) >= RG_PIPE_BYTES
     os.set_blocking(r, False)
-    return r, w
+    return r, w, widened
 
 
-def _drain(loop: asyncio.AbstractEventLoop, fd: int, take: Callable[[bytes], None]) -> asyncio.Future[None]:
-    """Read the non-blocking pipe ``fd`` to its end from the event loop, each chunk straight into
-    ``take`` (no stream buffer between them: one copy, out of the kernel). The future is done at
-    end of file, or failed with what ``take`` raised (OutputTooLarge, or the collector's own error)."""
-    done: asyncio.Future[None] = loop.create_future()
+class _Drain:
+    """Reads the non-blocking pipe ``fd`` to its end from the event loop, each chunk straight into
+    ``take`` (no stream buffer between them: one copy, out of the kernel). ``done`` is done at end
+    of file, or failed with what ``take`` raised (OutputTooLarge, or the collector's own error);
+    ``close()`` unhooks it from the loop (before its descriptors are closed).
 
-    def readable() -> None:
+    With ``exited_fd`` (a pidfd of the writer), reading pauses for ``_PAUSE_S`` after the first
+    read of a wake when the writer writes small pieces often but not fast (rg's grep writes each
+    file's records apart):
+    its writes pile up in the pipe and are taken in one read, instead of one wake of the event loop
+    each. A writer that writes rarely is read as before (a pause would only add a wake), and one
+    that writes fast is read without pausing, so it never waits for a full pipe. The pause ends
+    early when the writer exits (its pidfd turns readable), so the end of the output is never
+    waited for; after the exit the pipe is read to its end without pausing."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, fd: int, take: Callable[[bytes], None], exited_fd: int | None = None
+    ) -> None:
+        self.loop = loop
+        self.fd = fd
+        self.take = take
+        self.exited_fd = exited_fd
+        self.exited = exited_fd is None
+        self.timer: asyncio.TimerHandle | None = None
+        self.last = loop.time()  # when the pipe was last read
+        self.done: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(fd, self._readable)
+        if exited_fd is not None:
+            loop.add_reader(exited_fd, self._writer_exited)
+
+    def close(self) -> None:
+        self.loop.remove_reader(self.fd)
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if not self.exited and self.exited_fd is not None:
+            self.exited = True
+            self.loop.remove_reader(self.exited_fd)
+
+    def _finish(self, exc: BaseException | None = None) -> None:
+        self.close()
+        if not self.done.done():
+            if exc is None:
+                self.done.set_result(None)
+            else:
+                self.done.set_exception(exc)
+
+    def _readable(self, resumed: bool = False) -> None:
+        now = self.loop.time()
+        span, self.last = now - self.last, now
         try:
-            for _ in range(_READS_PER_WAKE):
+            for i in range(_READS_PER_WAKE):
                 try:
-                    chunk = os.read(fd, RG_PIPE_BYTES)
+                    chunk = os.read(self.fd, RG_PIPE_BYTES)
                 except BlockingIOError:
                     return
                 if not chunk:
-                    loop.remove_reader(fd)
-                    if not done.done():
-                        done.set_result(None)
+                    self._finish()
                     return
-                take(chunk)
+                self.take(chunk)
+                if (
+                    i == 0
+                    and not self.exited
+                    and (resumed or (span < _PAUSE_S / 4 and len(chunk) < _SMALL_WRITE))
+                    and len(chunk) * _PAUSE_S < _PAUSE_BYTES * span
+                ):
+                    self.loop.remove_reader(self.fd)
+                    self.timer = self.loop.call_later(_PAUSE_S, self._resume)
+                    return
         except BaseException as e:
-            loop.remove_reader(fd)
-            if not done.done():
-                done.set_exception(e)
+            self._finish(e)
 
-    loop.add_reader(fd, readable)
-    return done
+    def _resume(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.done.done():
+            return
+        self.loop.add_reader(self.fd, self._readable)
+        self._readable(resumed=True)
+
+    def _writer_exited(self) -> None:
+        self.exited = True
+        assert self.exited_fd is not None
+        self.loop.remove_reader(self.exited_fd)
+        if self.timer is not None:
+            self._resume()
 
 
 def _pidfd(pid: int) -> int | None:
@@ -358,7 +429,7 @@ async def run_rg(
     rg's pipes and its exit (a pidfd) are watched by the event loop directly: no asyncio
     subprocess transport, no stream objects, no task per pipe and no waiter thread per process."""
     loop = asyncio.get_running_loop()
-    r, w = _stdout_pipe()
+    r, w, widened = _stdout_pipe()
     er, ew = os.pipe()
     os.set_blocking(er, False)
     try:
@@ -384,17 +455,18 @@ async def run_rg(
             raise OutputTooLarge(seen)
         feed(chunk)
 
-    out_done = _drain(loop, r, take)
-    err_done = _drain(loop, er, err.add)
+    out = _Drain(loop, r, take, pidfd if widened else None)
+    err_drain = _Drain(loop, er, err.add)
     try:
-        await out_done
-        await err_done
+        await out.done
+        await err_drain.done
         rc = await _exit_status(proc, pidfd)
         return RgResult(rc, bytes(err.kept), seen)
     finally:
-        for fd, fut in ((r, out_done), (er, err_done)):
-            loop.remove_reader(fd)
+        for fd, drain in ((r, out), (er, err_drain)):
+            drain.close()
             os.close(fd)
+            fut = drain.done
             if fut.done() and not fut.cancelled():
                 fut.exception()  # retrieved: a second failure is not reported as "never retrieved"
             else:

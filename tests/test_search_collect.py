@@ -1,0 +1,203 @@
+"""The grep collector's bulk path (a file's run of hit records matched at once, kept as bytes and
+read in finish()) against a plain record-by-record reading of the same rg output, and its edge
+cases: text that is not UTF-8, NUL and CR in a line, long lines, colons and newlines in paths, the
+hit cap crossed inside a run and across chunks."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from zuno import limits
+from zuno.tools.search.collect import GrepCollector, cap_utf16
+
+CAP_UNITS = limits.MATCH_LINE_MAX_UTF16
+
+
+def _collect(data: bytes, cap: int, step: int) -> tuple[list[tuple[str, list[tuple[int, str, bool]]]], GrepCollector]:
+    col = GrepCollector(cap=cap)
+    for i in range(0, len(data), step):
+        col.feed(data[i : i + step])
+    files = col.finish()
+    assert all(ln.hit for f in files for ln in f.lines)
+    return [(f.path, [(ln.number, ln.text, ln.capped) for ln in f.lines]) for f in files], col
+
+
+def _rows(data: bytes, cap: int, step: int, *, plain: bool) -> list[str]:
+    """The grep tool's rows (``path:number:text``) from the collector, with or without plain files."""
+    col = GrepCollector(cap=cap)
+    for i in range(0, len(data), step):
+        col.feed(data[i : i + step])
+    rows = []
+    for f in col.finish(plain=plain):
+        if f.plain:
+            rows += [f"{f.path}:{body}" for body in f.plain]
+        rows += [f"{f.path}:{ln.number}:{ln.text}" for ln in f.lines]
+    return rows
+
+
+def _oracle(records: list[tuple[bytes, int, bytes]], cap: int) -> tuple[list, int, int]:
+    """Record by record: group by path, path order, line order, the first ``cap`` hits; each text
+    decoded (not UTF-8: replaced), CR of CRLF dropped, cut at 2000 UTF-16 units."""
+    by_path: dict[bytes, list[tuple[int, bytes]]] = {}
+    for path, number, text in records:
+        by_path.setdefault(path, []).append((number, text))
+    out = []
+    left = cap
+    unnameable = 0
+    for path in sorted(by_path):
+        try:
+            name = path.decode("utf-8")
+        except UnicodeDecodeError:
+            unnameable += len(by_path[path])
+            continue
+        if left <= 0:
+            continue
+        lines = []
+        for number, raw in sorted(by_path[path])[:left]:
+            text = raw[:8192].decode("utf-8", "replace")
+            if text.endswith("\r") and len(raw) <= 8192:
+                text = text[:-1]
+            lines.append((number, *cap_utf16(text)))
+        left -= len(lines)
+        out.append((name, lines))
+    return out, len(records), unnameable
+
+
+def _stream(records: list[tuple[bytes, int, bytes]]) -> bytes:
+    return b"".join(p + b"\0" + str(n).encode() + b":" + t + b"\n" for p, n, t in records)
+
+
+TEXTS = [
+    b"def get_x(self): return 1",
+    b"caf\xc3\xa9 \xe2\x82 cut \xff not utf-8",
+    b"crlf line\r",
+    b"a NUL\x00inside 12:34 of a line",
+    b"colons a:b:c and 3-4- dashes",
+    b"",
+    b"\r",
+    b"x" * (CAP_UNITS // 2),
+    b"x" * (CAP_UNITS // 2 + 1),
+    b"y" * CAP_UNITS + b"\r",
+    b"z" * (CAP_UNITS + 1),
+    "\U0001f600".encode() * (CAP_UNITS // 2 + 1),  # astral: two units each
+    "é".encode() * 5000 + b"\r",  # over 8192 bytes
+    b"w" * 9000 + b"\r",
+    b"\xe2\x82\xac" * 3000,
+]
+PATHS = [b"src/f.py", b"src/co:lon 1:2.py", b"src/x\r", b"caf\xc3\xa9/\xc3\xa9.py", b"src/-5-x.py", b"bad\xff.py"]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_bulk_reading_equals_record_by_record(seed: int) -> None:
+    rnd = random.Random(seed)
+    records: list[tuple[bytes, int, bytes]] = []
+    paths = [p + b"%d" % i for i in range(rnd.randint(1, 40)) for p in [rnd.choice(PATHS)]]
+    for path in dict.fromkeys(paths):
+        numbers = sorted(rnd.sample(range(1, 3000), rnd.choice([1, 2, 7, 40, 300])))
+        cut = rnd.randint(0, len(numbers)) if rnd.random() < 0.2 else len(numbers)
+        for part in (numbers[:cut], numbers[cut:]):  # rg may print one file in two pieces
+            records.append((path, -1, b""))
+            records += [(path, n, rnd.choice(TEXTS)) for n in part]
+    # pieces of files in walk order (not path order); a piece's records stay together
+    pieces: list[list[tuple[bytes, int, bytes]]] = []
+    for r in records:
+        if r[1] == -1:
+            pieces.append([])
+        else:
+            pieces[-1].append(r)
+    pieces = [piece for piece in pieces if piece]
+    walk = list(range(len(pieces)))
+    rnd.shuffle(walk)
+    # a file's pieces still come in line order, wherever the walk puts them
+    for path in {piece[0][0] for piece in pieces}:
+        mine = [i for i in range(len(pieces)) if pieces[i][0][0] == path]
+        at = sorted(walk.index(i) for i in mine)
+        for pos, i in zip(at, mine, strict=True):
+            walk[pos] = i
+    records = [r for i in walk for r in pieces[i]]
+    data = _stream(records)
+    cap = rnd.choice([1, 5, 100, 1000, 100_000])
+    want, total, unnameable = _oracle(records, cap)
+    for step in (rnd.choice([61, 333, 1021]), rnd.choice([4096, 65536]), max(1, len(data))):
+        got, col = _collect(data, cap, step)
+        assert got == want, (seed, cap, step)
+        assert col.total_hits == total and col.drops.unnameable == unnameable
+        assert col.shown_hits == sum(len(lines) for _, lines in want)
+        assert col.drops.over_cap == total - col.shown_hits - unnameable
+        rows = [f"{path}:{n}:{text}" for path, lines in want for n, text, _ in lines]
+        assert _rows(data, cap, step, plain=True) == rows
+
+
+def test_the_cap_crossed_inside_one_run_and_across_chunks() -> None:
+    records = [(b"a.py", n, b"hit %d" % n) for n in range(1, 2001)] + [(b"b.py", 1, b"one")]
+    data = _stream(records)
+    for step in (len(data), 1000, 7):
+        got, col = _collect(data, 1000, step)
+        assert [p for p, _ in got] == ["a.py"]
+        assert [n for n, _, _ in got[0][1]] == list(range(1, 1001))
+        assert (col.total_hits, col.shown_hits, col.drops.over_cap) == (2001, 1000, 1001)
+    # the file that fills the cap last shares it: 600 + 400 of b's 1000
+    records = [(b"b.py", n, b"b") for n in range(1, 1001)] + [(b"a.py", n, b"a") for n in range(1, 601)]
+    got, col = _collect(_stream(records), 1000, 4096)
+    assert [(p, len(lines)) for p, lines in got] == [("a.py", 600), ("b.py", 400)]
+    assert got[1][1][-1][0] == 400 and col.drops.over_cap == 600
+
+
+def test_paths_with_newlines_and_binary_notices_between_runs() -> None:
+    data = (
+        b"a\nb\x001:first\n"
+        b"a\nb\x002:second\r\n"
+        b'some.bin: binary file matches (found "\\0" byte around offset 3)\n'
+        b"c:d\x003:with colon\n"
+        b"c:d\x004:\xff\n"
+    )
+    for step in (1, 5, len(data)):
+        got, col = _collect(data, 10, step)
+        assert got == [
+            ("a\nb", [(1, "first", False), (2, "second", False)]),
+            ("c:d", [(3, "with colon", False), (4, "\ufffd", False)]),
+        ]
+        assert col.drops.binary == 1 and col.total_hits == 4
+
+
+def test_long_lines_are_cut_like_short_ones() -> None:
+    crlf_long = b"q" * (CAP_UNITS + 5) + b"\r"
+    astral = "\U0001f600".encode() * CAP_UNITS
+    data = _stream([(b"f", 1, crlf_long), (b"f", 2, astral), (b"f", 3, b"ok\r")])
+    got, _ = _collect(data, 10, len(data))
+    [(path, lines)] = got
+    assert path == "f"
+    assert lines[0] == (1, "q" * CAP_UNITS, True)
+    assert lines[1] == (2, "\U0001f600" * (CAP_UNITS // 2), True)
+    assert lines[2] == (3, "ok", False)
+
+
+def test_plain_files_read_back_the_same_rows() -> None:
+    data = _stream(
+        [
+            (b"a.py", 7, b"x"),  # plain
+            (b"a.py", 9, b"y:z"),
+            (b"b.py", 1, b"crlf\r"),  # a CR: lines
+            (b"b.py", 2, b"ok"),
+            (b"c.py", 3, b"w" * (CAP_UNITS // 2 + 1)),  # may be cut: lines
+            (b"d.py", 1, b"caf\xe9"),  # not UTF-8: lines
+        ]
+    )
+    data += b"e.py\x00007:leading zero\n"  # not a number as rg writes it: read record by record
+    col = GrepCollector(cap=100)
+    col.feed(data)
+    files = col.finish(plain=True)
+    assert [(f.path, f.plain) for f in files if f.plain] == [("a.py", ["7:x", "9:y:z"])]
+    assert [f.path for f in files if f.lines] == ["b.py", "c.py", "d.py", "e.py"]
+    assert _rows(data, 100, len(data), plain=True) == _rows(data, 100, len(data), plain=False)
+    assert _rows(data, 100, 3, plain=True)[-1] == "e.py:7:leading zero"
+    # the file cut at the cap keeps lines, the files before it may be plain
+    col = GrepCollector(cap=3)
+    col.feed(_stream([(b"a", 1, b"1"), (b"a", 2, b"2"), (b"b", 1, b"1"), (b"b", 2, b"2")]))
+    files = col.finish(plain=True)
+    assert [(f.path, f.plain, [ln.number for ln in f.lines]) for f in files] == [
+        ("a", ["1:1", "2:2"], []),
+        ("b", None, [1]),
+    ]
