@@ -14,7 +14,7 @@ from typing import Any
 import zuno
 from agent_double import Reply, ScriptedProvider, call, calls, say
 from zuno.agent.events import TextEvent, ToolCallEvent
-from zuno.agent.transcript import INTERRUPTED_MARK, NOT_STARTED_RECOVERY_TEXT, SUMMARY_HEAD
+from zuno.agent.items import INTERRUPTED_MARK, NOT_STARTED_RECOVERY_TEXT, SUMMARY_HEAD
 from zuno.agent.types import AssistantMessage, ModelRequest, ToolResultMessage, UserMessage
 from zuno.runtime import UNCERTAIN_RECOVERY_TEXT
 

@@ -104,7 +104,7 @@ def test_a_read_loads_no_agent_mcp_provider_or_http_client(tmp_path: Path, works
 
 
 def test_run_spells_the_session_modes_of_the_agent() -> None:
-    from zuno.agent.transcript import MODES
+    from zuno.agent.items import MODES
     from zuno.commands import run
 
     assert run.MODES == MODES

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from zuno import limits
 from zuno.agent.events import AgentEvent, StopReason, TurnResult
+from zuno.agent.items import MODES, Mode
 from zuno.agent.loop import AgentLoop
-from zuno.agent.transcript import MODES, Mode, Transcript
+from zuno.agent.transcript import Transcript
 
 if TYPE_CHECKING:
     from zuno.agent.types import Provider

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from zuno import limits
 from zuno.agent.events import CompactionEvent
-from zuno.agent.transcript import Item
+from zuno.agent.items import Item
 from zuno.agent.types import Message, ModelRequest, ToolSpec, UserMessage
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from zuno import limits
-from zuno.agent.transcript import Mode, UserSource, digest_text
+from zuno.agent.items import Mode, UserSource, digest_text
 from zuno.projection import ContextSection
 
 BASE_INSTRUCTIONS = (

@@ -37,12 +37,8 @@ from zuno.agent.events import (
     ToolResultEvent,
     TurnResult,
 )
-from zuno.agent.transcript import (
-    NOT_STARTED_RECOVERY_TEXT,
-    Mode,
-    ToolResultRow,
-    Transcript,
-)
+from zuno.agent.items import NOT_STARTED_RECOVERY_TEXT, Mode, ToolResultRow
+from zuno.agent.transcript import Transcript
 from zuno.agent.types import (
     Finished,
     HostedTool,

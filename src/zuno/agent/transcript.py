@@ -13,127 +13,33 @@ marker's summary followed by the items recorded after the point it summarised.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from zuno.agent.types import (
-    AssistantMessage,
-    Attempt,
-    Finished,
-    ImagePart,
-    Message,
-    ModelRequest,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
+from zuno.agent.items import (
+    MODES,
+    SUMMARY_HEAD,
+    AgentState,
+    Item,
+    Mode,
+    RequestRow,
+    ToolResultRow,
+    Unmatched,
+    UserSource,
+    digest_text,
+    image_rows,
+    item_json,
+    to_messages,
 )
+from zuno.agent.types import Attempt, Finished, ImagePart, Message, ModelRequest, ToolCall, UserMessage
 from zuno.records import CallRecord, StepWrites
 from zuno.store import Store
 
-Mode = Literal["plan", "work", "goal"]
-MODES: tuple[Mode, ...] = ("plan", "work", "goal")
-
-INTERRUPTED_MARK = "[interrupted: the response was cut off here; what follows it was never received]"
-NOT_STARTED_RECOVERY_TEXT = (
-    "[cancelled] The process driving the session stopped before this call started. Nothing ran; "
-    "call it again if it is still needed."
-)
-SUMMARY_HEAD = "[Summary of the earlier conversation (compaction {n}); the transcript before it was replaced]"
-NOTICE_HEAD = "[zuno notice: runtime information, not a message from the user]"
-
-
 _INSERT_SQL: dict[tuple[str, ...], str] = {}  # an item insert per set of optional columns
-
-
-def digest_text(*parts: str) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(p.encode("utf-8", "surrogatepass"))
-        h.update(b"\x00")
-    return h.hexdigest()
-
-
-def _dumps(v: Any) -> str:
-    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
-
-
-@dataclass(slots=True)
-class AgentState:
-    mode: Mode
-    model: str | None
-    turns: int
-    data: dict[str, Any]
-
-
-@dataclass(slots=True)
-class Item:
-    seq: int
-    turn: int
-    kind: str
-    data: dict[str, Any]
-    msg_id: str | None = None
-    call_id: str | None = None
-    request_id: int | None = None
-    step: int | None = None
-    call_seq: int | None = None
-    digest: str | None = None
-    at: float = 0.0
-
-
-@dataclass(slots=True)
-class ToolResultRow:
-    call_id: str
-    name: str
-    text: str
-    outcome: str
-    call_seq: int | None
-    images: Sequence[ImagePart] = ()
-    recovered: bool = False
-    cancelled: bool = False
-
-
-@dataclass(slots=True)
-class UserSource:
-    msg_id: str
-    digest: str
-    text: str
-    turn: int
-
-
-@dataclass(slots=True)
-class Unmatched:
-    assistant_seq: int
-    turn: int
-    call: ToolCall
-    calls_seq_floor: int
-
-
-@dataclass(slots=True)
-class RequestRow:
-    id: int
-    turn: int
-    purpose: str
-    status: str
-    stop_reason: str | None
-    usage: dict[str, int] = field(default_factory=dict)
-    attempts: list[dict[str, Any]] = field(default_factory=list)
-    started_at: float = 0.0
-    ended_at: float | None = None
-    error: str | None = None
-
-
-def _images(data: Sequence[dict[str, Any]]) -> tuple[ImagePart, ...]:
-    return tuple(ImagePart(d["media_type"], d["data_b64"]) for d in data)
-
-
-def _image_rows(images: Sequence[ImagePart]) -> list[dict[str, str]]:
-    return [{"media_type": i.media_type, "data_b64": i.data_b64} for i in images]
 
 
 class Transcript:
@@ -185,7 +91,7 @@ class Transcript:
             )
             db.execute(
                 "INSERT INTO events (session_id, kind, data, at) VALUES (?, 'agent-mode', ?, ?)",
-                (self.session_id, _dumps({"mode": mode}), time.time()),
+                (self.session_id, item_json({"mode": mode}), time.time()),
             )
 
     def set_model(self, model: str) -> None:
@@ -196,7 +102,7 @@ class Transcript:
         )
 
     def save_data(self, data: dict[str, Any]) -> None:
-        text = _dumps(data)
+        text = item_json(data)
         self.store.execute(
             "UPDATE agent_state SET data = ?, updated_at = ? WHERE session_id = ?",
             (text, time.time(), self.session_id),
@@ -257,7 +163,7 @@ class Transcript:
             sql = _INSERT_SQL[tuple(cols)] = (
                 f"INSERT INTO agent_items ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})"
             )
-        cur = db.execute(sql, (self.session_id, turn, kind, _dumps(data), at, *cols.values()))
+        cur = db.execute(sql, (self.session_id, turn, kind, item_json(data), at, *cols.values()))
         seq = int(cur.lastrowid or 0)
         # Every caller builds data afresh for this row and keeps no reference to it.
         self._written.append(Item(seq, turn, kind, data, at=at, **cols))
@@ -268,7 +174,7 @@ class Transcript:
         msg_id = f"msg_{uuid.uuid4().hex[:16]}"
         digest = digest_text(text, *(f"{i.media_type}:{digest_text(i.data_b64)}" for i in images))
         with self._writing() as db:
-            self._insert(db, turn, "user", {"text": text, "images": _image_rows(images)}, msg_id=msg_id, digest=digest)
+            self._insert(db, turn, "user", {"text": text, "images": image_rows(images)}, msg_id=msg_id, digest=digest)
         return msg_id, digest
 
     def add_notice(self, turn: int, text: str, source: str, kinds: Sequence[str] = ()) -> int:
@@ -403,7 +309,7 @@ class Transcript:
                 "name": r.name,
                 "text": r.text,
                 "outcome": r.outcome,
-                "images": _image_rows(r.images),
+                "images": image_rows(r.images),
                 "recovered": r.recovered,
                 "cancelled": r.cancelled,
             }
@@ -604,28 +510,3 @@ class Transcript:
         return self.store.call_seq_floor()
 
 
-def to_messages(items: Sequence[Item]) -> list[Message]:
-    out: list[Message] = []
-    for it in items:
-        d = it.data
-        if it.kind == "user":
-            out.append(UserMessage(d["text"], _images(d.get("images", []))))
-        elif it.kind == "notice":
-            out.append(UserMessage(NOTICE_HEAD + "\n" + d["text"]))
-        elif it.kind == "assistant":
-            if d.get("interrupted"):
-                out.append(AssistantMessage(text=d["text"] + "\n" + INTERRUPTED_MARK))
-            else:
-                calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in d["tool_calls"])
-                out.append(AssistantMessage(text=d["text"], tool_calls=calls, opaque=tuple(d.get("opaque", ()))))
-        elif it.kind == "tool_result":
-            out.append(
-                ToolResultMessage(
-                    call_id=it.call_id or "",
-                    name=d["name"],
-                    text=d["text"],
-                    is_error=d["outcome"] != "ok",
-                    images=_images(d.get("images", [])),
-                )
-            )
-    return out

@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # the agent loads when the command runs, not when the parser 
     from zuno.commands.run_view import InlineApprover, View
     from zuno.permissions import Approver
 
-# The session modes (zuno.agent.transcript.MODES, which a test holds this equal to), spelled here
+# The session modes (zuno.agent.items.MODES, which a test holds this equal to), spelled here
 # so that building the parser does not load the agent.
 MODES = ("plan", "work", "goal")
 
