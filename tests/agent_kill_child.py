@@ -1,5 +1,7 @@
-"""A child process for the kill -9 test: one agent turn whose step runs a read, then a long shell
-command (a barrier), then another read; it prints the session id once the shell call starts."""
+"""A child process for the kill -9 tests: one agent turn whose step runs a read, then a long shell
+command (a barrier), then another read; it prints the session id once the shell call starts.
+With "readonly": one turn whose step runs only read-only calls, one of them slow; it prints the
+session id once that call runs."""
 
 from __future__ import annotations
 
@@ -12,6 +14,28 @@ sys.path.insert(0, str(Path(__file__).parent))
 import zuno
 from agent_double import ScriptedProvider, call, calls, say
 from zuno.agent.events import ToolCallEvent
+from zuno.declarations import READ_ONLY_PARALLEL
+from zuno.tool import Tool, ToolArgs, ToolContext, ToolOutput
+
+
+class SlowLook(Tool):
+    name = "slow_look"
+    description = "Look for a long time (read-only)."
+    Args = ToolArgs
+    declarations = READ_ONLY_PARALLEL
+
+    async def run(self, ctx: ToolContext, args: object) -> ToolOutput:
+        print(f"SESSION {ctx.session_id}", flush=True)
+        await asyncio.sleep(60)
+        return ToolOutput(text="never")
+
+
+async def read_only(root: str) -> None:
+    step = calls(call("read", {"path": "a.txt"}, id="r_read_a"), call("slow_look", {}, id="r_slow"))
+    p = ScriptedProvider([step, say("unreachable")])
+    async with zuno.Runtime(root=root, tools=[SlowLook()]) as rt:
+        async with rt.agent(provider=p) as agent:
+            await agent.run("look around")
 
 
 async def main(root: str) -> None:
@@ -32,4 +56,4 @@ async def main(root: str) -> None:
             await agent.run("do three things", on_event=on)
 
 
-asyncio.run(main(sys.argv[1]))
+asyncio.run(read_only(sys.argv[1]) if sys.argv[2:] == ["readonly"] else main(sys.argv[1]))

@@ -198,3 +198,50 @@ def test_kill_9_mid_turn_then_resume_settles_every_open_call_first(workspace: Pa
     # The results come right after their calls, in call order, before the notice.
     idx = next(i for i, m in enumerate(msgs) if isinstance(m, AssistantMessage) and m.tool_calls)
     assert [getattr(m, "call_id", None) for m in msgs[idx + 1 : idx + 4]] == ["k_read_a", "k_shell", "k_read_b"]
+
+
+def test_kill_9_during_a_read_only_step_then_resume_asks_again(workspace: Path) -> None:
+    # A response of read-only calls is committed with their results: killed during the step, the
+    # process leaves neither that response nor its request row, and no call to settle. On resume
+    # the model is asked again from the same history (its calls did nothing), with no tool call
+    # and no result in it.
+    (workspace / "a.txt").write_text("alpha\n")
+    child = subprocess.Popen(
+        [sys.executable, str(Path(__file__).parent / "agent_kill_child.py"), str(workspace), "readonly"],
+        stdout=subprocess.PIPE,
+        env=zuno_env(),
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line.startswith("SESSION "), line
+        sid = line.split()[1]
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    seen: dict[str, Any] = {}
+
+    def script(req: ModelRequest, i: int) -> Reply:
+        seen["messages"] = req.messages
+        return say("resumed")
+
+    async def go() -> Any:
+        async with zuno.Runtime(root=workspace) as rt:
+            before = (
+                rt.store.query("SELECT kind FROM agent_items WHERE session_id = ? ORDER BY seq", (sid,)),
+                rt.store.query("SELECT COUNT(*) FROM agent_requests WHERE session_id = ?", (sid,))[0][0],
+                rt.store.query("SELECT COUNT(*) FROM calls WHERE session_id = ? AND state = 'started'", (sid,))[0][0],
+            )
+            async with rt.agent(provider=ScriptedProvider(script), session_id=sid) as agent:
+                return before, await agent.run(None)
+
+    (kinds, requests, started), result = asyncio.run(go())
+    assert [k[0] for k in kinds] == ["user"] and requests == 0 and started == 0
+    assert result.stop_reason == "final" and result.final_text == "resumed"
+    msgs = seen["messages"]
+    assert not any(isinstance(m, AssistantMessage) and m.tool_calls for m in msgs)
+    assert not any(isinstance(m, ToolResultMessage) for m in msgs)
+    assert isinstance(msgs[0], UserMessage) and msgs[0].text == "look around"
