@@ -204,8 +204,8 @@ class AnthropicProvider(StreamingProvider):
             content=self.body_bytes(request),
             cast_to=anthropic.types.Message,
             stream=True,
-            # Each event as the JSON object the API documents (see openai_chat): the SDK decodes
-            # the SSE and raises its error events.
+            # Each event as the JSON object the API documents (see openai_chat), read by
+            # ``_events``, which raises the SDK's own error for an error event.
             stream_cls=anthropic.AsyncStream[object],
         )
         text: list[str] = []

@@ -214,8 +214,9 @@ class OpenAIChatProvider(StreamingProvider):
             content=self.body_bytes(request),
             cast_to=ChatCompletion,
             stream=True,
-            # Each chunk as the JSON object the API documents: the SDK decodes the SSE and raises
-            # its errors; building its typed model of every chunk costs more than the rest of a step.
+            # Each chunk as the JSON object the API documents, read by ``openai_events`` (the SDK's
+            # own stream is never iterated); building its typed model of every chunk costs more
+            # than the rest of a step.
             stream_cls=openai.AsyncStream[object],
             options={"security": {"bearer_auth": True}},
         )
