@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -142,11 +143,11 @@ def test_a_rule_from_turn_one_survives_three_compactions(workspace: Path) -> Non
         assert all(m.call_id in ids for m in req.messages if isinstance(m, ToolResultMessage))
 
 
-def test_kill_9_mid_turn_then_resume_settles_every_open_call_first(workspace: Path) -> None:
-    (workspace / "a.txt").write_text("alpha\n")
-    (workspace / "b.txt").write_text("beta\n")
+def _kill_9_child(workspace: Path, *mode: str, ready: Callable[[], None] = lambda: None) -> str:
+    """Run ``agent_kill_child.py`` (in ``mode``), kill -9 it once it names its session and
+    ``ready`` returns; the session id."""
     child = subprocess.Popen(
-        [sys.executable, str(Path(__file__).parent / "agent_kill_child.py"), str(workspace)],
+        [sys.executable, str(Path(__file__).parent / "agent_kill_child.py"), str(workspace), *mode],
         stdout=subprocess.PIPE,
         env=zuno_env(),
         text=True,
@@ -155,17 +156,27 @@ def test_kill_9_mid_turn_then_resume_settles_every_open_call_first(workspace: Pa
         assert child.stdout is not None
         line = child.stdout.readline()
         assert line.startswith("SESSION "), line
-        sid = line.split()[1]
-        deadline = time.monotonic() + 20
-        while not _alive_with("sleep 61.25") and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _alive_with("sleep 61.25")
-        time.sleep(0.2)
+        ready()
         os.kill(child.pid, signal.SIGKILL)
         child.wait(10)
     finally:
         if child.poll() is None:
             child.kill()
+    return line.split()[1]
+
+
+def test_kill_9_mid_turn_then_resume_settles_every_open_call_first(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    (workspace / "b.txt").write_text("beta\n")
+
+    def shell_running() -> None:
+        deadline = time.monotonic() + 20
+        while not _alive_with("sleep 61.25") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _alive_with("sleep 61.25")
+        time.sleep(0.2)
+
+    sid = _kill_9_child(workspace, ready=shell_running)
     deadline = time.monotonic() + 10
     while _alive_with("sleep 61.25") and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -206,22 +217,7 @@ def test_kill_9_during_a_read_only_step_then_resume_asks_again(workspace: Path) 
     # the model is asked again from the same history (its calls did nothing), with no tool call
     # and no result in it.
     (workspace / "a.txt").write_text("alpha\n")
-    child = subprocess.Popen(
-        [sys.executable, str(Path(__file__).parent / "agent_kill_child.py"), str(workspace), "readonly"],
-        stdout=subprocess.PIPE,
-        env=zuno_env(),
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        line = child.stdout.readline()
-        assert line.startswith("SESSION "), line
-        sid = line.split()[1]
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(10)
-    finally:
-        if child.poll() is None:
-            child.kill()
+    sid = _kill_9_child(workspace, "readonly")
     seen: dict[str, Any] = {}
 
     def script(req: ModelRequest, i: int) -> Reply:
