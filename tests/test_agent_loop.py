@@ -12,7 +12,7 @@ import pytest
 
 import zuno
 from agent_double import Reply, ScriptedProvider, call, calls, say
-from zuno.agent.types import ModelRequest, ToolResultMessage
+from zuno.agent.types import ModelRequest, ToolResultMessage, Usage
 from zuno.declarations import READ_ONLY_PARALLEL
 from zuno.projection import ContextSection
 from zuno.surface import Registry, default_registry
@@ -493,9 +493,11 @@ def test_a_response_is_committed_before_any_call_with_an_effect_runs(workspace: 
         [
             calls(call("peek", {}, id="c_peek_1"), call("peek", {}, id="c_peek_2")),
             calls(call("peek", {}, id="c_peek_3"), call("poke", {}, id="c_poke")),
-            say("done"),
+            say("done", usage=Usage(300, 30, 3)),
         ]
     )
+    p.script[0].usage = Usage(100, 10, 1)
+    p.script[1].usage = Usage(200, 20, 2)
     result, _events, items, requests, _rows = run(drive(workspace, p, "go", tools=[_Peek(), _Poke()]))
     assert result.stop_reason == "final" and result.steps == 2, result
     assert [i.data["outcome"] for i in items if i.kind == "tool_result"] == ["ok"] * 4, items
@@ -514,6 +516,13 @@ def test_a_response_is_committed_before_any_call_with_an_effect_runs(workspace: 
     ]
     assert all(r.status == "finished" and r.ended_at is not None for r in requests)
     assert all(_committed_response_with(workspace, c) for c in SEEN_COMMITTED)
+    # Each request's row holds its outcome, whether it was written finished with its results (the
+    # read-only step's) or written before its step and then finished (the others').
+    assert [r.usage for r in requests] == [
+        {"input_tokens": n * 100, "output_tokens": n * 10, "cached_tokens": n} for n in (1, 2, 3)
+    ]
+    assert [r.stop_reason for r in requests] == ["tool_calls", "tool_calls", "end_turn"]
+    assert all(r.started_at <= r.ended_at for r in requests)
 
 
 def test_a_read_only_step_costs_one_commit(workspace: Path) -> None:
@@ -537,3 +546,37 @@ def test_a_read_only_step_costs_one_commit(workspace: Path) -> None:
 
     one, five = run(commits(1)), run(commits(5))
     assert five - one == 4
+
+
+def test_a_steps_results_in_few_statements_keep_their_numbers(workspace: Path) -> None:
+    # The result items of a step are inserted several rows per statement; the transcript's own
+    # copy numbers them from the statement's last row id. A fresh reading of the database must see
+    # exactly the same items, across more results than one statement takes.
+    from zuno.agent.transcript import RESULT_ROWS_PER_STATEMENT, Transcript
+
+    (workspace / "a.txt").write_text("alpha\n")
+    n = RESULT_ROWS_PER_STATEMENT * 2 + 7
+    p = ScriptedProvider(
+        [
+            calls(*(call("read", {"path": "a.txt"}, id=f"c_{i}") for i in range(n))),
+            calls(call("read", {"path": "a.txt"}, id="c_last")),
+            say("done"),
+        ]
+    )
+
+    async def go() -> None:
+        async with zuno.Runtime(root=workspace) as rt:
+            async with rt.agent(provider=p) as agent:
+                result = await agent.run("read")
+                assert result.stop_reason == "final" and result.steps == 2, result
+                mine = [(i.seq, i.kind, i.call_id, i.call_seq, i.step, i.data) for i in agent.transcript.items()]
+                fresh = Transcript(rt.store, agent.id)
+                theirs = [(i.seq, i.kind, i.call_id, i.call_seq, i.step, i.data) for i in fresh.items()]
+                assert mine == theirs
+                ids = [i.call_id for i in agent.transcript.items() if i.kind == "tool_result"]
+                assert ids == [f"c_{i}" for i in range(n)] + ["c_last"]
+                # The model saw every result, in call order, each its own.
+                seen = [m.call_id for m in p.requests[1].messages if isinstance(m, ToolResultMessage)]
+                assert seen == [f"c_{i}" for i in range(n)]
+
+    run(go())

@@ -117,6 +117,9 @@ class Agent:
             self._owned.append(summary)
         self.session = self.runtime.session(self._session_id)
         await self.session.open()
+        warm = getattr(self._provider, "warm", None)  # optional: an embedder's provider may have none
+        if warm is not None:
+            await warm()
         self.loop = AgentLoop(self.session, self._provider, mode=self._mode, summary_provider=summary, emit=self._emit)
         self.loop.visible(self.loop.mode)  # the tools' schemas are exported once, before the first turn
         return self

@@ -13,6 +13,7 @@ marker's summary followed by the items recorded after the point it summarised.
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import time
 import uuid
@@ -40,6 +41,43 @@ from zuno.records import CallRecord, StepWrites
 from zuno.store import Store
 
 _INSERT_SQL: dict[tuple[str, ...], str] = {}  # an item insert per set of optional columns
+# A step's results go in as few statements as possible: up to this many rows (8 parameters each)
+# per statement, under the 999 host parameters of the oldest SQLite builds.
+RESULT_ROWS_PER_STATEMENT = 100
+_RESULT_COLUMNS = "session_id, turn, kind, data, at, call_id, step, call_seq"
+
+
+@functools.lru_cache(maxsize=64)
+def _results_sql(rows: int) -> str:
+    return f"INSERT INTO agent_items ({_RESULT_COLUMNS}) VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+
+
+class _RequestRow:
+    """A deferred write of a sent request's row: ``row`` as it went out, and its outcome once
+    ``finished`` is known (the row is then written finished, in one statement)."""
+
+    __slots__ = ("finished", "row")
+
+    def __init__(self, row: tuple[Any, ...]) -> None:
+        self.row = row
+        self.finished: tuple[Any, ...] | None = None
+
+    def __call__(self, db: Any) -> None:
+        if self.finished is None:
+            db.execute(_INSERT_REQUEST_SENT, self.row)
+        else:
+            db.execute(_INSERT_REQUEST_FINISHED, (*self.row, *self.finished))
+
+
+_REQUEST_COLUMNS = (
+    "id, session_id, turn, purpose, model, system_digest, context_digest, message_count, tool_count,"
+    " estimated_tokens, started_at"
+)
+_INSERT_REQUEST_SENT = f"INSERT INTO agent_requests ({_REQUEST_COLUMNS}, status) VALUES ({'?, ' * 11}'sent')"
+_INSERT_REQUEST_FINISHED = (
+    f"INSERT INTO agent_requests ({_REQUEST_COLUMNS}, ended_at, stop_reason, provider_stop_reason, input_tokens,"
+    f" output_tokens, cached_tokens, status) VALUES ({'?, ' * 17}'finished')"
+)
 
 
 class Transcript:
@@ -201,16 +239,7 @@ class Transcript:
             estimated_tokens,
             time.time(),
         )
-
-        def write(db: Any) -> None:
-            db.execute(
-                "INSERT INTO agent_requests (id, session_id, turn, purpose, model, system_digest, context_digest,"
-                " message_count, tool_count, estimated_tokens, started_at, status)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'sent')",
-                row,
-            )
-
-        self._deferred.append(write)
+        self._deferred.append(_RequestRow(row))
         return request_id
 
     def _attempts(self, db: Any, request_id: int, attempts: Sequence[Attempt]) -> None:
@@ -237,22 +266,27 @@ class Transcript:
         may run again), and at the latest by ``flush``."""
         ended = time.time()
         attempts = tuple(attempts)
+        outcome = (
+            ended,
+            fin.stop_reason,
+            fin.provider_stop_reason,
+            fin.usage.input_tokens,
+            fin.usage.output_tokens,
+            fin.usage.cached_tokens,
+        )
+        # A request row not written yet is written once, finished (one statement, not two).
+        unsent = next((w for w in self._deferred if isinstance(w, _RequestRow) and w.row[0] == request_id), None)
+        if unsent is not None:
+            unsent.finished = outcome
 
         def write(db: Any) -> None:
-            db.execute(
-                "UPDATE agent_requests SET status = 'finished', ended_at = ?, stop_reason = ?,"
-                " provider_stop_reason = ?,"
-                " input_tokens = ?, output_tokens = ?, cached_tokens = ? WHERE id = ?",
-                (
-                    ended,
-                    fin.stop_reason,
-                    fin.provider_stop_reason,
-                    fin.usage.input_tokens,
-                    fin.usage.output_tokens,
-                    fin.usage.cached_tokens,
-                    request_id,
-                ),
-            )
+            if unsent is None:
+                db.execute(
+                    "UPDATE agent_requests SET status = 'finished', ended_at = ?, stop_reason = ?,"
+                    " provider_stop_reason = ?,"
+                    " input_tokens = ?, output_tokens = ?, cached_tokens = ? WHERE id = ?",
+                    (*outcome, request_id),
+                )
             self._attempts(db, request_id, attempts)
             if not item:
                 return
@@ -304,8 +338,12 @@ class Transcript:
             self._insert_results(db, turn, step, results)
 
     def _insert_results(self, db: Any, turn: int, step: int | None, results: Sequence[ToolResultRow]) -> None:
-        for r in results:
-            data = {
+        """A step's result items in one statement (one row per result, in call order)."""
+        if not results:
+            return
+        at = time.time()
+        datas = [
+            {
                 "name": r.name,
                 "text": r.text,
                 "outcome": r.outcome,
@@ -313,7 +351,21 @@ class Transcript:
                 "recovered": r.recovered,
                 "cancelled": r.cancelled,
             }
-            self._insert(db, turn, "tool_result", data, call_id=r.call_id, step=step, call_seq=r.call_seq)
+            for r in results
+        ]
+        for lo in range(0, len(results), RESULT_ROWS_PER_STATEMENT):
+            part = results[lo : lo + RESULT_ROWS_PER_STATEMENT]
+            params: list[Any] = []
+            for r, data in zip(part, datas[lo:], strict=False):
+                params += (self.session_id, turn, "tool_result", item_json(data), at, r.call_id, step, r.call_seq)
+            cur = db.execute(_results_sql(len(part)), params)
+            # One statement under the write lock: AUTOINCREMENT numbers its rows in order, up to lastrowid.
+            first = int(cur.lastrowid or 0) - len(part) + 1
+            for i, (r, data) in enumerate(zip(part, datas[lo:], strict=False)):
+                seq = first + i
+                self._written.append(
+                    Item(seq, turn, "tool_result", data, at=at, call_id=r.call_id, step=step, call_seq=r.call_seq)
+                )
 
     def results_with_step(
         self, turn: int, rows: Callable[[list[CallRecord]], Sequence[ToolResultRow]]

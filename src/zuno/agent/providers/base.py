@@ -5,6 +5,7 @@ the URL)."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import random
 import re
@@ -54,6 +55,10 @@ class ProviderSettings:
         return tuple(s for s in (self.api_key, *self.headers.values()) if s)
 
 
+# Loaded by the SDK's HTTP stack on its first request (anyio's backend, through httpcore's lock).
+WARM_MODULES = ("anyio._backends._asyncio",)
+
+
 class StreamingProvider(ABC):
     """The Provider protocol of ``zuno.agent.types``; a subclass implements ``_attempt`` (one
     wire request through its SDK, as a stream of events ending with one Finished)."""
@@ -72,6 +77,16 @@ class StreamingProvider(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id} api={self.api}>"
+
+    async def warm(self) -> None:
+        """What the SDK's HTTP stack would otherwise load on the first request, loaded when the
+        agent opens: the first connection's lock imports anyio's asyncio backend (tens of ms), and
+        the SDK reads the platform for its headers in a worker thread."""
+        for name in WARM_MODULES:
+            try:
+                importlib.import_module(name)
+            except ImportError:  # another layout of the HTTP stack: it loads what it needs itself
+                continue
 
     @abstractmethod
     def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamEvent]: ...
