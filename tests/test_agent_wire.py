@@ -438,3 +438,35 @@ def test_compaction_by_a_configured_cheaper_model_over_the_wire(workspace: Path,
     db = sqlite3.connect(workspace / ".zuno" / "zuno.db")
     (n,) = db.execute("SELECT COUNT(*) FROM agent_items WHERE kind = 'compaction'").fetchone()
     assert n == len(summaries)
+
+
+WARM_CHECK = """
+import asyncio, json, sys
+import zuno
+
+async def main(root, api, base):
+    overrides = {"model": "fake/m1", "provider": {"fake": {"api": api, "options": {"baseURL": base, "apiKey": "k"}}}}
+    async with zuno.Runtime(root=root, config_overrides=overrides) as rt:
+        before = "anyio._backends._asyncio" in sys.modules
+        async with rt.agent():
+            print(json.dumps([before, "anyio._backends._asyncio" in sys.modules]))
+
+asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))
+"""
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_the_http_stack_is_loaded_when_the_agent_opens(workspace: Path, fake: FakeProvider, api: str) -> None:
+    # The SDK's HTTP stack would import anyio's asyncio backend (tens of ms) during the first
+    # request; the agent loads it when it opens, so no turn pays for it. A fresh process, no request.
+    base = fake.root_url if api == "anthropic" else fake.base_url
+    p = subprocess.run(
+        [sys.executable, "-c", WARM_CHECK, str(workspace), api, base],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=zuno_env(),
+    )
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == [False, True]
+    assert fake.requests == []
