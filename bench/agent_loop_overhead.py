@@ -15,7 +15,9 @@ decoding the SSE) is measured too, by a peer in the same run: the bare SDK alone
 request bodies Zuno sent, in order, to a second server playing the same script, and reads every
 event of each stream, as a minimal harness around the same SDK would. ``harness beyond the SDK``
 is the harness less that peer's time outside the transport: Zuno's own share, with the SDK's
-own request cost set aside.
+own request cost set aside. The durable record's floor is measured the same way: every statement
+a turn runs is recorded (in a third, untimed run) and replayed bare on a copy of the database as
+the turn found it; ``beyond the SDK and SQLite`` is what is left, Zuno's own Python.
 Also: time from the server's first streamed byte to the loop's text event (target <= 5 ms), over
 the final's stream.
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -136,7 +139,9 @@ def server_first_byte(server: subprocess.Popen[str]) -> float | None:
     return float(value) if value else None
 
 
-async def run(steps: int, api: str, root: Path, port: int) -> dict[str, Any]:
+async def run(steps: int, api: str, root: Path, port: int, record: Path | None = None) -> dict[str, Any]:
+    """One timed run; with ``record``, instead an untimed run that copies the database to
+    ``record`` before the turn and returns every statement the turn ran (``ops``)."""
     base = f"http://127.0.0.1:{port}" + ("" if api == "anthropic" else "/v1")
     overrides = {
         "model": "fake/m1",
@@ -157,6 +162,8 @@ async def run(steps: int, api: str, root: Path, port: int) -> dict[str, Any]:
     wire = WireClock()
     async with zuno.Runtime(root=root, config_overrides=overrides) as rt:
         async with rt.agent() as agent:
+            if record is not None:
+                return {"ops": await recorded_turn(rt.store, agent, record)}
             wire.install()
             try:
                 t0 = time.perf_counter()
@@ -204,6 +211,64 @@ async def run(steps: int, api: str, root: Path, port: int) -> dict[str, Any]:
     }
 
 
+class SqlRecorder:
+    """Stands in for the store's connection during a turn: forwards every call and records each
+    statement with its parameters (executemany's rows taken as a list), in order."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.ops: list[tuple[bool, str, Any]] = []
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        self.ops.append((False, sql, params))
+        return self.db.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
+        rows = list(rows)
+        self.ops.append((True, sql, rows))
+        return self.db.executemany(sql, rows)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
+
+
+async def recorded_turn(store: Any, agent: Any, copy: Path) -> list[tuple[bool, str, Any]]:
+    with sqlite3.connect(copy) as dst:
+        store._db.backup(dst)  # the database as the turn finds it
+    recorder = SqlRecorder(store._db)
+    store._db = recorder
+    try:
+        result = await agent.run("read the files, again and again")
+    finally:
+        store._db = recorder.db
+    assert result.stop_reason == "final", result
+    return recorder.ops
+
+
+def sqlite_floor(copy: Path, ops: list[tuple[bool, str, Any]]) -> float:
+    """SQLite's own time for exactly the statements of a turn, replayed bare (prepared statements,
+    nothing around them) on a copy of the database as the turn found it, with the store's settings."""
+    from zuno.store.sqlite import WAL_AUTOCHECKPOINT_PAGES
+
+    db = sqlite3.connect(copy, isolation_level=None)
+    for pragma in (
+        "journal_mode=WAL",
+        "synchronous=NORMAL",
+        "foreign_keys=ON",
+        f"wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}",
+    ):
+        db.execute(f"PRAGMA {pragma}")
+    t0 = time.perf_counter()
+    for many, sql, params in ops:
+        if many:
+            db.executemany(sql, params)
+        else:
+            db.execute(sql, params).fetchall()
+    seconds = time.perf_counter() - t0
+    db.close()
+    return seconds
+
+
 async def sdk_peer(api: str, port: int, bodies: list[tuple[str, bytes]]) -> float:
     """The bare SDK sending ``bodies`` in order and reading every event: its time outside the
     HTTP transport (timed as in the Zuno run), which is the SDK's own work."""
@@ -226,7 +291,11 @@ async def sdk_peer(api: str, port: int, bodies: list[tuple[str, bytes]]) -> floa
     t0 = time.perf_counter()
     for path, body in bodies:
         stream = await client.post(
-            path.removeprefix(prefix), content=body, cast_to=object, stream=True, stream_cls=stream_cls,
+            path.removeprefix(prefix),
+            content=body,
+            cast_to=object,
+            stream=True,
+            stream_cls=stream_cls,
             options={"headers": headers},
         )
         async with stream:
@@ -260,17 +329,24 @@ def main() -> None:
         finally:
             server_first_byte(server)
         r["beyond_sdk"] = r["harness"] - r["sdk"]
+        server, port = start_server(args.steps)
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                copy = Path(d) / "copy.db"
+                ops = asyncio.run(run(args.steps, args.api, Path(d), port, record=copy))["ops"]
+                r["sqlite"] = sqlite_floor(copy, ops)
+                r["statements"] = len(ops)
+        finally:
+            server.kill()
+            server.wait()
+        r["beyond_sdk_sqlite"] = r["beyond_sdk"] - r["sqlite"]
         results.append(r)
     r = min(results, key=lambda x: x["harness"])
     n = args.steps
     per_step = r["harness"] / n * 1000
     print(f"agent loop, {n} steps x {CALLS_PER_STEP} ReadOnly calls, {args.api}, best of {args.runs}")
-    print(
-        f"  wall {r['wall']:.3f}s  tools {r['tool']:.3f}s  HTTP round trip (inside the transport) {r['wire']:.3f}s"
-    )
-    print(
-        f"  harness {per_step:.2f} ms/step (target <= {TARGET_MS:g} ms); ratio to target {per_step / TARGET_MS:.2f}"
-    )
+    print(f"  wall {r['wall']:.3f}s  tools {r['tool']:.3f}s  HTTP round trip (inside the transport) {r['wire']:.3f}s")
+    print(f"  harness {per_step:.2f} ms/step (target <= {TARGET_MS:g} ms); ratio to target {per_step / TARGET_MS:.2f}")
     print(
         f"  of which: dispatcher (Session.step around the tools) {(r['step'] - r['tool']) / n * 1000:.2f} ms/step, "
         f"provider adapter + SDK {r['adapter'] / n * 1000:.2f} ms/step, "
@@ -281,15 +357,21 @@ def main() -> None:
     print(
         f"  the bare SDK sending the same {n + 1} bodies to the same script: {sdk_ms:.2f} ms/step outside the transport"
     )
+    print(f"  harness beyond the SDK's own request cost {beyond:.2f} ms/step; ratio to target {beyond / TARGET_MS:.2f}")
+    sqlite_ms = r["sqlite"] / n * 1000
     print(
-        f"  harness beyond the SDK's own request cost {beyond:.2f} ms/step; ratio to target {beyond / TARGET_MS:.2f}"
+        f"  SQLite's own time for the turn's {r['statements']} statements, replayed bare on a copy of the "
+        f"database: {sqlite_ms:.2f} ms/step"
     )
+    print(f"  harness beyond the SDK and SQLite (Zuno's Python) {r['beyond_sdk_sqlite'] / n * 1000:.2f} ms/step")
     print(f"  first byte -> text event {r['ttft_ms']:.2f} ms (target <= 5 ms)")
     if args.runs > 1:
         med = statistics.median(x["harness"] for x in results) / n * 1000
         print(f"  harness per step over {args.runs} runs: best {per_step:.2f} ms, median {med:.2f} ms")
         bs = sorted(x["beyond_sdk"] / n * 1000 for x in results)
         print(f"  beyond the SDK over {args.runs} runs: best {bs[0]:.2f} ms, median {statistics.median(bs):.2f} ms")
+        py = sorted(x["beyond_sdk_sqlite"] / n * 1000 for x in results)
+        print(f"  beyond the SDK and SQLite: best {py[0]:.2f} ms, median {statistics.median(py):.2f} ms")
 
 
 if __name__ == "__main__":
