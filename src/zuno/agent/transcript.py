@@ -338,7 +338,8 @@ class Transcript:
             self._insert_results(db, turn, step, results)
 
     def _insert_results(self, db: Any, turn: int, step: int | None, results: Sequence[ToolResultRow]) -> None:
-        """A step's result items in one statement (one row per result, in call order)."""
+        """A step's result items, one row per result in call order, up to
+        RESULT_ROWS_PER_STATEMENT rows per statement."""
         if not results:
             return
         at = time.time()

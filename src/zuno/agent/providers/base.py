@@ -79,9 +79,8 @@ class StreamingProvider(ABC):
         return f"<{type(self).__name__} {self.id} api={self.api}>"
 
     async def warm(self) -> None:
-        """What the SDK's HTTP stack would otherwise load on the first request, loaded when the
-        agent opens: the first connection's lock imports anyio's asyncio backend (tens of ms), and
-        the SDK reads the platform for its headers in a worker thread."""
+        """What the SDK's HTTP stack would otherwise load during the first request, loaded when
+        the agent opens: the first connection's lock imports anyio's asyncio backend (tens of ms)."""
         for name in WARM_MODULES:
             try:
                 importlib.import_module(name)
