@@ -65,6 +65,29 @@ async def test_depth_is_bounded_at_admission_and_the_step_closes(workspace: Path
     assert rows[2].arguments == {"withheld": result.results[2].text.split("] ", 1)[1].split(".")[0]}
 
 
+async def test_arguments_sent_as_a_json_string_are_bounded_and_checked_once_parsed(workspace: Path) -> None:
+    # A model sends its arguments as JSON text: once parsed they face the same bounds and the same
+    # Unicode check as arguments sent as an object (the usual ASCII ones pass without the full walk).
+    deep: Any = "x"
+    for _ in range(100):
+        deep = {"k": deep}
+    texts = [
+        json.dumps({"value": {"k": "x"}}),
+        json.dumps({"value": {"k": "\u00e9t\u00e9"}}),
+        '{"value": {"k": "\\ud800"}}',
+        json.dumps({"value": deep}),
+        json.dumps({"value": {"k": "x" * (limits.CALL_MAX_BYTES + 1)}}),
+    ]
+    result, ended, _rows = await _step(workspace, [{"name": "echo_obj", "arguments": t} for t in texts])
+    outcomes = [(r.outcome, r.block_kind) for r in result.results]
+    assert outcomes[:2] == [("ok", None), ("ok", None)]
+    assert outcomes[2:] == [("blocked", "invalid_arguments")] * 3
+    assert "argument 'value.k' is not valid Unicode text" in result.results[2].text
+    assert f"more than {limits.CALL_MAX_DEPTH} levels deep" in result.results[3].text
+    assert f"larger than {limits.CALL_MAX_BYTES >> 20} MiB" in result.results[4].text
+    assert ended and all(e[0] is not None for e in ended)
+
+
 async def test_size_is_bounded_at_admission(workspace: Path) -> None:
     big = "x" * (limits.CALL_MAX_BYTES + 1)
     result, _, rows = await _step(

@@ -256,7 +256,10 @@ class Dispatcher:
                     BlockKind.invalid_arguments,
                     f"arguments for {name} are nested too deeply to read; send flat arguments.",
                 )
-            too_big = measure_call(arguments)
+            # Parsed, the usual arguments (ASCII strings and scalars, an object or two deep) are
+            # within bounds and valid Unicode as they stand; any others are measured in full.
+            plain = plain_call(arguments)
+            too_big = None if plain else measure_call(arguments)
             if too_big is not None:
                 arguments = {"withheld": too_big}
                 return refuse(BlockKind.invalid_arguments, f"arguments for {name}: {too_big}.")
