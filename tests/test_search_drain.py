@@ -73,9 +73,9 @@ def _count_pauses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     pauses = [0]
     real = rgmod._Drain._pause
 
-    def pause(self: rgmod._Drain) -> None:
+    def pause(self: rgmod._Drain, seconds: float) -> None:
         pauses[0] += 1
-        real(self)
+        real(self, seconds)
 
     monkeypatch.setattr(rgmod._Drain, "_pause", pause)
     return pauses
@@ -87,8 +87,8 @@ def _blocks(n: int) -> bytes:
 
 async def test_blocks_written_often_are_taken_in_pauses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pauses = _count_pauses(monkeypatch)
-    monkeypatch.setattr(rgmod, "_BATCH_BYTES", 1)  # whatever rate this machine's load leaves the writer
-    monkeypatch.setattr(rgmod, "_PAUSE_BYTES", 1 << 40)
+    monkeypatch.setattr(rgmod, "_BLOCK_PAUSE_MIN_S", 0.0)  # whatever rate this machine's load leaves the writer
+    monkeypatch.setattr(rgmod, "_BLOCK_PAUSE_MAX_S", 1.0)
     rg = _writer(tmp_path)
     data, feeds = await _run(rg, tmp_path, "200", "8192", "0.0002")  # like glob's paths: 8 KiB blocks, often
     assert data == _blocks(200)
@@ -99,8 +99,7 @@ async def test_blocks_written_often_are_taken_in_pauses(tmp_path: Path, monkeypa
 
 async def test_blocks_too_few_for_a_pause_are_read_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pauses = _count_pauses(monkeypatch)
-    monkeypatch.setattr(rgmod, "_BATCH_BYTES", 1 << 30)  # no rate gathers that much in one pause
-    monkeypatch.setattr(rgmod, "_PAUSE_BYTES", 1 << 40)
+    monkeypatch.setattr(rgmod, "_BLOCK_GATHER_BYTES", 1 << 30)  # no rate gathers that much in 8 ms
     rg = _writer(tmp_path)
     data, _ = await _run(rg, tmp_path, "100", "8192", "0.0002")
     assert data == _blocks(100)
@@ -117,8 +116,9 @@ async def test_blocks_written_rarely_are_read_as_they_come(tmp_path: Path, monke
 
 async def test_the_writers_exit_ends_a_pause_between_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pauses = _count_pauses(monkeypatch)
-    monkeypatch.setattr(rgmod, "_PAUSE_S", 60.0)  # a pause that would outlast the test
-    monkeypatch.setattr(rgmod, "_PAUSE_BYTES", 1 << 40)  # at any rate
+    monkeypatch.setattr(rgmod, "_BLOCK_GATHER_BYTES", 1 << 40)  # a pause that would outlast the test
+    monkeypatch.setattr(rgmod, "_BLOCK_PAUSE_MIN_S", 0.0)
+    monkeypatch.setattr(rgmod, "_BLOCK_PAUSE_MAX_S", float("inf"))
     rg = _writer(tmp_path)
     t0 = time.monotonic()
     data, _ = await asyncio.wait_for(_run(rg, tmp_path, "20", "8192", "0.0002"), 30)

@@ -256,17 +256,20 @@ _READ_BYTES = 256 * 1024
 # Reads of one readiness callback: then the event loop runs again (a cancellation gets through).
 _READS_PER_WAKE = 4
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
-# Reading pauses for _PAUSE_S (see _Drain) while rg writes often, so its writes pile up in the pipe
-# and are taken in a few reads instead of a wake each. Small pieces (grep's records): after a read
-# under _SMALL_WRITE less than a quarter pause after the previous one (or after a pause that ended
-# with data), if at that read's rate a pause fills at most _PAUSE_BYTES of the 1 MiB pipe. Blocks
-# (glob's paths, 8 KiB at a time): once the pipe is empty, after a read less than a quarter pause
-# after the previous one, if at the average rate since the first read a pause gathers at least
-# _BATCH_BYTES (several blocks; fewer and it would only add a wake) and at most _PAUSE_BYTES. A
-# pause never starts with data left in the pipe, so rg never waits for a full one.
+# Reading pauses (see _Drain) while rg writes often, so its writes pile up in the pipe and are
+# taken in a few reads instead of a wake each. Small pieces (grep's records): for _PAUSE_S after a
+# read under _SMALL_WRITE less than a quarter of it after the previous one, if at that read's rate
+# a pause fills at most _PAUSE_BYTES of the 1 MiB pipe. Blocks (glob's paths, 8 KiB at a time):
+# once the pipe is empty, after a read less than a quarter _PAUSE_S after the previous one, for as
+# long as _BLOCK_GATHER_BYTES take at the average rate since the first read, if that is between
+# _BLOCK_PAUSE_MIN_S (a faster writer is read as it comes) and _BLOCK_PAUSE_MAX_S (a slower one
+# would gather too few blocks for a pause to save wakes). A pause that ends with data is taken
+# again. A pause never starts with data left in the pipe, so rg never waits for a full one.
 _PAUSE_S = 0.004
 _PAUSE_BYTES = 256 * 1024
-_BATCH_BYTES = 64 * 1024
+_BLOCK_GATHER_BYTES = 128 * 1024
+_BLOCK_PAUSE_MIN_S = 0.002
+_BLOCK_PAUSE_MAX_S = 0.008
 _SMALL_WRITE = 4096
 
 
@@ -310,6 +313,7 @@ class _Drain:
         self.last = loop.time()  # when the pipe was last read
         self.first = 0.0  # when it was first read
         self.read = 0  # bytes read since the first read
+        self.pause = _PAUSE_S  # the length of the last pause
         self.done: asyncio.Future[None] = loop.create_future()
         loop.add_reader(fd, self._readable)
         if exited_fd is not None:
@@ -351,29 +355,28 @@ class _Drain:
                     self.read += len(chunk)
                 else:
                     self.first = now
-                if (
-                    i == 0
-                    and not self.exited
-                    and len(chunk) < _READ_BYTES  # the pipe is empty now
-                    and (resumed or (span < _PAUSE_S / 4 and len(chunk) < _SMALL_WRITE))
-                    and len(chunk) * _PAUSE_S < _PAUSE_BYTES * span
-                ):
-                    self._pause()
-                    return
+                if i == 0 and not self.exited and len(chunk) < _READ_BYTES:  # the pipe is empty now
+                    # Small pieces written often, or a pause that ended with data: pause (again).
+                    often = resumed or (span < _PAUSE_S / 4 and len(chunk) < _SMALL_WRITE)
+                    pause = self.pause if resumed else _PAUSE_S
+                    if often and len(chunk) * pause < _PAUSE_BYTES * span:
+                        self._pause(pause)
+                        return
             else:
                 return  # more may be waiting: the loop calls again
-            if got and not self.exited and span < _PAUSE_S / 4 and now > self.first:
-                # Blocks written often: the pipe is empty now. Paused when, at the average rate since
-                # the first read, a pause gathers many of them but fills at most _PAUSE_BYTES of the pipe.
-                gathered = self.read * _PAUSE_S / (now - self.first)
-                if _BATCH_BYTES <= gathered <= _PAUSE_BYTES:
-                    self._pause()
+            if got and not self.exited and span < _PAUSE_S / 4 and now > self.first and self.read:
+                # Blocks written often: the pipe is empty now. The pause gathers _BLOCK_GATHER_BYTES
+                # at the average rate since the first read, if that takes 2 to 8 ms.
+                pause = _BLOCK_GATHER_BYTES * (now - self.first) / self.read
+                if _BLOCK_PAUSE_MIN_S <= pause <= _BLOCK_PAUSE_MAX_S:
+                    self._pause(pause)
         except BaseException as e:
             self._finish(e)
 
-    def _pause(self) -> None:
+    def _pause(self, seconds: float) -> None:
+        self.pause = seconds
         self.loop.remove_reader(self.fd)
-        self.timer = self.loop.call_later(_PAUSE_S, self._resume)
+        self.timer = self.loop.call_later(seconds, self._resume)
 
     def _resume(self) -> None:
         if self.timer is not None:
