@@ -201,3 +201,28 @@ def test_plain_files_read_back_the_same_rows() -> None:
         ("a", ["1:1", "2:2"], []),
         ("b", None, [1]),
     ]
+
+
+def test_a_long_counted_run_is_taken_at_once_and_its_first_records_still_size_checked() -> None:
+    """Past the cap, a file whose head run is full (64 records) has the rest of its run counted by
+    C scans at once; among its next 64 records one over 1 MiB is still skipped, as record by record."""
+    head = [(b"b.py", n, b"hit") for n in range(1, 65)]
+    huge = (b"b.py", 70, b"h" * limits.RG_RECORD_MAX_BYTES)
+    tail = [(b"b.py", n, b"hit") for n in range(100, 5100)]
+    kept = [(b"a.py", n, b"kept") for n in range(1, 101)]
+    records = kept + head + [huge] + tail
+    data = _stream(records)
+    for step in (len(data), 65536, 4096):
+        got, col = _collect(data, 100, step)
+        assert got == [("a.py", [(n, "kept", False) for n in range(1, 101)])]
+        assert col.drops.oversized == 1, step
+        assert col.total_hits == len(records) - 1 and col.drops.over_cap == len(records) - 1 - 100
+    # without a record that large the same run counts every record
+    data = _stream(kept + head + tail)
+    for step in (len(data), 997):
+        got, col = _collect(data, 100, step)
+        assert col.total_hits == 100 + len(head) + len(tail) and col.drops.oversized == 0
+    # the regex that takes the rest of the run is ready as soon as the head is full
+    col = GrepCollector(cap=100)
+    col.feed(_stream(kept + head))
+    assert col._fast_rx is not None and col._fast == b"b.py\0"

@@ -1,5 +1,6 @@
-"""How rg's stdout is read: small writes are batched by pausing the reader, the writer's exit ends
-a pause at once, and a fast writer is read without pausing. A real child process writes, through
+"""How rg's stdout is read: small writes and blocks written often are batched by pausing the
+reader, rare blocks are read as they come, the writer's exit ends a pause at once, and a fast
+writer is read without pausing, in bounded reads. A real child process writes, through
 the same pipe, pidfd and event loop as a search."""
 
 from __future__ import annotations
@@ -59,13 +60,80 @@ async def test_the_writers_exit_ends_a_pause_at_once(tmp_path: Path, monkeypatch
 
 async def test_a_fast_writer_is_read_to_its_end(tmp_path: Path) -> None:
     rg = _writer(tmp_path)
-    data, _ = await _run(rg, tmp_path, "20000", "400", "0")  # 8 MB, many times the pipe
+    got: list[bytes] = []
+    res = await run_rg(rg, ["20000", "400", "0"], str(tmp_path), got.append)  # 8 MB, many times the pipe
+    data = b"".join(got)
+    assert res.returncode == 0 and res.stdout_bytes == len(data)
     assert len(data) == 20000 * 400 and data.count(b"\n") == 20000
     assert data.startswith(b"000000x") and data.endswith(b"019999" + b"x" * 393 + b"\n")
+    assert max(map(len, got)) <= rgmod._READ_BYTES  # each read bounded, whatever the pipe holds
 
 
-async def test_output_written_in_blocks_is_read_as_it_comes(tmp_path: Path) -> None:
+def _count_pauses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    pauses = [0]
+    real = rgmod._Drain._pause
+
+    def pause(self: rgmod._Drain, seconds: float) -> None:
+        pauses[0] += 1
+        real(self, seconds)
+
+    monkeypatch.setattr(rgmod._Drain, "_pause", pause)
+    return pauses
+
+
+def _blocks(n: int) -> bytes:
+    return b"".join((b"%06d" % i) + b"x" * 8185 + b"\n" for i in range(n))
+
+
+async def test_blocks_written_often_are_taken_in_pauses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pauses = _count_pauses(monkeypatch)
+    monkeypatch.setattr(rgmod, "_BLOCK_PAUSE_MIN_S", 0.0)  # whatever rate this machine's load leaves the writer
+    monkeypatch.setattr(rgmod, "_BLOCK_PAUSE_MAX_S", 1.0)
     rg = _writer(tmp_path)
-    data, feeds = await _run(rg, tmp_path, "100", "8192", "0.0005")  # like glob's paths: 8 KiB blocks, often
-    assert len(data) == 100 * 8192
-    assert feeds > 30, feeds  # no pause: about one read per block (pausing would make it ~13: 50 ms / 4 ms)
+    data, feeds = await _run(rg, tmp_path, "200", "8192", "0.0002")  # like glob's paths: 8 KiB blocks, often
+    assert data == _blocks(200)
+    # without the pause, a wake and a read per block (~200); with it, what piled up in each 4 ms
+    assert pauses[0] > 0
+    assert feeds < 100, feeds
+
+
+async def test_blocks_too_few_for_a_pause_are_read_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pauses = _count_pauses(monkeypatch)
+    monkeypatch.setattr(rgmod, "_BLOCK_GATHER_BYTES", 1 << 30)  # no rate gathers that much in 8 ms
+    rg = _writer(tmp_path)
+    data, _ = await _run(rg, tmp_path, "100", "8192", "0.0002")
+    assert data == _blocks(100)
+    assert pauses[0] == 0
+
+
+async def test_blocks_written_rarely_are_read_as_they_come(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pauses = _count_pauses(monkeypatch)
+    rg = _writer(tmp_path)
+    data, feeds = await _run(rg, tmp_path, "8", "8192", "0.02")  # a block every 20 ms: a pause would add a wake
+    assert data == _blocks(8)
+    assert pauses[0] == 0 and feeds >= 8
+
+
+async def test_the_writers_exit_ends_a_pause_between_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pauses = _count_pauses(monkeypatch)
+    monkeypatch.setattr(rgmod, "_BLOCK_GATHER_BYTES", 1 << 40)  # a pause that would outlast the test
+    monkeypatch.setattr(rgmod, "_BLOCK_PAUSE_MIN_S", 0.0)
+    monkeypatch.setattr(rgmod, "_BLOCK_PAUSE_MAX_S", float("inf"))
+    rg = _writer(tmp_path)
+    t0 = time.monotonic()
+    data, _ = await asyncio.wait_for(_run(rg, tmp_path, "20", "8192", "0.0002"), 30)
+    assert time.monotonic() - t0 < 30
+    assert data == _blocks(20) and pauses[0] >= 1
+
+
+async def test_a_pause_never_leaves_data_in_the_pipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read that fills its buffer may have left more in the pipe: no pause then, or a writer
+    faster than one read per pause would be throttled to it (and block on a full pipe)."""
+    monkeypatch.setattr(rgmod, "_READ_BYTES", 4096)  # smaller than each write: every read fills it
+    rg = _writer(tmp_path)
+    t0 = time.monotonic()
+    data, _ = await asyncio.wait_for(_run(rg, tmp_path, "800", "8192", "0.0002"), 60)
+    elapsed = time.monotonic() - t0
+    assert data == _blocks(800)
+    # 6.4 MB; throttled to 4 KiB per 4 ms pause it would take over 6 s
+    assert elapsed < 3, elapsed

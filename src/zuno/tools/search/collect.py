@@ -21,7 +21,8 @@ _BINARY_NOTICE = re.compile(rb': binary file matches \(found "\\0" byte around o
 _LINE_NO = re.compile(rb"(\d+)([:-])")
 # How many raw bytes of a line are decoded: enough for 2000 UTF-16 units whatever the encoding.
 _DECODE_BYTES = 8_192
-# After this many counted-only records of one file, the rest of its run is matched by one regex.
+# After this many counted-only records of one file (a head run that long, or that many more read one
+# by one), the rest of its run is matched by one regex.
 _FAST_RUN_REGEX_AFTER = 64
 _NUMBER = operator.attrgetter("number")
 # The fields of each line of a run of hit records (validated by the run's regex): line number, text.
@@ -38,6 +39,12 @@ def _hit_run_regex(cap: int) -> re.Pattern[bytes]:
     with the same path and a NUL (``path NUL number : text LF`` each, the number as rg writes it:
     no leading zero, so it reads back the same)."""
     return re.compile(rb"([^\x00\n]*)\x00[1-9][0-9]*:[^\n]*\n(?:\1\x00[1-9][0-9]*:[^\n]*\n){0,%d}" % (cap - 1))
+
+
+def _counted_run_regex(prefix: bytes) -> re.Pattern[bytes]:
+    """A run of records that all start with ``prefix`` (a path and its NUL)."""
+    p = re.escape(prefix)
+    return re.compile(p + rb"[^\n]*\n(?:" + p + rb"[^\n]*\n)*")
 
 
 def _line(number: int, hit: bool, body: bytes, at: int) -> Line:
@@ -190,6 +197,12 @@ class Drops:
         }
 
 
+# A chunk of rg's paths is split and filtered this much at a time: the paths of a piece stay in the
+# CPU's caches from the split to the filter while rg's threads run beside it (~1.5 ms less CPU for
+# glob `**` on 100k files than 100-200 KiB at once, measured in the runtime under rg's load).
+_GLOB_PIECE_BYTES = 32 * 1024
+
+
 class GlobCollector:
     """``rg --files --null``: keeps the first ``cap`` paths in byte order."""
 
@@ -203,6 +216,13 @@ class GlobCollector:
         self._threshold: bytes | None = None
 
     def feed(self, chunk: bytes) -> None:
+        if len(chunk) > _GLOB_PIECE_BYTES:
+            for i in range(0, len(chunk), _GLOB_PIECE_BYTES):
+                self._feed(chunk[i : i + _GLOB_PIECE_BYTES])
+        else:
+            self._feed(chunk)
+
+    def _feed(self, chunk: bytes) -> None:
         if self._skipping:
             i = chunk.find(b"\0")
             if i < 0:
@@ -242,7 +262,7 @@ class GlobCollector:
 
     def finish(self) -> list[str]:
         if self._pending:
-            self.feed(b"\0")
+            self._feed(b"\0")
         self._trim()
         self.drops.over_cap = self.total - len(self.kept)
         if not self.kept:
@@ -335,14 +355,17 @@ class GrepCollector:
         while True:
             rx = self._fast_rx
             if rx is not None and not self._carry:
-                # A long run of one counted-only file: consumed at once, counted by newlines.
+                # A long run of one counted-only file: consumed at once, counted by newlines. Its
+                # first records after the head are size-checked one by one unless they fit in 1 MiB.
                 end, lines = _run_end(data, pos, self._fast)
                 if end < 0:
                     m = rx.match(data, pos)
                     end = m.end() if m is not None else pos
                     lines = data.count(b"\n", pos, end)
-                counted += lines
-                pos = end
+                if self._fast_run >= _FAST_RUN_REGEX_AFTER or end - pos <= maxrec:
+                    counted += lines
+                    self._fast_run += lines
+                    pos = end
             head_rx = self._head_rx
             if head_rx is not None and not self._carry and not (self._fast and data.startswith(self._fast, pos)):
                 # The next file's run of records, found by one regex (without context, every record
@@ -361,8 +384,11 @@ class GrepCollector:
                             pos = end
                             continue
                     else:
-                        self._count_fast(data.count(b"\n", pos, m.end()))
+                        n = data.count(b"\n", pos, m.end())
+                        self._count_fast(n)
                         self._fast = key + b"\0"
+                        if n == _FAST_RUN_REGEX_AFTER:  # a full head: the run is long, take the rest at once
+                            self._fast_rx = _counted_run_regex(self._fast)
                         pos = m.end()
                         continue
             nl = data.find(b"\n", pos)
@@ -378,9 +404,8 @@ class GrepCollector:
                     continue
                 counted += 1
                 self._fast_run += 1
-                if self._fast_run == _FAST_RUN_REGEX_AFTER:
-                    p = re.escape(fast)
-                    self._fast_rx = re.compile(p + rb"[^\n]*\n(?:" + p + rb"[^\n]*\n)*")
+                if self._fast_run == _FAST_RUN_REGEX_AFTER and self._fast_rx is None:
+                    self._fast_rx = _counted_run_regex(fast)
                 continue
             if counted:
                 self._count_fast(counted)

@@ -248,18 +248,28 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 # rg's stdout pipe is widened to this (F_SETPIPE_SZ, Linux): rg then writes up to 1 MiB before it
-# waits for Zuno, and each read takes up to 1 MiB, instead of 64 KiB round trips between the two.
+# waits for Zuno, instead of 64 KiB round trips between the two.
 RG_PIPE_BYTES = 1 << 20
+# One read takes at most this (up to _READS_PER_WAKE of them a wake). A 1 MiB read allocates a
+# buffer the kernel faults in page by page when rg writes fast (300-800 faults per dense grep).
+_READ_BYTES = 256 * 1024
 # Reads of one readiness callback: then the event loop runs again (a cancellation gets through).
 _READS_PER_WAKE = 4
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
-# Reading pauses for _PAUSE_S after a read (see _Drain) when rg writes small pieces often (a read
-# under _SMALL_WRITE less than a quarter pause after the last one, or a pause just ended) and slowly
-# enough that a pause fills at most _PAUSE_BYTES of the 1 MiB pipe at the rate of that read: rg
-# never waits for a full pipe, a rare write never costs a second wake, and output rg writes in
-# blocks (glob's paths, 8 KiB at a time) is read as it comes.
+# Reading pauses (see _Drain) while rg writes often, so its writes pile up in the pipe and are
+# taken in a few reads instead of a wake each. Small pieces (grep's records): for _PAUSE_S after a
+# read under _SMALL_WRITE less than a quarter of it after the previous one, if at that read's rate
+# a pause fills at most _PAUSE_BYTES of the 1 MiB pipe. Blocks (glob's paths, 8 KiB at a time):
+# once the pipe is empty, after a read less than a quarter _PAUSE_S after the previous one, for as
+# long as _BLOCK_GATHER_BYTES take at the average rate since the first read, if that is between
+# _BLOCK_PAUSE_MIN_S (a faster writer is read as it comes) and _BLOCK_PAUSE_MAX_S (a slower one
+# would gather too few blocks for a pause to save wakes). A pause that ends with data is taken
+# again. A pause never starts with data left in the pipe, so rg never waits for a full one.
 _PAUSE_S = 0.004
 _PAUSE_BYTES = 256 * 1024
+_BLOCK_GATHER_BYTES = 128 * 1024
+_BLOCK_PAUSE_MIN_S = 0.002
+_BLOCK_PAUSE_MAX_S = 0.008
 _SMALL_WRITE = 4096
 
 
@@ -281,14 +291,15 @@ class _Drain:
     of file, or failed with what ``take`` raised (OutputTooLarge, or the collector's own error);
     ``close()`` unhooks it from the loop (before its descriptors are closed).
 
-    With ``exited_fd`` (a pidfd of the writer), reading pauses for ``_PAUSE_S`` after the first
-    read of a wake when the writer writes small pieces often but not fast (rg's grep writes each
-    file's records apart):
-    its writes pile up in the pipe and are taken in one read, instead of one wake of the event loop
-    each. A writer that writes rarely is read as before (a pause would only add a wake), and one
-    that writes fast is read without pausing, so it never waits for a full pipe. The pause ends
-    early when the writer exits (its pidfd turns readable), so the end of the output is never
-    waited for; after the exit the pipe is read to its end without pausing."""
+    With ``exited_fd`` (a pidfd of the writer), reading pauses for ``_PAUSE_S`` when the writer
+    writes often but not fast: after the first read of a wake for small pieces (rg's grep writes
+    each file's records apart), once the pipe is empty for blocks (rg's glob writes 8 KiB of paths
+    at a time, one wake each without the pause). Its writes pile up in the pipe and are taken in a
+    few reads, instead of one wake of the event loop each. A writer that writes rarely is read as
+    before (a pause would only add a wake), and one that writes fast is read without pausing, so
+    it never waits for a full pipe. The pause ends early when the writer exits (its pidfd turns
+    readable), so the end of the output is never waited for; after the exit the pipe is read to
+    its end without pausing."""
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, fd: int, take: Callable[[bytes], None], exited_fd: int | None = None
@@ -300,6 +311,9 @@ class _Drain:
         self.exited = exited_fd is None
         self.timer: asyncio.TimerHandle | None = None
         self.last = loop.time()  # when the pipe was last read
+        self.first = 0.0  # when it was first read
+        self.read = 0  # bytes read since the first read
+        self.pause = _PAUSE_S  # the length of the last pause
         self.done: asyncio.Future[None] = loop.create_future()
         loop.add_reader(fd, self._readable)
         if exited_fd is not None:
@@ -326,26 +340,43 @@ class _Drain:
         now = self.loop.time()
         span, self.last = now - self.last, now
         try:
+            got = 0
             for i in range(_READS_PER_WAKE):
                 try:
-                    chunk = os.read(self.fd, RG_PIPE_BYTES)
+                    chunk = os.read(self.fd, _READ_BYTES)
                 except BlockingIOError:
-                    return
+                    break
                 if not chunk:
                     self._finish()
                     return
                 self.take(chunk)
-                if (
-                    i == 0
-                    and not self.exited
-                    and (resumed or (span < _PAUSE_S / 4 and len(chunk) < _SMALL_WRITE))
-                    and len(chunk) * _PAUSE_S < _PAUSE_BYTES * span
-                ):
-                    self.loop.remove_reader(self.fd)
-                    self.timer = self.loop.call_later(_PAUSE_S, self._resume)
-                    return
+                got += len(chunk)
+                if self.first:
+                    self.read += len(chunk)
+                else:
+                    self.first = now
+                if i == 0 and not self.exited and len(chunk) < _READ_BYTES:  # the pipe is empty now
+                    # Small pieces written often, or a pause that ended with data: pause (again).
+                    often = resumed or (span < _PAUSE_S / 4 and len(chunk) < _SMALL_WRITE)
+                    pause = self.pause if resumed else _PAUSE_S
+                    if often and len(chunk) * pause < _PAUSE_BYTES * span:
+                        self._pause(pause)
+                        return
+            else:
+                return  # more may be waiting: the loop calls again
+            if got and not self.exited and span < _PAUSE_S / 4 and now > self.first and self.read:
+                # Blocks written often: the pipe is empty now. The pause gathers _BLOCK_GATHER_BYTES
+                # at the average rate since the first read, if that takes 2 to 8 ms.
+                pause = _BLOCK_GATHER_BYTES * (now - self.first) / self.read
+                if _BLOCK_PAUSE_MIN_S <= pause <= _BLOCK_PAUSE_MAX_S:
+                    self._pause(pause)
         except BaseException as e:
             self._finish(e)
+
+    def _pause(self, seconds: float) -> None:
+        self.pause = seconds
+        self.loop.remove_reader(self.fd)
+        self.timer = self.loop.call_later(seconds, self._resume)
 
     def _resume(self) -> None:
         if self.timer is not None:
