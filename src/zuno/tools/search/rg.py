@@ -250,8 +250,9 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 # rg's stdout pipe is widened to this (F_SETPIPE_SZ, Linux): rg then writes up to 1 MiB before it
 # waits for Zuno, instead of 64 KiB round trips between the two.
 RG_PIPE_BYTES = 1 << 20
-# One read takes at most this (up to _READS_PER_WAKE of them a wake). A 1 MiB read allocates a
-# buffer the kernel faults in page by page when rg writes fast (300-800 faults per dense grep).
+# One read takes at most this (up to _READS_PER_WAKE of them a wake): a 1 MiB read allocates a
+# buffer the kernel may fault in page by page when rg writes fast (hundreds of minor faults per
+# dense grep in some runs), and glob's collector works on smaller pieces anyway.
 _READ_BYTES = 256 * 1024
 # Reads of one readiness callback: then the event loop runs again (a cancellation gets through).
 _READS_PER_WAKE = 4
@@ -291,10 +292,11 @@ class _Drain:
     of file, or failed with what ``take`` raised (OutputTooLarge, or the collector's own error);
     ``close()`` unhooks it from the loop (before its descriptors are closed).
 
-    With ``exited_fd`` (a pidfd of the writer), reading pauses for ``_PAUSE_S`` when the writer
-    writes often but not fast: after the first read of a wake for small pieces (rg's grep writes
-    each file's records apart), once the pipe is empty for blocks (rg's glob writes 8 KiB of paths
-    at a time, one wake each without the pause). Its writes pile up in the pipe and are taken in a
+    With ``exited_fd`` (a pidfd of the writer), reading pauses when the writer writes often but
+    not fast: for ``_PAUSE_S`` after the first read of a wake for small pieces (rg's grep writes
+    each file's records apart); once the pipe is empty, for as long as ``_BLOCK_GATHER_BYTES``
+    take at the writer's average rate, for blocks (rg's glob writes 8 KiB of paths at a time, one
+    wake each without the pause). Its writes pile up in the pipe and are taken in a
     few reads, instead of one wake of the event loop each. A writer that writes rarely is read as
     before (a pause would only add a wake), and one that writes fast is read without pausing, so
     it never waits for a full pipe. The pause ends early when the writer exits (its pidfd turns
