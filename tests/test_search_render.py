@@ -30,6 +30,22 @@ def test_plain_paths_are_listed_as_they_are() -> None:
     assert glob_lines(paths) == "a.py\ndir/b.py\nc d.txt"
 
 
+@pytest.mark.parametrize(
+    "paths",
+    [
+        [" a", "b"],
+        ["a", " b", "c"],
+        ["a", "b ", "c"],
+        ["a", "b "],
+        ["a b", " c"],
+        ["a", "b", " "],
+        ["a", "", "b"],
+    ],
+)
+def test_a_path_starting_or_ending_with_a_space_anywhere_in_the_list_is_quoted(paths: list[str]) -> None:
+    assert glob_lines(paths) == "\n".join(quote_path(p, grep=False) for p in paths)
+
+
 @pytest.mark.parametrize(("prefix", "strip_dot"), [("", True), ("sub/", True), ("sub/", False), ("", False)])
 @pytest.mark.parametrize("seed", range(60))
 def test_display_all_equals_display_of_each(prefix: str, strip_dot: bool, seed: int) -> None:

@@ -164,7 +164,10 @@ def glob_lines(paths: list[str]) -> str:
     if (
         joined.isascii()
         and not joined.encode("ascii").translate(None, _PLAIN_ASCII)
-        and (" " not in joined or not any(p[:1] == " " or p[-1:] == " " for p in paths))
+        and not (
+            " " in joined  # a path that starts or ends with a space, found in the joined text
+            and (joined[:1] == " " or joined[-1:] == " " or "\0 " in joined or " \0" in joined)
+        )
     ):
         return joined.replace("\0", "\n")
     return "\n".join(quote_path(p, grep=False) for p in paths)
