@@ -71,6 +71,8 @@ class ScriptedProvider:
         self.script = script
         self.requests: list[ModelRequest] = []
         self.closed = False
+        self.deltas_sent = 0  # text deltas yielded, over all streams
+        self.streams_finished = 0  # streams read to their Finished event
 
     def _next(self, request: ModelRequest) -> Reply:
         i = len(self.requests) - 1
@@ -91,10 +93,12 @@ class ScriptedProvider:
             for i in range(0, len(text), size):
                 if reply.chunk_delay:
                     await asyncio.sleep(reply.chunk_delay)
+                self.deltas_sent += 1
                 yield TextDelta(text[i : i + size])
         for c in reply.calls:
             yield ToolCallStarted(c.id, c.name)
         stop = reply.stop or ("tool_calls" if reply.calls else "end_turn")
+        self.streams_finished += 1
         yield Finished(AssistantMessage(text=text, tool_calls=tuple(reply.calls)), reply.usage, stop)  # type: ignore[arg-type]
 
     async def aclose(self) -> None:

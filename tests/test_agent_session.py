@@ -49,16 +49,16 @@ def test_interrupt_mid_stream_keeps_the_partial_text_marked(workspace: Path) -> 
                         if len(seen) == 3:
                             agent.interrupt()
 
-                t0 = time.monotonic()
                 result = await agent.run("tell me", on_event=on)
-                took = time.monotonic() - t0
+                # The stream was abandoned at the interrupt, not read out to its end.
+                abandoned = p.deltas_sent < 40 and p.streams_finished == 0
                 nxt = ScriptedProvider([say("again")])
                 agent.loop.provider = nxt  # type: ignore[union-attr]
                 await agent.run("go on")
-                return result, took, agent.transcript.requests(), nxt.requests[0]
+                return result, abandoned, agent.transcript.requests(), nxt.requests[0]
 
-    result, took, requests, nxt = asyncio.run(go())
-    assert result.stop_reason == "interrupted" and took < 1.5
+    result, abandoned, requests, nxt = asyncio.run(go())
+    assert result.stop_reason == "interrupted" and abandoned
     assert requests[0].status == "interrupted"
     partial = nxt.messages[1]
     assert isinstance(partial, AssistantMessage) and partial.text == "aaa\n" + INTERRUPTED_MARK
@@ -75,12 +75,12 @@ def test_interrupt_mid_call_cancels_the_step_and_leaves_no_process(workspace: Pa
                     if isinstance(ev, ToolCallEvent):
                         asyncio.get_running_loop().call_later(0.5, agent.interrupt)
 
-                t0 = time.monotonic()
                 result = await agent.run("sleep", on_event=on)
-                return result, time.monotonic() - t0, agent.transcript.items(), len(p.requests)
+                return result, agent.transcript.items(), len(p.requests)
 
-    result, took, items, n_requests = asyncio.run(go())
-    assert result.stop_reason == "interrupted" and took < 10 and n_requests == 1
+    result, items, n_requests = asyncio.run(go())
+    # (Had the interrupt not cancelled the step, the call would have run its 47 s and not be cancelled.)
+    assert result.stop_reason == "interrupted" and n_requests == 1
     (tr,) = [i for i in items if i.kind == "tool_result"]
     assert tr.data["cancelled"] and tr.data["outcome"] == "uncertain"
     assert _alive_with("sleep 47.31") == []
