@@ -213,14 +213,12 @@ async def test_bg_wait_is_capped_and_says_so(workspace: Path, monkeypatch) -> No
     monkeypatch.setattr(limits, "BG_WAIT_MAX_S", 0.3)
     async with Runtime(root=workspace) as rt, rt.session() as s:
         job = await start_job(s, "echo working; sleep 30")
-        t0 = asyncio.get_running_loop().time()
         res = await s.step([call("bg", action="wait", taskID=job.id, timeout_ms=600_000)])
-        took = asyncio.get_running_loop().time() - t0
         rec = res.results[0]
         assert rec.outcome == "ok" and rec.metadata["wait"] == "timed out"
         assert "[notice] the wait timed out" in rec.text and "capped at 0.3s" in rec.text
+        # The job (30 s) still runs: the 600 s asked for was clamped to the cap, not waited out.
         assert rec.metadata["status"] == "running" and "working" in rec.text
-        assert took < 10  # the 600 s asked for was clamped to the cap
 
 
 async def test_job_output_wait_is_capped_and_cancel_says_so(workspace: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -73,16 +72,16 @@ def _env_config(tmp: Path, bindir: Path, **extra: str) -> dict[str, Any]:
 
 async def test_hung_read_refuses_within_the_budget(workspace: Path, tmp_path: Path) -> None:
     bindir = _fake_git(tmp_path)
-    t = time.monotonic()
-    rec = await run_shell(workspace, {"command": "touch ran && git commit -m wip"}, _env_config(tmp_path, bindir))
-    elapsed = time.monotonic() - t
+    # A hang guard only: the git never answers, so waiting for it would never end.
+    rec = await asyncio.wait_for(
+        run_shell(workspace, {"command": "touch ran && git commit -m wip"}, _env_config(tmp_path, bindir)), 60
+    )
     assert rec.outcome == "blocked" and rec.block_kind == "unavailable"
     assert (
         "`git rev-parse --show-toplevel` did not answer within the 1.5s this command's pre-flight repository reads "
         "share, so the repository state it depends on is unknown; it was not run"
     ) in rec.text
     assert not (workspace / "ran").exists()  # the command was not run
-    assert elapsed < 20  # generous: the point is that it did not wait for the hung git
     pids = [int(x) for x in (tmp_path / "pids").read_text().split()]
     assert len(pids) == 2
     assert not any(_alive(p) for p in pids), "the abandoned git and its child must be stopped before the refusal"
@@ -109,9 +108,8 @@ async def test_cancel_during_preflight_refuses_the_same_way(workspace: Path, tmp
     bindir = _fake_git(tmp_path)
     cfg = _env_config(tmp_path, bindir)
     cfg["shell"]["preflight_budget_ms"] = 60_000
-    t = time.monotonic()
-    rec = await run_shell(workspace, {"command": "git commit -m x"}, cfg, cancel_after=1.0)
-    assert time.monotonic() - t < 30
+    # A hang guard only: the preflight's budget is 60 s, so only the cancel ends it sooner.
+    rec = await asyncio.wait_for(run_shell(workspace, {"command": "git commit -m x"}, cfg, cancel_after=1.0), 30)
     assert rec.outcome == "blocked" and rec.block_kind == "unavailable"
     assert "cancelled" in rec.text and "it was not run" in rec.text
     pids = [int(x) for x in (tmp_path / "pids").read_text().split()]

@@ -3,8 +3,8 @@ command killed by a signal has no exit code; a timed-out command decides nothing
 
 from __future__ import annotations
 
+import asyncio
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -111,11 +111,10 @@ async def test_killed_by_a_signal_has_no_exit_code(workspace: Path) -> None:
 
 
 async def test_timeout_stops_the_group_and_decides_nothing(workspace: Path) -> None:
-    t = time.monotonic()
-    rec = await run_shell(
-        workspace, {"command": "sleep 60 & echo $! > child.pid; echo begun; sleep 60", "timeout_ms": 500}
+    rec = await asyncio.wait_for(  # a hang guard only: the command would run 60 s
+        run_shell(workspace, {"command": "sleep 60 & echo $! > child.pid; echo begun; sleep 60", "timeout_ms": 500}),
+        30,
     )
-    assert time.monotonic() - t < 30  # did not hang
     assert rec.outcome == "uncertain"
     assert rec.text.splitlines()[0].startswith("[uncertain: timed out]")
     assert "begun" in rec.text  # what it wrote is kept

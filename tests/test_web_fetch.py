@@ -321,10 +321,10 @@ async def test_a_gzip_bomb_is_refused_while_streaming(ca: CA) -> None:
         raw = zlib.compressobj(wbits=-15)
         origin.routes["/raw"] = response(200, raw.compress(b"raw deflate") + raw.flush(), Content_Encoding="deflate")
         f, _ = make(ca)
-        t0 = time.monotonic()
         with pytest.raises(BodyTooLarge, match=r"decompressed body .* over the 1048576-byte cap"):
-            await f.fetch(f"http://a.test:{origin.port}/bomb", max_bytes=1 << 20, allow_private=LOOP)
-        assert time.monotonic() - t0 < 20
+            await asyncio.wait_for(  # a hang guard only
+                f.fetch(f"http://a.test:{origin.port}/bomb", max_bytes=1 << 20, allow_private=LOOP), 60
+            )
         got = await f.fetch(f"http://a.test:{origin.port}/ok", allow_private=LOOP)
         assert got.body == b"small text"
         assert (await f.fetch(f"http://a.test:{origin.port}/raw", allow_private=LOOP)).body == b"raw deflate"
@@ -389,10 +389,12 @@ async def test_a_black_holed_address_does_not_stall_the_next_one(ca: CA) -> None
             fill.append(c)
         try:
             f, _ = make(ca, {"a.test": ["127.0.0.2", "127.0.0.1"]})
+            deadline_s = 10.0
             t0 = time.monotonic()
-            got = await f.fetch(f"http://a.test:{origin.port}/", timeout_s=10, allow_private=LOOP)
+            got = await f.fetch(f"http://a.test:{origin.port}/", timeout_s=deadline_s, allow_private=LOOP)
             assert got.body == b"second address"
-            assert time.monotonic() - t0 < 5  # the 250 ms stagger, not the 10 s deadline
+            # The second address was tried after the stagger (250 ms), not once the first used up the deadline.
+            assert time.monotonic() - t0 < deadline_s / 2
         finally:
             for c in [hole, *fill]:
                 c.close()
