@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from zuno.tools.search import collect
-from zuno.tools.search.collect import GlobCollector
+from zuno.tools.search import glob_collect
+from zuno.tools.search.glob_collect import GlobCollector
 
 STEMS = [b"a", b"a/b", b"a/b/c", b"ab", b"a.b", b"a-b", b"caf\xc3\xa9", b"\xe2\x82\xac", b"bad\xff", b"z" * 300]
 
@@ -48,7 +48,7 @@ def test_any_chunking_keeps_the_first_paths_in_byte_order(seed: int) -> None:
     stream = b"".join(p + b"\0" for p in paths)
     cap = rnd.choice([1, 7, 100, 1000, 100_000])
     want, total, unnameable = _reference(paths, cap)
-    big = collect._GLOB_PIECE_BYTES
+    big = glob_collect._GLOB_PIECE_BYTES
     for sizes in ([1, 3, 17], [4096], [big - 1, big + 1], [3 * big + 5], [len(stream)], [7, 5 * big, 1]):
         g = GlobCollector(cap)
         at = 0
@@ -69,7 +69,7 @@ def test_paths_at_the_threshold_are_neither_lost_nor_doubled() -> None:
     paths = first + later * 3
     stream = b"".join(p + b"\0" for p in paths)
     want, total, unnameable = _reference(paths, 1000)
-    for size in (collect._GLOB_PIECE_BYTES * 2 + 3, 5, len(stream)):
+    for size in (glob_collect._GLOB_PIECE_BYTES * 2 + 3, 5, len(stream)):
         g = GlobCollector(1000)
         for i in range(0, len(stream), size):
             g.feed(stream[i : i + size])

@@ -8,7 +8,8 @@ import random
 from pathlib import Path
 
 from zuno import limits
-from zuno.tools.search.collect import GlobCollector, GrepCollector, cap_utf16
+from zuno.tools.search.collect import GrepCollector, cap_utf16
+from zuno.tools.search.glob_collect import GlobCollector
 
 from conftest import RunZuno, batch
 

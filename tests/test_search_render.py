@@ -7,7 +7,8 @@ import random
 import pytest
 
 from zuno.tools.search.base import Plan
-from zuno.tools.search.collect import glob_lines, quote_path
+from zuno.tools.search.collect import quote_path
+from zuno.tools.search.glob_collect import glob_lines
 
 ODD = ["", " ", "\t", "\n", '"', "\x7f", "\x1c", "\u00a0", "\u2003", "\x85", "./", "a", "é", "\\", ":", "-1-"]
 

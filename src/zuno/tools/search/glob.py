@@ -19,7 +19,8 @@ from zuno.tools.search.base import (
     resolve_roots,
     rg_facts,
 )
-from zuno.tools.search.collect import Drops, GlobCollector, glob_lines
+from zuno.tools.search.collect import Drops
+from zuno.tools.search.glob_collect import GlobCollector, glob_lines
 
 
 class GlobArgs(ToolArgs):
