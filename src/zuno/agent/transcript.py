@@ -343,27 +343,29 @@ class Transcript:
         if not results:
             return
         at = time.time()
-        datas = [
-            {
-                "name": r.name,
-                "text": r.text,
-                "outcome": r.outcome,
-                "images": image_rows(r.images),
-                "recovered": r.recovered,
-                "cancelled": r.cancelled,
-            }
+        rows = [
+            (
+                r,
+                {
+                    "name": r.name,
+                    "text": r.text,
+                    "outcome": r.outcome,
+                    "images": image_rows(r.images),
+                    "recovered": r.recovered,
+                    "cancelled": r.cancelled,
+                },
+            )
             for r in results
         ]
-        for lo in range(0, len(results), RESULT_ROWS_PER_STATEMENT):
-            part = results[lo : lo + RESULT_ROWS_PER_STATEMENT]
+        for lo in range(0, len(rows), RESULT_ROWS_PER_STATEMENT):
+            part = rows[lo : lo + RESULT_ROWS_PER_STATEMENT]
             params: list[Any] = []
-            for r, data in zip(part, datas[lo:], strict=False):
+            for r, data in part:
                 params += (self.session_id, turn, "tool_result", item_json(data), at, r.call_id, step, r.call_seq)
             cur = db.execute(_results_sql(len(part)), params)
             # One statement under the write lock: AUTOINCREMENT numbers its rows in order, up to lastrowid.
             first = int(cur.lastrowid or 0) - len(part) + 1
-            for i, (r, data) in enumerate(zip(part, datas[lo:], strict=False)):
-                seq = first + i
+            for seq, (r, data) in enumerate(part, first):
                 self._written.append(
                     Item(seq, turn, "tool_result", data, at=at, call_id=r.call_id, step=step, call_seq=r.call_seq)
                 )
