@@ -3,7 +3,6 @@ yield_time_ms and by a lingering group member, the non-promotable cap, backgroun
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import zuno
@@ -16,10 +15,14 @@ def _shell(**arguments: object) -> dict[str, object]:
 
 async def test_run_in_background_returns_a_job_and_its_completion_is_readable(workspace: Path) -> None:
     async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
-        t = time.monotonic()
-        res = await s.step([_shell(command="echo hi; sleep 1; echo done", run_in_background=True)])
-        assert time.monotonic() - t < 1.0 + 5  # returned without waiting for the command (generous)
+        # The command cannot end before the test opens its gate: the step returning at all proves it
+        # did not wait for the command.
+        gate = workspace / "gate"
+        res = await s.step(
+            [_shell(command="echo hi; while [ ! -e gate ]; do sleep 0.02; done; echo done", run_in_background=True)]
+        )
         rec = res.results[0]
+        gate.touch()
         assert rec.outcome == "ok", rec.text
         bg = rec.metadata["background"]
         assert bg["promotedBecause"] == PROMOTED_REQUESTED
@@ -47,9 +50,12 @@ async def test_run_in_background_always_returns_a_job_even_when_the_command_alre
 
 async def test_yield_time_promotes_a_long_foreground_command(workspace: Path) -> None:
     async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
-        t = time.monotonic()
-        res = await s.step([_shell(command="echo started; touch out.txt; sleep 3", yield_time_ms=300)])
-        assert time.monotonic() - t < 3  # did not wait for the command
+        # The command cannot end before the test opens its gate: the step returning at all proves it
+        # did not wait for the command.
+        res = await s.step(
+            [_shell(command="echo started; touch out.txt; while [ ! -e gate ]; do sleep 0.02; done", yield_time_ms=300)]
+        )
+        (workspace / "gate").touch()
         rec = res.results[0]
         assert rec.metadata["background"]["promotedBecause"] == PROMOTED_YIELD
         assert rec.metadata["writtenPaths"] == []  # still writing: not reported
