@@ -38,9 +38,12 @@ def digest_text(*parts: str) -> str:
     return h.hexdigest()
 
 
+_ITEM_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # built once
+
+
 def item_json(v: Any) -> str:
     """The compact JSON of an item's data (the ``data`` column)."""
-    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+    return _ITEM_JSON(v)
 
 
 @dataclass(slots=True)

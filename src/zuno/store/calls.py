@@ -36,16 +36,21 @@ UPDATE_SETTLED = (
 )
 
 
+# json.dumps with options builds an encoder per call; these are built once (the same output).
+_COLUMN_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+_COLUMN_JSON_ASCII = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=str).encode
+
+
 def dumps(v: Any) -> str:
     """JSON for a column. Text that is not valid Unicode (a lone surrogate from a "\\ud800" escape)
     cannot be stored as UTF-8, so such a value is written with \\u escapes: lossless either way."""
-    text = json.dumps(v, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = _COLUMN_JSON(v)
     if text.isascii():
         return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return json.dumps(v, ensure_ascii=True, separators=(",", ":"), default=str)
+        return _COLUMN_JSON_ASCII(v)
     return text
 
 

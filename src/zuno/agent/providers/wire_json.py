@@ -17,9 +17,12 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+_WIRE_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode  # built once
+
+
 def dumps(value: Any) -> bytes:
     """The SDKs' own encoding: UTF-8, no ASCII escaping, compact separators, no NaN."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return _WIRE_JSON(value).encode()
 
 
 _KEYS: dict[str, bytes] = {}  # a body's field names, serialised once
