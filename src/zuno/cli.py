@@ -41,6 +41,7 @@ from zuno.cli_support import (
 from zuno.commands import command_modules
 from zuno.commands.version import zuno_version
 from zuno.declarations import Outcome
+from zuno.startup_gc import StartupCollection
 
 if TYPE_CHECKING:  # loaded by the commands that build a runtime; `zuno --version` needs none of them
     from zuno.records import StepResult
@@ -356,8 +357,21 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     except AttributeError:
         pass
+    startup = StartupCollection()
+    try:
+        return _run_parsed(argv, startup)
+    finally:
+        startup.settle()  # (a command that paused the collector settles it itself; this is the net)
+
+
+def _run_parsed(argv: list[str] | None, startup: StartupCollection) -> int:
     try:
         args = build_parser().parse_args(argv)
+        if getattr(args, "long_lived", False):
+            # The command builds what it keeps until exit (see zuno.startup_gc); it settles
+            # ``args.startup`` once that is built.
+            startup.pause()
+        args.startup = startup
         # What the command runs is imported now, before the SIGTERM handler is installed (as all of
         # Zuno was imported before its imports were made lazy): a signal never lands in an import.
         for module in getattr(args, "imports", ()):

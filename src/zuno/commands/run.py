@@ -35,6 +35,7 @@ from zuno.cli_support import (
     runtime_from_args,
 )
 from zuno.session_ids import InvalidSessionId, SessionNotFound
+from zuno.startup_gc import StartupCollection
 
 if TYPE_CHECKING:  # the agent loads when the command runs, not when the parser is built
     from zuno.agent.api import Agent, RunResult
@@ -58,14 +59,18 @@ def add_parser(sub: Any) -> None:
     _agent_options(p)
     add_common_arguments(p, session=False)
     add_session_arguments(p)
-    p.set_defaults(func=cmd_run, imports=(*RUNTIME_IMPORTS, "zuno.agent.api", "zuno.commands.run_view"))
+    p.set_defaults(
+        func=cmd_run, imports=(*RUNTIME_IMPORTS, "zuno.agent.api", "zuno.commands.run_view"), long_lived=True
+    )
 
     p = sub.add_parser("resume", help="resume an agent session (after an interruption or a crash)")
     p.add_argument("session_id", metavar="ID")
     p.add_argument("prompt", nargs="?", default=None, help="a new prompt (default: continue where it stopped)")
     _agent_options(p)
     add_common_arguments(p, session=False)
-    p.set_defaults(func=cmd_resume, imports=(*RUNTIME_IMPORTS, "zuno.agent.api", "zuno.commands.run_view"))
+    p.set_defaults(
+        func=cmd_resume, imports=(*RUNTIME_IMPORTS, "zuno.agent.api", "zuno.commands.run_view"), long_lived=True
+    )
 
 
 def _agent_options(p: argparse.ArgumentParser) -> None:
@@ -100,6 +105,24 @@ def _main(
     prompt: str | None,
     interactive: bool,
 ) -> int:
+    # Collection paused (by the CLI's main already, before the command's imports) until the agent is
+    # open: what it builds lives until exit (see zuno.startup_gc).
+    startup: StartupCollection = getattr(args, "startup", None) or StartupCollection()
+    startup.pause()
+    try:
+        return _run_agent(args, session, continue_latest, prompt, interactive, startup)
+    finally:
+        startup.settle()
+
+
+def _run_agent(
+    args: argparse.Namespace,
+    session: str | None,
+    continue_latest: bool,
+    prompt: str | None,
+    interactive: bool,
+    startup: StartupCollection,
+) -> int:
     from zuno.agent.api import Agent
     from zuno.commands.run_view import InlineApprover, PausingApprover, View
 
@@ -122,8 +145,8 @@ def _main(
         agent = Agent(rt, model=args.model, mode=args.mode, session_id=sid)
         try:
             if interactive:
-                return _interactive(agent, view, inline)
-            return asyncio.run(_one_shot(agent, view, prompt, json_mode=args.json, inline=inline))
+                return _interactive(agent, view, inline, startup)
+            return asyncio.run(_one_shot(agent, view, prompt, json_mode=args.json, inline=inline, startup=startup))
         except (UsageError, KeyboardInterrupt):
             raise
         except Exception as e:  # a bug below the loop: one line, the transcript has the rest
@@ -137,9 +160,15 @@ def _main(
 
 
 async def _one_shot(
-    agent: Agent, view: View, prompt: str | None, *, json_mode: bool, inline: InlineApprover | None
+    agent: Agent,
+    view: View,
+    prompt: str | None,
+    *,
+    json_mode: bool,
+    inline: InlineApprover | None,
+    startup: StartupCollection,
 ) -> int:
-    await _open(agent)
+    await _open(agent, startup)
     sig = _Interrupts()
     sig.install()
     sig.approver = inline
@@ -158,7 +187,7 @@ async def _one_shot(
     return sig.exit or _exit_status(result)
 
 
-async def _open(agent: Agent) -> None:
+async def _open(agent: Agent, startup: StartupCollection) -> None:
     from zuno.agent.api import NoProvider
     from zuno.store import SessionBusy
 
@@ -167,6 +196,8 @@ async def _open(agent: Agent) -> None:
     except (NoProvider, SessionBusy) as e:
         await agent.close()
         raise UsageError(str(e)) from None
+    finally:
+        startup.settle()  # the provider's SDK, the surface and the store are built
 
 
 def _exit_status(result: RunResult) -> int:
@@ -224,7 +255,7 @@ class _Interrupts:
         loop.call_soon_threadsafe(main.cancel)
 
 
-def _interactive(agent: Agent, view: View, inline: InlineApprover | None) -> int:
+def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startup: StartupCollection) -> int:
     """A line editor with history; each line is one turn. /mode plan|work|goal switches the mode,
     /exit (or Ctrl-D) leaves."""
     try:
@@ -238,7 +269,7 @@ def _interactive(agent: Agent, view: View, inline: InlineApprover | None) -> int
     loop = asyncio.new_event_loop()
     code = EXIT_OK
     try:
-        loop.run_until_complete(_open(agent))
+        loop.run_until_complete(_open(agent, startup))
         print(f"zuno: session {agent.id}, mode {agent.transcript.state().mode}. /mode, /exit; Ctrl-C interrupts.")
         sig = _Interrupts()
         sig.install()
