@@ -177,3 +177,43 @@ async def test_the_usual_checks_still_refuse(workspace: Path) -> None:
     assert "does not exist" in dangling.text  # resolved through the link: its target is missing
     assert outside.outcome != "ok" and "outside the workspace" in outside.text
     assert grep_file.outcome == "ok" and grep_file.metadata["totalMatches"] == 1
+
+
+@pytest.mark.parametrize("linked", [False, True])
+def test_the_default_path_is_the_root_resolve_finds(tmp_path: Path, linked: bool) -> None:
+    from types import SimpleNamespace
+
+    from zuno.workspace import Workspace
+
+    (tmp_path / "real").mkdir()
+    root = tmp_path / "real"
+    if linked:  # a workspace named through a symbolic link: its root is the real directory
+        os.symlink(root, tmp_path / "link")
+        root = tmp_path / "link"
+    ws = Workspace(root)
+    ctx = SimpleNamespace(workspace=ws)
+    assert base.resolve_roots(ctx, ["."], "path", dirs_only=True) == [ws.resolve(".")]  # type: ignore[arg-type]
+    assert base.resolve_roots(ctx, ["."], "path", dirs_only=False) == [ws.resolve(".")]  # type: ignore[arg-type]
+
+
+async def test_a_finished_drain_is_unhooked_once(tmp_path: Path) -> None:
+    """close() after the end of file (the run's finally does it again) leaves the loop alone."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    r, w = rgmod._stdout_pipe()
+    got: list[bytes] = []
+    drain = rgmod._Drain(loop, r, got.append)
+    os.write(w, b"abc")
+    os.close(w)
+    await drain.done
+    assert drain.closed and got == [b"abc"]
+    removed: list[int] = []
+    real = loop.remove_reader
+    loop.remove_reader = lambda fd: removed.append(fd) or real(fd)  # type: ignore[method-assign]
+    try:
+        drain.close()
+    finally:
+        loop.remove_reader = real  # type: ignore[method-assign]
+    os.close(r)
+    assert removed == []

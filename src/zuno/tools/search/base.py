@@ -172,7 +172,8 @@ def resolve_roots(ctx: ToolContext, raws: list[str], field: str, *, dirs_only: b
         raise Refused(BlockKind.invalid_arguments, f"argument '{field}': give at least one path, or leave it out.")
     for raw in raws:
         check_text(field, raw)
-        p = ctx.workspace.resolve(raw, field=field)
+        # "." (the default) is the root itself, as resolve() finds it (no component to walk)
+        p = ctx.workspace.root if raw == "." else ctx.workspace.resolve(raw, field=field)
         try:  # one stat says the usual answer: an existing directory (glob), an existing path (grep)
             usual = stat.S_ISDIR(os.stat(p).st_mode) if dirs_only else os.path.lexists(p)
         except OSError:

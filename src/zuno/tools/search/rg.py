@@ -328,11 +328,15 @@ class _Drain:
         self.read = 0  # bytes read since the first read
         self.pause = _PAUSE_S  # the length of the last pause
         self.done: asyncio.Future[None] = loop.create_future()
+        self.closed = False  # unhooked from the loop for good (close())
         loop.add_reader(fd, self._readable)
         if exited_fd is not None:
             loop.add_reader(exited_fd, self._writer_exited)
 
     def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         self.loop.remove_reader(self.fd)
         if self.timer is not None:
             self.timer.cancel()
@@ -395,7 +399,7 @@ class _Drain:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        if self.done.done():
+        if self.done.done() or self.closed:
             return
         self.loop.add_reader(self.fd, self._readable)
         self._readable(resumed=True)
