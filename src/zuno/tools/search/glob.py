@@ -69,8 +69,11 @@ class GlobTool(Tool):
         cap = ctx.config.search.glob_max_results
         col = GlobCollector(cap)
         # One directory: no path at all, so rg lists its working directory without the "./" that
-        # would be stripped off every path again (--files never reads stdin, which is /dev/null).
-        paths_args = [] if the_plan.args == ["."] else the_plan.args
+        # would be stripped off every path again (--files never reads stdin, which is /dev/null),
+        # and no path is searched for one.
+        paths_args = the_plan.args
+        if paths_args == ["."]:
+            paths_args, the_plan.strip_dot = [], False
         argv = [*common_flags(ctx), "--files", "--glob", args.pattern, *exclusion_globs(), "--", *paths_args]
         check_exec(rg, argv, {"pattern": [args.pattern], "path": the_plan.args})
         res = await execute(ctx, rg, argv, the_plan, col.feed)
