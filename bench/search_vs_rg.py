@@ -236,6 +236,91 @@ def fixed_cost(runs: int) -> None:
         )
 
 
+def fixed_cost_phases(runs: int) -> None:
+    """Where the fixed cost sits: each phase of a call on the 20-file tree, timed in the runtime by
+    marks around the tool's run, rg's start and run_rg (medians over the runs). The phases inside
+    the tool (before rg starts, after run_rg returns) are the search's own; the rest is the
+    dispatcher's (admission before, output limits and the durable settle after)."""
+    import zuno.tools.search.base as basemod
+    import zuno.tools.search.rg as rgmod
+    from zuno.tools.search.glob import GlobTool
+    from zuno.tools.search.grep import GrepTool
+
+    tiny = Path("/tmp/zuno-bench-tiny")
+    marks: dict[str, float] = {}
+    saved = (rgmod.spawn, basemod.run_rg, GlobTool.run, GrepTool.run)
+
+    def spawn(*a, **k):  # type: ignore[no-untyped-def]
+        marks["spawn0"] = time.perf_counter()
+        try:
+            return saved[0](*a, **k)
+        finally:
+            marks["spawn1"] = time.perf_counter()
+
+    async def run_rg(*a, **k):  # type: ignore[no-untyped-def]
+        try:
+            return await saved[1](*a, **k)
+        finally:
+            marks["rg_ret"] = time.perf_counter()
+
+    def timed(real):  # type: ignore[no-untyped-def]
+        async def run(self, ctx, args):  # type: ignore[no-untyped-def]
+            marks["run0"] = time.perf_counter()
+            try:
+                return await real(self, ctx, args)
+            finally:
+                marks["run1"] = time.perf_counter()
+
+        return run
+
+    names = (
+        "dispatch before the tool",
+        "tool before rg starts",
+        "rg's start (Popen)",
+        "rg's run, read to its exit",
+        "tool after rg",
+        "dispatch after the tool",
+    )
+
+    async def go(name: str, args: dict) -> list[list[float]]:
+        rows: list[list[float]] = []
+        rt = zuno.Runtime(root=tiny, db=f"/tmp/zuno-bench-{os.getpid()}.db")
+        async with rt.session() as s:
+            call = [{"name": name, "arguments": args}]
+            await s.step(call)
+            for _ in range(max(runs, 100)):
+                t0 = time.perf_counter()
+                await s.step(call)
+                t1 = time.perf_counter()
+                m = marks
+                rows.append(
+                    [
+                        m["run0"] - t0,
+                        m["spawn0"] - m["run0"],
+                        m["spawn1"] - m["spawn0"],
+                        m["rg_ret"] - m["spawn1"],
+                        m["run1"] - m["rg_ret"],
+                        t1 - m["run1"],
+                    ]
+                )
+        await rt.aclose()
+        return rows
+
+    rgmod.spawn, basemod.run_rg = spawn, run_rg  # type: ignore[assignment]
+    GlobTool.run, GrepTool.run = timed(saved[2]), timed(saved[3])  # type: ignore[method-assign]
+    try:
+        for label, name, args in (
+            ("glob *.py", "glob", {"pattern": "*.py"}),
+            ("grep 'def get_'", "grep", {"pattern": "def get_"}),
+        ):
+            rows = asyncio.run(go(name, args))
+            parts = ", ".join(f"{n} {statistics.median(r[i] for r in rows) * 1000:.3f}" for i, n in enumerate(names))
+            print(f"    phases of {label} (medians, ms): {parts}")
+    finally:
+        rgmod.spawn, basemod.run_rg = saved[0], saved[1]  # type: ignore[assignment]
+        GlobTool.run, GrepTool.run = saved[2], saved[3]  # type: ignore[method-assign]
+
+
 def dispatch_floor(runs: int) -> None:
     """The dispatcher's own cost per call in this run: a `read` of a one-line file through the same
     Session.step (intent, settle, records), which every search call pays as well."""
@@ -320,6 +405,7 @@ def main() -> None:
     rows: list[dict] = []
     dispatch_floor(a.runs)
     fixed_cost(max(a.runs, 15))
+    fixed_cost_phases(a.runs)
     if not a.skip_generated:
         gen = generate_tree(Path(f"/tmp/zuno-bench-tree-{a.files}"), a.files)
         n, size = tree_size(gen)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,8 +28,8 @@ from zuno.tools.search.rg import (
     RgResult,
     norm_root,
     pattern_error,
-    rg_env,
     run_rg,
+    shared_rg_env,
     unreadable_roots,
 )
 
@@ -71,13 +72,21 @@ class Plan:
         """display() of every path, as string work over the joined list (a path holds no NUL)."""
         if os.name == "nt" or not rels:  # pragma: no cover - the per-path way keeps Windows' rule
             return [self.display(r) for r in rels]
-        text = "\0" + "\0".join(rels)
+        return self.display_joined("\0".join(rels)).split("\0")
+
+    def display_joined(self, joined: str) -> str:
+        """display_all() of paths given joined by NUL (at least one path), joined the same way."""
+        if os.name == "nt":  # pragma: no cover - the per-path way keeps Windows' rule
+            return "\0".join(self.display(r) for r in joined.split("\0"))
+        if not (self.prefix or (self.strip_dot and "./" in joined)):
+            return joined  # the common case: rg printed the paths as they are shown
+        text = "\0" + joined
         if self.strip_dot:
             while "\0./" in text:
                 text = text.replace("\0./", "\0")
         if self.prefix:
             text = text.replace("\0", "\0" + self.prefix)
-        return text[1:].split("\0")
+        return text[1:]
 
 
 def check_text(field: str, value: str, *, regex: bool = False) -> None:
@@ -106,19 +115,39 @@ def _surely_fits(argv: list[str], env: dict[str, str]) -> bool:
     """A bound that needs no encoding: at most 4 bytes per character (UTF-8; a surrogate escape is
     one), so when even that fits the smallest space execve ever gives (and every string its
     per-string limit), the exact check cannot fail. Anything near a limit takes the exact check."""
+    return _fits(argv, _env_size(env))
+
+
+def _env_size(env: dict[str, str]) -> tuple[int, int, int]:
+    """An environment's part of _surely_fits: (characters with each '=', strings, longest string)."""
     keys, values = env.keys(), env.values()
-    chars = sum(map(len, argv)) + sum(map(len, keys)) + sum(map(len, values)) + len(env)
-    strings = len(argv) + len(env)
-    longest = max(max(map(len, argv), default=0), max(map(len, keys), default=0) + 1 + max(map(len, values), default=0))
+    chars = sum(map(len, keys)) + sum(map(len, values)) + len(env)
+    return chars, len(env), max(map(len, keys), default=0) + 1 + max(map(len, values), default=0)
+
+
+def _fits(argv: list[str], env_size: tuple[int, int, int]) -> bool:
+    env_chars, env_strings, env_longest = env_size
+    chars = sum(map(len, argv)) + env_chars
+    strings = len(argv) + env_strings
+    longest = max(max(map(len, argv), default=0), env_longest)
     need = 4 * chars + strings * (1 + POINTER_BYTES) + GUARD_RESERVE_BYTES
     return 4 * longest + 1 <= MAX_ARG_STRLEN and need <= ARG_MAX_FLOOR
+
+
+# The environment _env_size last measured (shared_rg_env's dict, the same object while the
+# environment is unchanged) and its size.
+_env_size_cache: tuple[dict[str, str], tuple[int, int, int]] | None = None
 
 
 def check_exec(rg: Rg, argv: list[str], fields: dict[str, list[str]]) -> None:
     """Refuse a search whose rg command line execve would reject (E2BIG), naming the argument that
     made it too long; ``fields`` maps an argument name to the values it put on the command line."""
-    env = rg_env()
-    if _surely_fits([rg.path, *argv], env):
+    global _env_size_cache
+    env = shared_rg_env()
+    cached = _env_size_cache
+    if cached is None or cached[0] is not env:
+        cached = _env_size_cache = (env, _env_size(env))
+    if _fits([rg.path, *argv], cached[1]):
         return
     problem = exec_problem([rg.path, *argv], env)
     if problem is None:
@@ -143,21 +172,17 @@ def resolve_roots(ctx: ToolContext, raws: list[str], field: str, *, dirs_only: b
         raise Refused(BlockKind.invalid_arguments, f"argument '{field}': give at least one path, or leave it out.")
     for raw in raws:
         check_text(field, raw)
-        p = ctx.workspace.resolve(raw, field=field)
-        if not os.path.lexists(p):
-            raise Refused(
-                BlockKind.invalid_arguments,
-                f"argument '{field}': {raw!r} does not exist. Give an existing directory"
-                + ("" if dirs_only else " or file")
-                + " inside the workspace.",
-            )
-        if dirs_only and not p.is_dir():
-            raise Refused(
-                BlockKind.invalid_arguments,
-                f"argument '{field}': {raw!r} is not a directory; glob searches a directory. "
-                "Use its parent as the path and the file name as the pattern.",
-            )
+        # "." (the default) is the root itself, as resolve() finds it (no component to walk)
+        p = ctx.workspace.root if raw == "." else ctx.workspace.resolve(raw, field=field)
+        try:  # one stat says the usual answer: an existing directory (glob), an existing path (grep)
+            usual = stat.S_ISDIR(os.stat(p).st_mode) if dirs_only else os.path.lexists(p)
+        except OSError:
+            usual = False
+        if not usual:
+            _check_root(p, raw, field, dirs_only=dirs_only)
         roots.append(p)
+    if len(roots) == 1:
+        return roots
     # Every path exactly once: a root inside another root adds nothing.
     roots = sorted(set(roots), key=lambda p: (len(p.parts), str(p)))
     kept: list[Path] = []
@@ -167,12 +192,30 @@ def resolve_roots(ctx: ToolContext, raws: list[str], field: str, *, dirs_only: b
     return sorted(kept, key=str)
 
 
-def plan(ctx: ToolContext, roots: list[Path]) -> Plan:
+def _check_root(p: Path, raw: str, field: str, *, dirs_only: bool) -> None:
+    """Refuse a search path that does not exist, or (``dirs_only``) is not a directory."""
+    if not os.path.lexists(p):
+        raise Refused(
+            BlockKind.invalid_arguments,
+            f"argument '{field}': {raw!r} does not exist. Give an existing directory"
+            + ("" if dirs_only else " or file")
+            + " inside the workspace.",
+        )
+    if dirs_only and not p.is_dir():
+        raise Refused(
+            BlockKind.invalid_arguments,
+            f"argument '{field}': {raw!r} is not a directory; glob searches a directory. "
+            "Use its parent as the path and the file name as the pattern.",
+        )
+
+
+def plan(ctx: ToolContext, roots: list[Path], *, dirs: bool = False) -> Plan:
+    """``dirs``: every root was just found to be a directory (resolve_roots with dirs_only)."""
     ws = ctx.workspace
     shown = [ws.display(r) for r in roots]
     if len(roots) == 1:
         r = roots[0]
-        if r.is_dir():
+        if dirs or r.is_dir():
             d = ws.display(r)
             # "." explicitly, never no path at all (rg could then read stdin); "./" is stripped back off
             return Plan(str(r), ["."], "" if d == "." else d.rstrip("/") + "/", True, {"."}, shown)
@@ -216,7 +259,13 @@ async def execute(
             rgOutputBytes=e.seen,
             limit=limits.RG_MAX_OUTPUT_BYTES,
         ) from None
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError) as e:
+        if e.filename == the_plan.cwd:  # the search path was removed or replaced since it was checked
+            raise Refused(
+                BlockKind.invalid_arguments,
+                f"the search path {', '.join(the_plan.shown_roots)} was removed or replaced while the search "
+                "started; nothing was searched. Search it again.",
+            ) from None
         # rg vanished after discovery: forget it, so the next call looks again, and say so.
         locator.forget()
         return ToolOutput.failure(

@@ -20,7 +20,7 @@ from zuno.tools.search.base import (
     rg_facts,
 )
 from zuno.tools.search.collect import Drops
-from zuno.tools.search.glob_collect import GlobCollector, glob_lines
+from zuno.tools.search.glob_collect import GlobCollector, glob_listing
 
 
 class GlobArgs(ToolArgs):
@@ -54,32 +54,45 @@ class GlobTool(Tool):
     Args = GlobArgs
     declarations = READ_ONLY_PARALLEL
 
+    def subject(self, args: ToolArgs) -> str | None:
+        """The path, read directly: what Tool.subject's search finds, as GlobArgs (which refuses
+        unknown fields) has no other subject field, without its failed attribute lookups."""
+        return args.path if isinstance(args, GlobArgs) else super().subject(args)
+
     async def run(self, ctx: ToolContext, args: GlobArgs) -> ToolOutput:
         check_text("pattern", args.pattern)
         roots = resolve_roots(ctx, [args.path or "."], "path", dirs_only=True)
         rg = await find_rg(ctx)
         if isinstance(rg, ToolOutput):
             return rg
-        the_plan = plan(ctx, roots)
+        the_plan = plan(ctx, roots, dirs=True)
         cap = ctx.config.search.glob_max_results
         col = GlobCollector(cap)
-        argv = [*common_flags(ctx), "--files", "--glob", args.pattern, *exclusion_globs(), "--", *the_plan.args]
+        # One directory: no path at all, so rg lists its working directory without the "./" that
+        # would be stripped off every path again (--files never reads stdin, which is /dev/null),
+        # and no path is searched for one.
+        paths_args = the_plan.args
+        if paths_args == ["."]:
+            paths_args, the_plan.strip_dot = [], False
+        argv = [*common_flags(ctx), "--files", "--glob", args.pattern, *exclusion_globs(), "--", *paths_args]
         check_exec(rg, argv, {"pattern": [args.pattern], "path": the_plan.args})
         res = await execute(ctx, rg, argv, the_plan, col.feed)
         if isinstance(res, ToolOutput):
             return res
-        paths = col.finish()
+        joined = col.finish_joined()
         failed = check_failure(
             res,
             the_plan,
-            found_anything=bool(paths) or col.drops.unnameable > 0,
+            found_anything=bool(joined) or col.drops.unnameable > 0,
             pattern=args.pattern,
             pattern_field="pattern",
             globs={"pattern": [args.pattern]},
         )
         if failed is not None:
             return failed
-        shown = the_plan.display_all(paths)
+        # The paths are displayed, split and listed from one joined text (no NUL is in a path).
+        joined = the_plan.display_joined(joined) if joined else ""
+        shown = joined.split("\0") if joined else []
         note = truncation_note(col.drops, len(shown), col.total, "paths", "Narrow the pattern or the path.")
         metadata = {
             "paths": shown,
@@ -89,5 +102,5 @@ class GlobTool(Tool):
             "dropped": col.drops.facts(),
             "rg": rg_facts(rg, res),
         }
-        body = glob_lines(shown) if shown else NO_FILES
+        body = glob_listing(joined, shown) if shown else NO_FILES
         return ToolOutput(text=body, tail=note, metadata=metadata)

@@ -12,10 +12,15 @@ _PLAIN_ASCII = bytes(b for b in range(0x20, 0x7F) if b != 0x22) + b"\0"
 
 
 def glob_lines(paths: list[str]) -> str:
-    """The glob listing: quote_path of each path, one per line. For ASCII paths it is decided once,
-    over the paths joined by NUL: when no byte needs quoting and no path starts or ends with a
-    space, the listing is the paths themselves. Anything else is quoted path by path."""
-    joined = "\0".join(paths)
+    """The glob listing: quote_path of each path, one per line."""
+    return glob_listing("\0".join(paths), paths)
+
+
+def glob_listing(joined: str, paths: list[str]) -> str:
+    """glob_lines() of ``paths`` given them also joined by NUL (``joined``), as glob has them. For
+    ASCII paths it is decided once, over the joined text: when no byte needs quoting and no path
+    starts or ends with a space, the listing is the paths themselves. Anything else is quoted path
+    by path."""
     if (
         joined.isascii()
         and not joined.encode("ascii").translate(None, _PLAIN_ASCII)
@@ -92,10 +97,13 @@ class GlobCollector:
             self._threshold = self.kept[-1]
 
     def finish(self) -> list[str]:
+        text = self.finish_joined()
+        return text.split("\0") if text else []
+
+    def finish_joined(self) -> str:
+        """The kept paths in byte order, joined by NUL ("" for none): what finish() splits."""
         if self._pending:
             self._feed(b"\0")
         self._trim()
         self.drops.over_cap = self.total - len(self.kept)
-        if not self.kept:
-            return []
-        return b"\0".join(self.kept).decode("utf-8").split("\0")  # every kept path decodes; none holds NUL
+        return b"\0".join(self.kept).decode("utf-8")  # every kept path decodes; none holds NUL

@@ -193,16 +193,22 @@ def rg_env() -> dict[str, str]:
     """rg's environment: no user rg config file may change the output format Zuno parses, and Zuno's
     private ``ZUNO_*`` namespace is withheld (as from every process Zuno starts). Built again
     whenever this process's environment changed; a fresh copy each time."""
+    return dict(shared_rg_env())
+
+
+def shared_rg_env() -> dict[str, str]:
+    """rg_env() without the copy: the cached dict itself, the same object while the environment is
+    unchanged (so what is derived from it can be cached by identity). Never modify it."""
     global _env_cache
     raw = getattr(os.environ, "_data", None)
     cached = _env_cache
     if raw is not None and cached is not None and cached[0] == raw:
-        return dict(cached[1])
+        return cached[1]
     env = {k: v for k, v in withheld_environment().items() if k not in ("RIPGREP_CONFIG_PATH",)}
     env["LC_ALL"] = env.get("LC_ALL") or "C.UTF-8"
     if isinstance(raw, dict):
         _env_cache = (dict(raw), env)
-    return dict(env)
+    return env
 
 
 # ------------------------------------------------------------------------------------------------
@@ -274,16 +280,21 @@ _BLOCK_PAUSE_MAX_S = 0.008
 _SMALL_WRITE = 4096
 
 
-def _stdout_pipe() -> tuple[int, int, bool]:
-    """A pipe for rg's stdout: (read end, write end, whether it was widened to RG_PIPE_BYTES)."""
+def _stdout_pipe() -> tuple[int, int]:
+    """A pipe for rg's stdout: (read end, write end), neither inherited (os.pipe), the read end
+    non-blocking. It is widened (_widen) once rg runs."""
     r, w = os.pipe()
-    os.set_inheritable(r, False)
-    widened = False
+    os.set_blocking(r, False)
+    return r, w
+
+
+def _widen(fd: int) -> bool:
+    """Widen the pipe of ``fd`` (either end) to RG_PIPE_BYTES; whether it was. Done through the read
+    end while rg starts: a pipe may grow with data in it, and it holds at most the 64 KiB it had."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError):
-            widened = fcntl.fcntl(w, _F_SETPIPE_SZ, RG_PIPE_BYTES) >= RG_PIPE_BYTES
-    os.set_blocking(r, False)
-    return r, w, widened
+            return bool(fcntl.fcntl(fd, _F_SETPIPE_SZ, RG_PIPE_BYTES) >= RG_PIPE_BYTES)
+    return False  # pragma: no cover - not Linux
 
 
 class _Drain:
@@ -317,11 +328,15 @@ class _Drain:
         self.read = 0  # bytes read since the first read
         self.pause = _PAUSE_S  # the length of the last pause
         self.done: asyncio.Future[None] = loop.create_future()
+        self.closed = False  # unhooked from the loop for good (close())
         loop.add_reader(fd, self._readable)
         if exited_fd is not None:
             loop.add_reader(exited_fd, self._writer_exited)
 
     def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         self.loop.remove_reader(self.fd)
         if self.timer is not None:
             self.timer.cancel()
@@ -384,7 +399,7 @@ class _Drain:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        if self.done.done():
+        if self.done.done() or self.closed:
             return
         self.loop.add_reader(self.fd, self._readable)
         self._readable(resumed=True)
@@ -442,7 +457,7 @@ def spawn(path: str, argv: list[str], cwd: str, stdout: int, stderr: int) -> sub
         stdin=subprocess.DEVNULL,
         stdout=stdout,
         stderr=stderr,
-        env=rg_env(),
+        env=shared_rg_env(),  # Popen only reads it
         start_new_session=True,
     )
 
@@ -462,7 +477,7 @@ async def run_rg(
     rg's pipes and its exit (a pidfd) are watched by the event loop directly: no asyncio
     subprocess transport, no stream objects, no task per pipe and no waiter thread per process."""
     loop = asyncio.get_running_loop()
-    r, w, widened = _stdout_pipe()
+    r, w = _stdout_pipe()
     er, ew = os.pipe()
     os.set_blocking(er, False)
     try:
@@ -474,6 +489,7 @@ async def run_rg(
     finally:
         os.close(w)
         os.close(ew)
+    widened = _widen(r)
     pidfd = _pidfd(proc.pid)
     if locator is not None:
         locator.running.add(proc.pid)
