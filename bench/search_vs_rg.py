@@ -140,10 +140,10 @@ def capture_argv(root: Path, profile: str, name: str, args: dict) -> tuple[list[
     seen: dict[str, object] = {}
     real = rgmod.spawn
 
-    def spy(path, argv, cwd, stdout, stderr):  # type: ignore[no-untyped-def]
+    def spy(path, argv, cwd, stdout, stderr, *rest):  # type: ignore[no-untyped-def]
         seen["argv"] = [str(path), *argv]
         seen["cwd"] = cwd
-        return real(path, argv, cwd, stdout, stderr)
+        return real(path, argv, cwd, stdout, stderr, *rest)
 
     rgmod.spawn = spy  # type: ignore[assignment]
     try:

@@ -103,9 +103,9 @@ async def test_glob_of_one_directory_runs_rg_without_a_path_and_lists_the_same(
     seen: list[list[str]] = []
     real = rgmod.spawn
 
-    def spy(path: str, argv: list[str], cwd: str, stdout: int, stderr: int):  # type: ignore[no-untyped-def]
+    def spy(path: str, argv: list[str], cwd: str, stdout: int, stderr: int, *rest: int):  # type: ignore[no-untyped-def]
         seen.append(argv)
-        return real(path, argv, cwd, stdout, stderr)
+        return real(path, argv, cwd, stdout, stderr, *rest)
 
     monkeypatch.setattr(rgmod, "spawn", spy)
     async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
@@ -134,11 +134,11 @@ async def test_a_search_path_replaced_before_rg_starts_is_refused_as_such(
     real = rgmod.spawn
     swap = {"on": False}
 
-    def swapping(path: str, argv: list[str], cwd: str, stdout: int, stderr: int):  # type: ignore[no-untyped-def]
+    def swapping(path: str, argv: list[str], cwd: str, stdout: int, stderr: int, *rest: int):  # type: ignore[no-untyped-def]
         if swap["on"]:
             shutil.rmtree(workspace / "d")
             (workspace / "d").write_text("now a file\n")
-        return real(path, argv, cwd, stdout, stderr)
+        return real(path, argv, cwd, stdout, stderr, *rest)
 
     monkeypatch.setattr(rgmod, "spawn", swapping)
     async with zuno.Runtime(root=workspace) as rt, rt.session() as s:

@@ -1,13 +1,11 @@
-"""glob and grep against a directory swapped with a symlink to outside the workspace while they run:
-the attack the file tools already withstand (tests/test_safe_paths.py). Known defect, not fixed
-yet: rg walks by path and follows a symlink swapped in under a path it has already checked (the
-search root or any directory below it), so a search can list and read files outside the workspace.
-The fix needs rg confined by the kernel to the workspace (Landlock on Linux), see
-docs/spec-coverage.md ("Known gaps"). The test is a strict xfail: it fails the suite once the
-defect is fixed, so the mark comes off with the fix."""
+"""glob and grep against a directory swapped with a symlink to outside the workspace while they run
+(the attack the file tools withstand, tests/test_safe_paths.py). rg walks by path and would follow
+a symlink swapped in under a path it has checked; it runs confined by the kernel (Landlock,
+``tools/search/confine.py``), so whatever the link points at cannot be opened."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -15,11 +13,16 @@ import pytest
 
 import zuno
 from test_safe_paths import Swapper
+from zuno.tools.search import confine
+from zuno.tools.search.rg import Rg, discover, run_rg
 
 SECRET = "ZUNO_OUTSIDE_SECRET_4417"
+needs_landlock = pytest.mark.skipif(
+    confine.landlock_abi() == 0, reason="this kernel has no Landlock: rg runs unconfined"
+)
 
 
-@pytest.mark.xfail(strict=True, reason="known defect: rg follows a symlink swapped in mid-search (no confinement)")
+@needs_landlock
 async def test_a_swapped_in_symlink_never_lets_a_search_read_outside(workspace: Path) -> None:
     outside = workspace.parent / "outside"
     outside.mkdir()
@@ -30,20 +33,113 @@ async def test_a_swapped_in_symlink_never_lets_a_search_read_outside(workspace: 
     swapper = Swapper(workspace / "d", workspace / "l")
     swapper.start()
     leaked: list[str] = []
+    found_seed = 0
     try:
         async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
-            for i in range(600):  # ~4% of calls leaked when this was written: it stops at the first
+            # ~4% of these calls leaked before rg was confined. "d" is the root swapped itself; "."
+            # walks into "d", a directory below the root swapped while rg walks.
+            for i in range(400):
+                path = "d" if i % 4 < 2 else "."
                 call = (
-                    {"name": "grep", "arguments": {"pattern": SECRET, "path": "d"}}
+                    {"name": "grep", "arguments": {"pattern": f"{SECRET}|seed", "path": path}}
                     if i % 2
-                    else {"name": "glob", "arguments": {"pattern": "*.txt", "path": "d"}}
+                    else {"name": "glob", "arguments": {"pattern": "**/*.txt", "path": path}}
                 )
                 rec = (await s.step([call])).results[0]
                 if SECRET in rec.text or "secret.txt" in rec.text:
                     leaked.append(rec.text)
-                    break
+                if str(rec.outcome) == "ok":
+                    found_seed += "seed" in rec.text
+                    assert rec.metadata["rg"]["confined"] is True
     finally:
         swapper.stop.set()
         swapper.join(10)
     assert swapper.swaps > 100, "the swapper barely ran; the race did not happen"
     assert leaked == [], f"a search read outside the workspace: {leaked[0][:200]}"
+    assert found_seed > 0, "no search ever found what is inside: the race test tested nothing"
+
+
+@needs_landlock
+async def test_confined_rg_cannot_open_a_path_outside_even_when_named(workspace: Path) -> None:
+    """The domain itself, without a race: rg given an absolute path outside the roots is refused by
+    the kernel; the same rg reads inside."""
+    outside = workspace.parent / "elsewhere"
+    outside.mkdir()
+    (outside / "s.txt").write_text(SECRET + "\n")
+    (workspace / "in.txt").write_text(SECRET + "\n")
+    rg = discover(None)
+    assert isinstance(rg, Rg)
+    c = confine.confinement_for([workspace], rg.path)
+    assert c is not None and c.confined
+    for target, readable in ((outside / "s.txt", False), (workspace / "in.txt", True)):
+        got = bytearray()
+        res = await run_rg(rg, ["--no-config", SECRET, str(target)], str(workspace), got.extend, confinement=c)
+        assert res.confined
+        assert (SECRET.encode() in got) is readable, (target, bytes(got), res.stderr)
+        if not readable:
+            assert b"Permission denied" in res.stderr
+
+
+@needs_landlock
+def test_the_ignore_files_above_the_root_still_apply(tmp_path: Path) -> None:
+    """What rg reads outside the roots to apply its ignore rules stays readable in the domain: a
+    repository's .gitignore and an .ignore above the workspace still hide what they name."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".gitignore").write_text("by-gitignore.txt\n")
+    (repo / ".ignore").write_text("by-ignore.txt\n")
+    ws = repo / "ws"
+    ws.mkdir()
+    for name in ("kept.txt", "by-gitignore.txt", "by-ignore.txt"):
+        (ws / name).write_text("x\n")
+
+    async def grep() -> str:
+        async with zuno.Runtime(root=ws) as rt, rt.session() as s:
+            rec = (await s.step([{"name": "grep", "arguments": {"pattern": "x"}}])).results[0]
+            assert rec.metadata["rg"]["confined"] is True
+            return rec.text
+
+    text = asyncio.run(grep())
+    assert "kept.txt" in text
+    assert "by-gitignore.txt" not in text and "by-ignore.txt" not in text
+
+
+def test_readable_files_are_the_ignore_files_above_and_the_global_git_ones(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".config" / "git").mkdir(parents=True)
+    (home / ".gitconfig").write_text("[user]\n  name = x\n[core]\n  excludesFile = ~/my-ignores\n")
+    (home / "my-ignores").write_text("*.log\n")
+    (home / ".config" / "git" / "ignore").write_text("*.tmp\n")
+    top = tmp_path / "top"
+    (top / "ws").mkdir(parents=True)
+    (top / ".gitignore").write_text("a\n")
+    (top / ".rgignore").write_text("b\n")
+    got = confine.readable_files([top / "ws"], {"HOME": str(home)})
+    assert set(got) >= {
+        top / ".gitignore",
+        top / ".rgignore",
+        home / ".gitconfig",
+        home / "my-ignores",
+        home / ".config" / "git" / "ignore",
+    }
+    assert all(p.is_file() for p in got)
+    assert top / ".ignore" not in got  # only what exists
+
+
+@needs_landlock
+async def test_an_rg_that_cannot_start_confined_runs_unconfined_and_says_so(workspace: Path, tmp_path: Path) -> None:
+    """A wrapper script (its interpreter is outside the domain) fails the domain's probe: that rg
+    runs as before, unconfined, and its facts say so, rather than not running at all."""
+    real = discover(None)
+    assert isinstance(real, Rg)
+    wrapper = tmp_path / "bin" / "rg-wrapper"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec "{real.path}" "$@"\n')
+    wrapper.chmod(0o755)
+    assert confine.confinement_for([workspace], str(wrapper)) is None
+    (workspace / "a.txt").write_text("needle\n")
+    cfg = {"search": {"rg_path": str(wrapper)}}
+    async with zuno.Runtime(root=workspace, config_overrides=cfg) as rt, rt.session() as s:
+        rec = (await s.step([{"name": "grep", "arguments": {"pattern": "needle"}}])).results[0]
+    assert str(rec.outcome) == "ok" and "a.txt" in rec.text
+    assert rec.metadata["rg"]["confined"] is False

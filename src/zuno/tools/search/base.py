@@ -21,6 +21,7 @@ from zuno.process.execve import (
 )
 from zuno.tool import Refused, ToolContext, ToolOutput
 from zuno.tools.quote import QUOTE_MAX_CHARS, quote
+from zuno.tools.search.confine import confinement_for
 from zuno.tools.search.rg import (
     OutputTooLarge,
     Rg,
@@ -248,8 +249,11 @@ async def execute(
     feed: Callable[[bytes], None],
 ) -> RgResult | ToolOutput:
     locator = ctx.services.get(RgLocator, RgLocator)
+    # rg may read only beneath the workspace's roots (and what its start needs): a directory
+    # swapped for a symlink to outside while it walks is refused by the kernel (confine.py).
+    confinement = confinement_for(ctx.workspace.roots(), rg.path) if ctx.config.search.confine else None
     try:
-        return await run_rg(rg, argv, the_plan.cwd, feed, locator=locator)
+        return await run_rg(rg, argv, the_plan.cwd, feed, locator=locator, confinement=confinement)
     except OutputTooLarge as e:
         raise Refused(
             BlockKind.invalid_arguments,
@@ -384,4 +388,4 @@ def regex_error(message: str, pattern: str) -> tuple[str, str]:
 
 
 def rg_facts(rg: Rg, res: RgResult) -> dict[str, Any]:
-    return {**rg.facts(), "exit": res.returncode, "outputBytes": res.stdout_bytes}
+    return {**rg.facts(), "exit": res.returncode, "outputBytes": res.stdout_bytes, "confined": res.confined}

