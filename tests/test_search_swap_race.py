@@ -143,3 +143,11 @@ async def test_an_rg_that_cannot_start_confined_runs_unconfined_and_says_so(work
         rec = (await s.step([{"name": "grep", "arguments": {"pattern": "needle"}}])).results[0]
     assert str(rec.outcome) == "ok" and "a.txt" in rec.text
     assert rec.metadata["rg"]["confined"] is False
+
+
+async def test_search_confine_false_runs_rg_unconfined(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("needle\n")
+    async with zuno.Runtime(root=workspace, config_overrides={"search": {"confine": False}}) as rt, rt.session() as s:
+        rec = (await s.step([{"name": "grep", "arguments": {"pattern": "needle"}}])).results[0]
+    assert str(rec.outcome) == "ok" and "a.txt" in rec.text
+    assert rec.metadata["rg"]["confined"] is False
