@@ -151,3 +151,28 @@ async def test_search_confine_false_runs_rg_unconfined(workspace: Path) -> None:
         rec = (await s.step([{"name": "grep", "arguments": {"pattern": "needle"}}])).results[0]
     assert str(rec.outcome) == "ok" and "a.txt" in rec.text
     assert rec.metadata["rg"]["confined"] is False
+
+
+@needs_landlock
+async def test_a_spawner_that_ended_idle_is_started_again_and_no_start_is_lost(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spawner thread ends after a while without work; the next search starts another with the
+    same rules. Starts that race the end (an idle time of a millisecond, starts spaced around it)
+    are each run by some thread: none waits forever."""
+    monkeypatch.setattr(confine, "SPAWNER_IDLE_S", 0.001)
+    (workspace / "a.txt").write_text(SECRET + "\n")
+    rg = discover(None)
+    assert isinstance(rg, Rg)
+    c = confine.confinement_for([workspace], rg.path)
+    assert c is not None
+    threads = set()
+    for i in range(60):
+        got = bytearray()
+        res = await asyncio.wait_for(
+            run_rg(rg, ["--no-config", SECRET, "a.txt"], str(workspace), got.extend, confinement=c), 30
+        )
+        assert res.returncode == 0 and SECRET.encode() in got
+        threads.add(id(c._spawner))
+        await asyncio.sleep(0.0005 * (i % 4))
+    assert len(threads) > 1, "the spawner never ended idle: the restart was not exercised"

@@ -48,8 +48,10 @@ log = logging.getLogger("zuno.search")
 SYSTEM_LIBRARY_DIRS = ("/lib", "/lib64", "/lib32", "/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/local/lib")
 LOADER_FILES = ("/etc/ld.so.cache", "/etc/ld.so.preload")
 IGNORE_NAMES = (".gitignore", ".ignore", ".rgignore")
-# Spawner threads kept (each holds one domain; a process rarely searches more than one workspace).
-MAX_SPAWNERS = 8
+# Confinements remembered (one per set of roots; a process rarely searches more than one workspace),
+# and how long a spawner thread waits for work before it ends (the next search starts another).
+MAX_CONFINEMENTS = 64
+SPAWNER_IDLE_S = 60.0
 # How long rg --version may take when a domain is made (it runs once per set of roots).
 PROBE_TIMEOUT_S = 10.0
 
@@ -159,21 +161,35 @@ def _restrict(read_dirs: list[str], exec_dirs: list[str], read_files: list[str])
 
 
 Spawn = Callable[[int], "subprocess.Popen[bytes]"]  # given the stdin descriptor to start rg with
+_Job = tuple[Spawn, asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
 
 
 class _Spawner(threading.Thread):
-    """A thread that confined itself once, then starts the processes it is given, one at a time."""
+    """A thread that confined itself once, then starts the processes it is given, one at a time.
+    It ends after ``SPAWNER_IDLE_S`` without work; ``submit`` says False once it has (the caller
+    starts another): a job is never left in the queue of a thread that ended."""
 
-    def __init__(self, read_dirs: list[str], exec_dirs: list[str], read_files: list[str], rg_path: str) -> None:
+    def __init__(
+        self, read_dirs: list[str], exec_dirs: list[str], read_files: list[str], rg_path: str, first: _Job | None
+    ) -> None:
         super().__init__(name="zuno-rg-spawner", daemon=True)
         self._rules = (read_dirs, exec_dirs, read_files)
         self._rg_path = rg_path
-        self.jobs: queue.SimpleQueue[tuple[Spawn, asyncio.AbstractEventLoop, asyncio.Future[Any]] | None] = (
-            queue.SimpleQueue()
-        )
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        if first is not None:  # run before the thread may end idle
+            self._jobs.put(first)
+        self._lock = threading.Lock()
+        self._ended = False
         self.ready = threading.Event()
         self.problem: str | None = None  # why the thread could not confine itself
         self._devnull = -1
+
+    def submit(self, job: _Job) -> bool:
+        with self._lock:
+            if self._ended:
+                return False
+            self._jobs.put(job)
+            return True
 
     def run(self) -> None:
         try:
@@ -183,18 +199,32 @@ class _Spawner(threading.Thread):
         except OSError as e:
             self.problem = f"{e.strerror or e}"
         finally:
+            if self.problem is not None:
+                with self._lock:
+                    self._ended = True
+                while not self._jobs.empty():  # (the first job, given to a thread that could not confine)
+                    _, loop, fut = self._jobs.get()
+                    loop.call_soon_threadsafe(_settle, fut, None, OSError(f"rg cannot start confined: {self.problem}"))
             self.ready.set()
-        if self.problem is not None:
-            return
-        while (job := self.jobs.get()) is not None:
-            spawn, loop, fut = job
-            try:
-                proc = spawn(self._devnull)
-            except BaseException as e:  # handed to the waiting call
-                loop.call_soon_threadsafe(_settle, fut, None, e)
-            else:
-                loop.call_soon_threadsafe(_settle, fut, proc, None)
-        os.close(self._devnull)
+        try:
+            while self.problem is None:
+                try:
+                    spawn, loop, fut = self._jobs.get(timeout=SPAWNER_IDLE_S)
+                except queue.Empty:
+                    with self._lock:
+                        if self._jobs.empty():
+                            self._ended = True
+                            return
+                    continue
+                try:
+                    proc = spawn(self._devnull)
+                except BaseException as e:  # handed to the waiting call
+                    loop.call_soon_threadsafe(_settle, fut, None, e)
+                else:
+                    loop.call_soon_threadsafe(_settle, fut, proc, None)
+        finally:
+            if self._devnull >= 0:
+                os.close(self._devnull)
 
     def _probe(self) -> str | None:
         """Does rg start in the domain? (An rg whose loader or libraries live elsewhere, or a
@@ -228,16 +258,22 @@ def _settle(fut: asyncio.Future[Any], value: Any, error: BaseException | None) -
 
 
 class Confinement:
-    """What one set of roots may be searched under: ``start`` runs a spawn in the confined thread."""
+    """What one set of roots may be searched under: ``start`` runs a spawn in the confined thread
+    (started again, with the same rules, when the last one ended idle)."""
 
     def __init__(self, roots: list[Path], rg_path: str) -> None:
         exec_dirs = [str(Path(os.path.realpath(rg_path)).parent)]
         exec_dirs += [d for d in SYSTEM_LIBRARY_DIRS if os.path.isdir(d)]
         files = [f for f in LOADER_FILES if os.path.isfile(f)] + [str(p) for p in readable_files(roots)]
-        self._spawner = _Spawner([str(r) for r in roots], exec_dirs, files, rg_path)
-        self._spawner.start()
-        self._spawner.ready.wait()
+        self._rules = ([str(r) for r in roots], exec_dirs, files, rg_path)
+        self._spawner = self._new_spawner(None)
         self.problem = self._spawner.problem
+
+    def _new_spawner(self, first: _Job | None) -> _Spawner:
+        spawner = _Spawner(*self._rules, first)
+        spawner.start()
+        spawner.ready.wait()
+        return spawner
 
     @property
     def confined(self) -> bool:
@@ -246,12 +282,12 @@ class Confinement:
     async def start(self, spawn: Spawn) -> subprocess.Popen[bytes]:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[subprocess.Popen[bytes]] = loop.create_future()
-        self._spawner.jobs.put((spawn, loop, fut))
+        job = (spawn, loop, fut)
+        if not self._spawner.submit(job):
+            # The last thread ended idle: another, given this job first (a failure to confine it
+            # again, a root gone meanwhile, fails the job with the reason).
+            self._spawner = self._new_spawner(job)
         return await fut
-
-    def close(self) -> None:
-        if self._spawner.is_alive():
-            self._spawner.jobs.put(None)
 
 
 _cache: dict[tuple[tuple[str, ...], str], Confinement] = {}
@@ -268,8 +304,8 @@ def confinement_for(roots: list[Path], rg_path: str) -> Confinement | None:
     with _cache_lock:
         found = _cache.get(key)
         if found is None:
-            if len(_cache) >= MAX_SPAWNERS:
-                _cache.pop(next(iter(_cache))).close()
+            if len(_cache) >= MAX_CONFINEMENTS:
+                del _cache[next(iter(_cache))]  # its thread ends idle; a holder may still use it
             found = _cache[key] = Confinement(roots, rg_path)
             if found.problem is not None:
                 log.warning("rg runs unconfined for %s: Landlock refused the domain (%s)", key[0], found.problem)
