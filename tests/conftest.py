@@ -24,6 +24,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
     for tree in (SRC, Path(__file__).resolve().parent):
         compileall.compile_dir(tree, quiet=2, workers=1)
+    _sigint_not_ignored()
+
+
+def _sigint_not_ignored() -> None:
+    """A suite started as a background job of a non-interactive shell inherits SIGINT ignored, and
+    so would every Zuno it starts (an ignored signal stays ignored across exec): the tests that
+    interrupt Zuno with SIGINT would wait forever. Caught here (a handler is reset to the default
+    at exec), every child starts with SIGINT as a terminal gives it."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def zuno_env(extra: dict[str, str] | None = None) -> dict[str, str]:
