@@ -12,32 +12,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from zuno.tools.search.confine import confinement_for, landlock_abi
-from zuno.tools.search.rg import Rg, discover, rg_env
+from zuno.tools.search.rg import Rg, discover
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from search_vs_rg import time_raw, time_raw_confined
 
 CASES = (
     ("rg --files --hidden", ["--files", "--hidden"]),
     ("rg 'class QuerySet\\b'", ["--hidden", r"class QuerySet\b"]),
 )
-
-
-def timed(argv: list[str], cwd: Path, stdin: int, sink: int) -> float:
-    t0 = time.perf_counter()
-    p = subprocess.Popen(argv, cwd=cwd, stdin=stdin, stdout=subprocess.PIPE, stderr=sink, env=rg_env())
-    assert p.stdout is not None
-    while p.stdout.read(1 << 20):
-        pass
-    p.wait()
-    return time.perf_counter() - t0
 
 
 async def main() -> None:
@@ -50,7 +40,6 @@ async def main() -> None:
     rg = discover(None)
     assert isinstance(rg, Rg), rg
     trees = a.trees or [p for p in Path("/tmp/zuno-bench-src").glob("Django-*")] + [Path("/tmp/zuno-bench-tiny")]
-    sink = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)  # opened here: the domain may not
     for tree in trees:
         root = tree.resolve()
         c = confinement_for([root], rg.path)
@@ -60,15 +49,14 @@ async def main() -> None:
             plain: list[float] = []
             conf: list[float] = []
             for _ in range(a.runs):
-                plain.append(timed(argv, root, subprocess.DEVNULL, sink))
-                conf.append(await c.start(lambda stdin, argv=argv, root=root: timed(argv, root, stdin, sink)))
+                plain.append(time_raw(argv, str(root)))
+                conf.append(await time_raw_confined(c, argv, str(root)))
             pb, pm, cb, cm = min(plain), statistics.median(plain), min(conf), statistics.median(conf)
             print(
                 f"{root.name:<16} {label:<24} plain {pb * 1000:7.1f} / {pm * 1000:7.1f} ms  "
                 f"confined {cb * 1000:7.1f} / {cm * 1000:7.1f} ms  ratio {cb / pb:.2f}x best, {cm / pm:.2f}x median",
                 flush=True,
             )
-    os.close(sink)
 
 
 if __name__ == "__main__":

@@ -156,14 +156,19 @@ def capture_argv(root: Path, profile: str, name: str, args: dict) -> tuple[list[
     return seen["argv"], str(seen["cwd"])  # type: ignore[return-value]
 
 
-def time_raw(argv: list[str], cwd: str) -> float:
+def _timed_rg(argv: list[str], cwd: str, stdin: int, stderr: int) -> float:
+    """rg from its start to its exit, its output read through a pipe as Zuno reads it."""
     t0 = time.perf_counter()
-    p = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=rg_env())
+    p = subprocess.Popen(argv, cwd=cwd, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, env=rg_env())
     assert p.stdout is not None
     while p.stdout.read(1 << 20):
         pass
     p.wait()
     return time.perf_counter() - t0
+
+
+def time_raw(argv: list[str], cwd: str) -> float:
+    return _timed_rg(argv, cwd, subprocess.DEVNULL, subprocess.DEVNULL)  # stdin /dev/null, as Zuno gives rg
 
 
 async def time_raw_confined(confinement: Any, argv: list[str], cwd: str) -> float:
@@ -172,13 +177,7 @@ async def time_raw_confined(confinement: Any, argv: list[str], cwd: str) -> floa
     sink = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)  # the domain may not open /dev/null
 
     def run(stdin: int) -> float:
-        t0 = time.perf_counter()
-        p = subprocess.Popen(argv, cwd=cwd, stdin=stdin, stdout=subprocess.PIPE, stderr=sink, env=rg_env())
-        assert p.stdout is not None
-        while p.stdout.read(1 << 20):
-            pass
-        p.wait()
-        return time.perf_counter() - t0
+        return _timed_rg(argv, cwd, stdin, sink)
 
     try:
         return await confinement.start(run)  # type: ignore[no-any-return]
