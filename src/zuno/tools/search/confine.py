@@ -262,15 +262,17 @@ class Confinement:
     (started again, with the same rules, when the last one ended idle)."""
 
     def __init__(self, roots: list[Path], rg_path: str) -> None:
-        exec_dirs = [str(Path(os.path.realpath(rg_path)).parent)]
-        exec_dirs += [d for d in SYSTEM_LIBRARY_DIRS if os.path.isdir(d)]
-        files = [f for f in LOADER_FILES if os.path.isfile(f)] + [str(p) for p in readable_files(roots)]
-        self._rules = ([str(r) for r in roots], exec_dirs, files, rg_path)
+        self._roots, self._rg_path = roots, rg_path
         self._spawner = self._new_spawner(None)
         self.problem = self._spawner.problem
 
     def _new_spawner(self, first: _Job | None) -> _Spawner:
-        spawner = _Spawner(*self._rules, first)
+        """A spawner with the rules as they stand now (an ignore file created above a root since the
+        last one is read from the next spawner on)."""
+        exec_dirs = [str(Path(os.path.realpath(self._rg_path)).parent)]
+        exec_dirs += [d for d in SYSTEM_LIBRARY_DIRS if os.path.isdir(d)]
+        files = [f for f in LOADER_FILES if os.path.isfile(f)] + [str(p) for p in readable_files(self._roots)]
+        spawner = _Spawner([str(r) for r in self._roots], exec_dirs, files, self._rg_path, first)
         spawner.start()
         spawner.ready.wait()
         return spawner
@@ -308,7 +310,7 @@ def confinement_for(roots: list[Path], rg_path: str) -> Confinement | None:
                 del _cache[next(iter(_cache))]  # its thread ends idle; a holder may still use it
             found = _cache[key] = Confinement(roots, rg_path)
             if found.problem is not None:
-                log.warning("rg runs unconfined for %s: Landlock refused the domain (%s)", key[0], found.problem)
+                log.warning("rg runs unconfined for %s: %s", key[0], found.problem)
     return found if found.confined else None
 
 
