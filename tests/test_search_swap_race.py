@@ -176,3 +176,36 @@ async def test_a_spawner_that_ended_idle_is_started_again_and_no_start_is_lost(
         threads.add(id(c._spawner))
         await asyncio.sleep(0.0005 * (i % 4))
     assert len(threads) > 1, "the spawner never ended idle: the restart was not exercised"
+
+
+@needs_landlock
+async def test_a_start_cancelled_half_way_waits_for_it_and_discards_that_process(workspace: Path) -> None:
+    """The thread uses the pipe ends until rg runs, so a start is never cancelled half-way: the
+    cancellation waits for it, hands the process it started to ``discard``, then goes on."""
+    import subprocess
+    import time
+
+    rg = discover(None)
+    assert isinstance(rg, Rg)
+    c = confine.confinement_for([workspace], rg.path)
+    assert c is not None
+    entered = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def slow_spawn(stdin: int) -> subprocess.Popen[bytes]:
+        loop.call_soon_threadsafe(entered.set)
+        time.sleep(0.3)  # the start is under way when the call is cancelled
+        return subprocess.Popen([rg.path, "--version"], stdin=stdin, stdout=subprocess.PIPE)
+
+    discarded: list[subprocess.Popen[bytes]] = []
+
+    async def discard(proc: subprocess.Popen[bytes]) -> None:
+        proc.communicate()
+        discarded.append(proc)
+
+    task = asyncio.ensure_future(c.start_whole(slow_spawn, discard))
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(discarded) == 1 and discarded[0].returncode == 0  # started, handed over, reaped

@@ -27,7 +27,7 @@ import re
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -290,6 +290,19 @@ class Confinement:
             # again, a root gone meanwhile, fails the job with the reason).
             self._spawner = self._new_spawner(job)
         return await fut
+
+    async def start_whole(
+        self, spawn: Spawn, discard: Callable[[subprocess.Popen[bytes]], Awaitable[None]]
+    ) -> subprocess.Popen[bytes]:
+        """start(), never cancelled half-way: a cancellation waits for the start to end, hands the
+        process it started to ``discard``, then goes on."""
+        started = asyncio.ensure_future(self.start(spawn))
+        try:
+            return await asyncio.shield(started)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await discard(await started)
+            raise
 
 
 _cache: dict[tuple[tuple[str, ...], str], Confinement] = {}

@@ -469,22 +469,10 @@ def spawn(
     )
 
 
-async def _spawn_confined(
-    confinement: Confinement, path: str, argv: list[str], cwd: str, stdout: int, stderr: int
-) -> subprocess.Popen[bytes]:
-    """spawn() in the confined thread. The start is not cancellable half-way (the thread uses the
-    pipe ends until rg runs): a cancellation waits for it, then kills and reaps that rg."""
-    started = asyncio.ensure_future(
-        confinement.start(lambda stdin: spawn(path, argv, cwd, stdout, stderr, stdin))
-    )
-    try:
-        return await asyncio.shield(started)
-    except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
-            proc = await started
-            _kill_group(proc)
-            await _exit_status(proc, None)
-        raise
+async def _discard(proc: subprocess.Popen[bytes]) -> None:
+    """An rg whose start a cancellation waited for: killed and reaped."""
+    _kill_group(proc)
+    await _exit_status(proc, None)
 
 
 async def run_rg(
@@ -511,7 +499,8 @@ async def run_rg(
         if confinement is None:
             proc = spawn(rg.path, argv, cwd, w, ew)
         else:
-            proc = await _spawn_confined(confinement, rg.path, argv, cwd, w, ew)
+            # Not cancellable half-way (the thread uses the pipe ends until rg runs).
+            proc = await confinement.start_whole(lambda stdin: spawn(rg.path, argv, cwd, w, ew, stdin), _discard)
     except BaseException:
         os.close(r)
         os.close(er)
