@@ -8,16 +8,18 @@ from typing import Any
 
 import pytest
 
+from zuno import limits
 from zuno.agent.providers import (
+    MAX_ATTEMPTS,
     AnthropicProvider,
     OpenAIChatProvider,
     OpenAIResponsesProvider,
     build_provider,
 )
-from zuno.agent.types import HostedTool, ModelRequest, ProviderError, UserMessage
+from zuno.agent.types import HostedTool, ModelRequest, ProviderError, RequestOutcome, UserMessage
 from zuno.config import Config, ConfigError, load_config
 
-from fake_provider import FakeProvider, Reply, WebSearch
+from fake_provider import Fail, FakeProvider, Reply, WebSearch
 from provider_help import APIS, collect, finished, make, request, texts
 
 LOCAL = {
@@ -213,3 +215,75 @@ def test_the_model_itself_may_come_from_the_environment(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
         build_provider(cfg(tmp_path, data), environ={"ANTHROPIC_API_KEY": "a"})
     assert "config key model" in str(e.value) and "ZUNO_TEST_MODEL" in str(e.value)
+
+
+# -- retries and timeouts from the config --------------------------------------------------------
+
+def _box(url: str, api: str, **options: Any) -> dict[str, Any]:
+    return {"model": "box/m", "provider": {"box": {"api": api, "options": {"baseURL": url, "apiKey": "k", **options}}}}
+
+
+def test_retry_and_timeout_defaults(tmp_path: Path) -> None:
+    p = build_provider(cfg(tmp_path, _box("http://127.0.0.1:9/v1", "openai-chat")))
+    assert p.retry.max_attempts == MAX_ATTEMPTS == limits.PROVIDER_MAX_RETRIES_DEFAULT + 1
+    assert p.settings.read_timeout_s * 1000 == limits.PROVIDER_TIMEOUT_DEFAULT_MS
+    assert p.settings.connect_timeout_s * 1000 == limits.PROVIDER_CONNECT_TIMEOUT_DEFAULT_MS
+
+
+@pytest.mark.parametrize(("key", "value", "needle"), [
+    ("maxRetries", limits.PROVIDER_MAX_RETRIES_CEILING + 1, "maxRetries"),
+    ("maxRetries", -1, "maxRetries"),
+    ("maxRetries", "3", "maxRetries"),
+    ("timeout", 0, "timeout"),
+    ("timeout", limits.PROVIDER_TIMEOUT_MAX_MS + 1, "timeout"),
+    ("connectTimeout", 0, "connectTimeout"),
+])
+def test_retry_and_timeout_out_of_range_name_the_key(tmp_path: Path, key: str, value: Any, needle: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        cfg(tmp_path, _box("http://127.0.0.1:9/v1", "openai-chat", **{key: value}))
+    assert f"provider.box.options.{needle}" in str(e.value)
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("retries", [0, 1, limits.PROVIDER_MAX_RETRIES_CEILING])
+async def test_max_retries_from_the_config_bounds_the_attempts(tmp_path: Path, api: str, retries: int) -> None:
+    with FakeProvider() as fake:
+        url = fake.root_url if api == "anthropic" else fake.base_url
+        # Retry-After 0: no backoff wait between the attempts.
+        fake.script(*[Fail(503, retry_after="0") for _ in range(retries + 2)])
+        p = build_provider(cfg(tmp_path, _box(url, api, maxRetries=retries)))
+        outcome = RequestOutcome()
+        with pytest.raises(ProviderError) as e:
+            await collect(p, request(), outcome)
+        assert len(outcome.attempts) == retries + 1 == len(fake.requests)
+        assert fake.pending == 1  # the attempt one more retry would have made is never sent
+        assert f"provider.box.options.maxRetries = {retries}" in str(e.value)
+        await p.aclose()
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_the_timeout_from_the_config_ends_a_stalled_stream(tmp_path: Path, api: str) -> None:
+    with FakeProvider() as fake:
+        url = fake.root_url if api == "anthropic" else fake.base_url
+        stall = 3.0
+        fake.script(Reply(text=[], stall_s=stall), Reply(text="never asked"))
+        p = build_provider(cfg(tmp_path, _box(url, api, maxRetries=0, timeout=300)))
+        outcome = RequestOutcome()
+        with pytest.raises(ProviderError) as e:
+            await collect(p, request(), outcome)
+        (attempt,) = outcome.attempts
+        assert e.value.category == "timeout" == attempt.error_category
+        assert attempt.ended_at - attempt.started_at < stall  # it gave up before the server spoke
+        assert "provider.box.options.timeout = 300 ms" in str(e.value)
+        assert fake.pending == 1
+        await p.aclose()
+
+
+async def test_a_permanent_failure_names_no_retry_knob(tmp_path: Path) -> None:
+    with FakeProvider() as fake:
+        fake.script(Fail(400))
+        p = build_provider(cfg(tmp_path, _box(fake.base_url, "openai-chat", maxRetries=5)))
+        with pytest.raises(ProviderError) as e:
+            await collect(p, request())
+        assert e.value.category == "bad_request" and "maxRetries" not in str(e.value)
+        await p.aclose()

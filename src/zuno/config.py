@@ -156,6 +156,15 @@ class ProviderOptions(_Strict):
     baseURL: str | None = Field(None, min_length=1)  # the contract spells these in camelCase
     apiKey: SecretStr | None = None
     headers: dict[str, SecretStr] = Field(default_factory=dict)
+    # Retries of a transient failure after the first attempt (0: none), and the read and connect
+    # timeouts in ms (see limits.PROVIDER_*).
+    maxRetries: int = Field(
+        limits.PROVIDER_MAX_RETRIES_DEFAULT, ge=0, le=limits.PROVIDER_MAX_RETRIES_CEILING
+    )
+    timeout: int = Field(limits.PROVIDER_TIMEOUT_DEFAULT_MS, ge=1, le=limits.PROVIDER_TIMEOUT_MAX_MS)
+    connectTimeout: int = Field(
+        limits.PROVIDER_CONNECT_TIMEOUT_DEFAULT_MS, ge=1, le=limits.PROVIDER_TIMEOUT_MAX_MS
+    )
 
 
 class ProviderConfig(_Strict):

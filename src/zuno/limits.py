@@ -219,3 +219,15 @@ TOOL_SEARCH_DEFAULT_RESULTS = 5
 TOOL_SEARCH_MAX_RESULTS = 20
 # A stdio server's stderr is logged up to this much per run; the rest is counted and dropped.
 MCP_STDERR_LOG_MAX_BYTES = 8 << 20
+
+# -- provider requests (issue 13) -----------------------------------------------------------------
+# A transient provider failure (429, 5xx, overloaded, a reset or a timeout) is tried again up to
+# provider.<id>.options.maxRetries times (default 3, so 4 attempts; 0 turns retries off; at most 10).
+PROVIDER_MAX_RETRIES_DEFAULT = 3
+PROVIDER_MAX_RETRIES_CEILING = 10
+# options.timeout: the longest wait for the server's next byte, the response head included
+# (default 300 s); options.connectTimeout: the longest wait to connect (default 15 s). Both in ms,
+# at most 1 h.
+PROVIDER_TIMEOUT_DEFAULT_MS = 300_000
+PROVIDER_CONNECT_TIMEOUT_DEFAULT_MS = 15_000
+PROVIDER_TIMEOUT_MAX_MS = 3_600_000

@@ -5,6 +5,7 @@ the URL)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import logging
 import random
@@ -16,6 +17,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+from zuno import limits
 from zuno.agent.providers.retry import Failure, RetryPolicy, classify
 from zuno.agent.types import Attempt, Finished, ModelRequest, ProviderError, RequestOutcome, StreamEvent
 
@@ -26,9 +28,10 @@ log = logging.getLogger("zuno.agent.providers")
 
 Api = Literal["openai-chat", "openai-responses", "anthropic"]
 
-# What the wire client may wait for: to connect, and between two streamed bytes.
-CONNECT_TIMEOUT_S = 15.0
-READ_TIMEOUT_S = 300.0
+# What the wire client may wait for, unless the provider's options say otherwise: to connect,
+# and between two streamed bytes.
+CONNECT_TIMEOUT_S = limits.PROVIDER_CONNECT_TIMEOUT_DEFAULT_MS / 1000
+READ_TIMEOUT_S = limits.PROVIDER_TIMEOUT_DEFAULT_MS / 1000
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,8 @@ class ProviderSettings:
     reasoning: bool = False
     connect_timeout_s: float = CONNECT_TIMEOUT_S
     read_timeout_s: float = READ_TIMEOUT_S
+    # Wire attempts per request (the first included); None: the retry policy's own.
+    max_attempts: int | None = None
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -68,7 +73,10 @@ class StreamingProvider(ABC):
 
     def __init__(self, settings: ProviderSettings, retry: RetryPolicy | None = None) -> None:
         self.settings = settings
-        self.retry = retry or RetryPolicy()
+        policy = retry or RetryPolicy()
+        if settings.max_attempts is not None:
+            policy = dataclasses.replace(policy, max_attempts=settings.max_attempts)
+        self.retry = policy
         self.id = f"{settings.provider_id}/{settings.model}"
         self.context_tokens = settings.context_tokens
         self.output_tokens = settings.output_tokens
@@ -98,12 +106,23 @@ class StreamingProvider(ABC):
                     Failure("unsupported", None, f"the hosted tool {hosted.kind} is not offered by this API"), ()
                 )
 
-    def _error(self, failure: Failure, attempts: tuple[Attempt, ...]) -> ProviderError:
+    def _error(
+        self, failure: Failure, attempts: tuple[Attempt, ...], *, retries_ran_out: bool = False
+    ) -> ProviderError:
         tries = f" after {len(attempts)} attempts" if len(attempts) > 1 else ""
+        pid = self.settings.provider_id
         msg = (
-            f"provider {self.settings.provider_id} ({self.api}, model {self.settings.model}): "
+            f"provider {pid} ({self.api}, model {self.settings.model}): "
             f"{failure.category}{tries} — {failure.detail}"
         )
+        if retries_ran_out:
+            # Name the knobs (a slow local server may want a longer timeout, or more retries).
+            msg += f". Retries: provider.{pid}.options.maxRetries = {self.retry.max_attempts - 1}"
+            if failure.category == "timeout":
+                msg += (
+                    f"; the wait for the server's next byte: provider.{pid}.options.timeout = "
+                    f"{round(self.settings.read_timeout_s * 1000)} ms"
+                )
         return ProviderError(msg, category=failure.category, status=failure.status, attempts=attempts)
 
     async def stream(self, request: ModelRequest, outcome: RequestOutcome) -> AsyncIterator[StreamEvent]:
@@ -146,7 +165,7 @@ class StreamingProvider(ABC):
                     failure = Failure(failure.category, failure.status, failure.detail + " (after output began)")
                     raise self._error(failure, tuple(outcome.attempts)) from None
                 if not failure.transient or number >= self.retry.max_attempts:
-                    raise self._error(failure, tuple(outcome.attempts)) from None
+                    raise self._error(failure, tuple(outcome.attempts), retries_ran_out=failure.transient) from None
                 wait = self.retry.delay(number, failure.retry_after_s, self._rng)
                 log.info(
                     "provider %s (%s): attempt %d failed (%s); retrying in %.2fs",

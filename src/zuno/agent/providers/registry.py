@@ -100,6 +100,9 @@ def resolve_settings(
         output_tokens=output,
         accepts_images=images,
         reasoning=reasoning,
+        connect_timeout_s=opts.connectTimeout / 1000,
+        read_timeout_s=opts.timeout / 1000,
+        max_attempts=opts.maxRetries + 1,
     )
 
 

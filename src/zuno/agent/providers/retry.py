@@ -16,8 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# How many wire attempts one request gets (the first one included).
-MAX_ATTEMPTS = 4
+from zuno import limits
+
+# How many wire attempts one request gets (the first one included) unless its provider's
+# options.maxRetries says otherwise.
+MAX_ATTEMPTS = limits.PROVIDER_MAX_RETRIES_DEFAULT + 1
 # Backoff before retry n (n = 1, 2, ...): BASE * 2**(n-1), at most MAX, times a jitter in [0.5, 1].
 BACKOFF_BASE_S = 0.5
 BACKOFF_MAX_S = 8.0
