@@ -180,6 +180,36 @@ def test_a_scripted_session_with_parallel_calls_retries_and_a_corrected_call(
 
 
 @pytest.mark.parametrize("api", APIS)
+def test_a_stream_broken_mid_answer_is_asked_again_and_only_the_new_answer_counts(
+    workspace: Path, fake: FakeProvider, api: str
+) -> None:
+    configure(workspace, fake, api)
+    fake.script(
+        Reply(text=["half an ", "ans"], cut=True),
+        Reply(text=["the whole ", "answer"], calls=[Call("read", '{"path": "zuno.json"}')]),
+        Reply(text="done"),
+    )
+    p = zuno_cli(workspace, "run", "--json", "question")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert (out["stop_reason"], out["final_text"], out["steps"]) == ("final", "done", 1)
+    assert "the answer broke off (connection); asking again (attempt 2)" in p.stderr
+    # The model is sent the answer it finished, never the broken-off one.
+    second = json.dumps(fake.requests[2].body)
+    assert "the whole answer" in second and "half an" not in second
+    db = sqlite3.connect(workspace / ".zuno" / "zuno.db")
+    attempts = db.execute("SELECT error_category FROM agent_attempts WHERE request_id = 1 ORDER BY number")
+    assert [a[0] for a in attempts] == ["connection", None]
+    texts = [json.loads(d)["text"] for (d,) in db.execute("SELECT data FROM agent_items WHERE kind = 'assistant'")]
+    assert texts == ["the whole answer", "done"]
+    # In a pipe the text streams as it comes: the broken-off part stays, ended by a newline.
+    fake.script(Reply(text=["half an ", "ans"], cut=True), Reply(text=["the whole ", "answer"]))
+    piped = zuno_cli(workspace, "run", "again")
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == "half an ans\nthe whole answer\n"
+
+
+@pytest.mark.parametrize("api", APIS)
 def test_no_key_in_any_record_log_or_error(workspace: Path, fake: FakeProvider, api: str) -> None:
     configure(workspace, fake, api)
     fake.script(Reply(calls=[Call("read", '{"path": "zuno.json"}')]), Fail(401), Fail(400))

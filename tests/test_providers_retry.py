@@ -12,7 +12,7 @@ import pytest
 
 from zuno.agent.providers import MAX_ATTEMPTS, RetryPolicy, parse_retry_after
 from zuno.agent.providers.retry import RETRY_AFTER_CAP_S
-from zuno.agent.types import ProviderError, RequestOutcome
+from zuno.agent.types import ProviderError, RequestOutcome, StreamRestarted
 
 from fake_provider import Drop, Fail, FakeProvider, Reply
 from provider_help import APIS, FAST, HEADER_SECRET, SECRET, collect, finished, make, request, texts
@@ -162,18 +162,39 @@ async def test_no_key_in_any_error_record_or_log(fake: FakeProvider, api: str,
 
 
 @pytest.mark.parametrize("api", APIS)
-async def test_mid_stream_failure_after_output_is_not_retried(fake: FakeProvider, api: str) -> None:
-    fake.script(Reply(text=["a", "b"], cut=True), Reply(text="second"))
+async def test_a_stream_that_breaks_after_output_began_is_restarted_and_says_so(fake: FakeProvider, api: str) -> None:
+    fake.script(Reply(text=["a", "b"], cut=True), Reply(text=["sec", "ond"]))
     p = make(fake, api)
+    outcome = RequestOutcome()
+    events = await collect(p, request(), outcome)
+    kinds = [type(e).__name__ for e in events]
+    # The broken attempt's text, then the restart (before any of the new attempt's events), then
+    # the new attempt from its start; the final message is the new attempt's alone.
+    assert kinds == ["TextDelta", "TextDelta", "StreamRestarted", "TextDelta", "TextDelta", "Finished"]
+    restart = events[2]
+    assert isinstance(restart, StreamRestarted)
+    assert (restart.attempt, restart.category) == (2, "connection") and restart.wait_s >= 0
+    assert [e.text for e in events[:2]] == ["a", "b"] and texts(events[3:]) == ["sec", "ond"]
+    assert finished(events).message.text == "second"
+    assert [a.error_category for a in outcome.attempts] == ["connection", None]
+    await p.aclose()
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_broken_stream_with_no_retry_left_fails_naming_it(fake: FakeProvider, api: str) -> None:
+    fake.script(Reply(text=["a", "b"], cut=True), Reply(text="never asked"))
+    p = make(fake, api, retry=RetryPolicy(max_attempts=1))
     outcome = RequestOutcome()
     seen: list[str] = []
     with pytest.raises(ProviderError) as e:
         async for ev in p.stream(request(), outcome):
+            assert not isinstance(ev, StreamRestarted)
             if hasattr(ev, "text"):
                 seen.append(ev.text)  # type: ignore[union-attr]
     assert seen == ["a", "b"]
     assert e.value.category == "connection" and "after output began" in str(e.value)
-    assert len(outcome.attempts) == 1
+    assert "provider.fake.options.maxRetries = 0" in str(e.value)
+    assert len(outcome.attempts) == 1 and fake.pending == 1
     await p.aclose()
 
 

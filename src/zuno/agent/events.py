@@ -58,12 +58,15 @@ class NoticeEvent:
 
 @dataclass(frozen=True, slots=True)
 class RequestEvent:
-    """A provider request went out (``phase`` "sent") or ended (``phase`` "ended")."""
+    """A provider request went out (``phase`` "sent") or ended (``phase`` "ended"); "restarted":
+    its stream broke after output began and it goes out again as attempt ``attempts`` — the text
+    streamed since "sent" (or the last "restarted") is void (``detail`` says why)."""
 
     request_id: int
     purpose: str
-    phase: Literal["sent", "ended"]
+    phase: Literal["sent", "ended", "restarted"]
     attempts: int = 0
+    detail: str = ""
     kind: Literal["request"] = "request"
 
 

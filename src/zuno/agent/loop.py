@@ -47,6 +47,7 @@ from zuno.agent.types import (
     Provider,
     ProviderError,
     RequestOutcome,
+    StreamRestarted,
     TextDelta,
     ToolCall,
     ToolCallStarted,
@@ -364,6 +365,11 @@ class AgentLoop:
                             self.emit(TextEvent(ev.text))
                     elif isinstance(ev, ToolCallStarted):
                         pass
+                    elif isinstance(ev, StreamRestarted):
+                        # The broken attempt's text is void: the new attempt streams from the start.
+                        partial.clear()
+                        detail = f"the answer broke off ({ev.category}); asking again"
+                        self.emit(RequestEvent(req_id, purpose, "restarted", ev.attempt, detail))
                     elif isinstance(ev, Finished):
                         fin = ev
             if fin is not None:

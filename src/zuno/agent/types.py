@@ -127,7 +127,19 @@ class Finished:
     kind: Literal["finished"] = "finished"
 
 
-StreamEvent = TextDelta | ToolCallStarted | Finished
+@dataclass(frozen=True, slots=True)
+class StreamRestarted:
+    """The stream broke after output began, with a transient failure, and the request goes out
+    again as attempt ``attempt`` (after ``wait_s``): what the broken attempt streamed is void, and
+    the new attempt's events follow from the start."""
+
+    attempt: int
+    category: str
+    wait_s: float
+    kind: Literal["stream_restarted"] = "stream_restarted"
+
+
+StreamEvent = TextDelta | ToolCallStarted | StreamRestarted | Finished
 
 
 # -- attempts and errors -------------------------------------------------------------------------
@@ -169,8 +181,9 @@ class RequestOutcome:
 class Provider(Protocol):
     """One configured model. ``stream`` yields events and ends with one Finished; it raises
     ProviderError for a request that failed for good, and asyncio.CancelledError when cancelled
-    (the partial text the caller has seen is the caller's to keep). ``outcome`` collects the
-    attempts of this request."""
+    (the partial text the caller has seen is the caller's to keep). A StreamRestarted voids what
+    was streamed before it (the request is being sent again). ``outcome`` collects the attempts
+    of this request."""
 
     id: str  # "<provider id>/<model name>"
     api: Literal["openai-chat", "openai-responses", "anthropic"]

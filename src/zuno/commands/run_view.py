@@ -192,6 +192,11 @@ class View:
         elif isinstance(ev, RequestEvent):
             if ev.phase == "sent":
                 self._spin("thinking…" if ev.purpose == "turn" else f"{ev.purpose}…")
+            elif ev.phase == "restarted":
+                # The text shown since the request went out is void; the answer starts again.
+                if ev.purpose == "turn":
+                    self._err(f"  · {ev.detail} (attempt {ev.attempts})")
+                self._spin("thinking…" if ev.purpose == "turn" else f"{ev.purpose}…")
             else:
                 self._flush_text()
                 self._quiet()

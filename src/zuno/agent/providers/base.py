@@ -19,7 +19,15 @@ from typing import ClassVar, Literal
 
 from zuno import limits
 from zuno.agent.providers.retry import Failure, RetryPolicy, classify
-from zuno.agent.types import Attempt, Finished, ModelRequest, ProviderError, RequestOutcome, StreamEvent
+from zuno.agent.types import (
+    Attempt,
+    Finished,
+    ModelRequest,
+    ProviderError,
+    RequestOutcome,
+    StreamEvent,
+    StreamRestarted,
+)
 
 # Built-in openai model names that are reasoning models (their encrypted reasoning is asked for).
 REASONING_MODEL = re.compile(r"^(o\d|gpt-5|codex)")
@@ -160,17 +168,20 @@ class StreamingProvider(ABC):
                 outcome.attempts.append(
                     Attempt(number, started, ended, failure.status, failure.category, failure.retry_after_s)
                 )
-                if yielded:
-                    # Output already reached the caller: a new attempt would repeat it.
-                    failure = Failure(failure.category, failure.status, failure.detail + " (after output began)")
-                    raise self._error(failure, tuple(outcome.attempts)) from None
                 if not failure.transient or number >= self.retry.max_attempts:
+                    if yielded:
+                        failure = Failure(failure.category, failure.status, failure.detail + " (after output began)")
                     raise self._error(failure, tuple(outcome.attempts), retries_ran_out=failure.transient) from None
                 wait = self.retry.delay(number, failure.retry_after_s, self._rng)
                 log.info(
-                    "provider %s (%s): attempt %d failed (%s); retrying in %.2fs",
-                    self.settings.provider_id, self.api, number, failure.category, wait,
+                    "provider %s (%s): attempt %d failed (%s%s); retrying in %.2fs",
+                    self.settings.provider_id, self.api, number, failure.category,
+                    ", after output began" if yielded else "", wait,
                 )
+                if yielded:
+                    # Output already reached the caller: it is told that it is void before the
+                    # next attempt streams from the start.
+                    yield StreamRestarted(number + 1, failure.category, wait)
                 await asyncio.sleep(wait)
                 continue
             # The attempt's stream ended without a Finished: the adapter raises for that, so
