@@ -290,3 +290,107 @@ def test_a_one_shot_run_on_a_terminal_asks_inline_too(workspace: Path, fake: Fak
     term.write(b"yes\n")
     assert term.finish() == 0, term.text
     assert "✓ write one.txt" in term.text and (workspace / "one.txt").read_text() == "1\n"
+
+
+# An import hook for the child: the module `import <sdk>` runs waits until the gate file exists.
+# It waits in exec_module, where a slow import spends its time (a finder's find_spec runs under
+# the interpreter's global import lock, and waiting there would stop every thread's imports).
+SDK_GATE = '''
+import importlib.abc, importlib.machinery, os, sys, time
+
+class _GatedLoader(importlib.abc.Loader):
+    def __init__(self, inner):
+        self.inner = inner
+
+    def create_module(self, spec):
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module):
+        with open(os.environ["ZUNO_TEST_GATE"] + ".waiting", "w"):
+            pass
+        while not os.path.exists(os.environ["ZUNO_TEST_GATE"]):
+            time.sleep(0.02)
+        self.inner.exec_module(module)
+
+class _Gate(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name != os.environ["ZUNO_TEST_GATED_SDK"]:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _GatedLoader(spec.loader)
+        return spec
+
+sys.meta_path.insert(0, _Gate())
+'''
+
+
+@pytest.mark.parametrize(("api", "sdk"), [("anthropic", "anthropic"), ("openai-chat", "openai")])
+def test_the_prompt_shows_while_the_sdk_is_still_loading(
+    workspace: Path, fake: FakeProvider, tmp_path: Path, api: str, sdk: str
+) -> None:
+    base = fake.root_url if api == "anthropic" else fake.base_url
+    configure(workspace, fake, {"provider": {"fake": {"api": api, "options": {"baseURL": base, "apiKey": "k"}}}})
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(SDK_GATE)
+    gate = tmp_path / "gate"
+    fake.script(Reply(text="loaded and answering\n"))
+    term = Pty(
+        workspace,
+        extra_env={
+            "PYTHONPATH": f"{hooks}{os.pathsep}{env(workspace)['PYTHONPATH']}",
+            "ZUNO_TEST_GATED_SDK": sdk,
+            "ZUNO_TEST_GATE": str(gate),
+        },
+    )
+    try:
+        # The prompt is there although the SDK's import cannot end (the gate is shut)...
+        term.until(b"zuno> ")
+        # ...and that import does begin, in the background, while the prompt waits for a line.
+        deadline = time.monotonic() + 30
+        while not Path(f"{gate}.waiting").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert Path(f"{gate}.waiting").exists()
+        assert not gate.exists()
+        term.write(b"answer me\n")  # typed while the SDK loads: the turn waits for it
+        time.sleep(0.3)
+        assert fake.requests == []
+        gate.write_text("")
+        term.until(b"loaded and answering")
+        term.until(b"zuno> ")
+        term.write(b"/exit\n")
+        assert term.finish() == 0, term.text
+    finally:
+        gate.write_text("")
+        if term.child.poll() is None:
+            term.child.kill()
+    assert len(fake.requests) == 1
+
+
+def test_an_sdk_that_will_not_load_stops_the_turn_naming_it(
+    workspace: Path, fake: FakeProvider, tmp_path: Path
+) -> None:
+    configure(workspace, fake, {"provider": {"fake": {"api": "anthropic", "options": {"baseURL": fake.root_url,
+                                                                                       "apiKey": "k"}}}})
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _Broken:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'anthropic':\n"
+        "            raise ImportError('this build has no anthropic SDK')\n"
+        "sys.meta_path.insert(0, _Broken())\n"
+    )
+    e = env(workspace)
+    e["PYTHONPATH"] = f"{hooks}{os.pathsep}{e['PYTHONPATH']}"
+    p = subprocess.run(
+        [sys.executable, "-m", "zuno", "run", "--json", "q", "--root", str(workspace)],
+        capture_output=True, stdin=subprocess.DEVNULL, env=e, timeout=60, text=True,
+    )
+    assert p.returncode == 1, p.stderr
+    out = json.loads(p.stdout)
+    assert out["stop_reason"] == "provider_error"
+    assert "its SDK could not be loaded (ImportError: this build has no anthropic SDK)" in out["detail"]
+    assert "Traceback" not in p.stderr and fake.requests == []

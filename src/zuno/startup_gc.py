@@ -14,25 +14,30 @@ This is for the process the CLI owns; the Python API leaves its host's collector
 from __future__ import annotations
 
 import gc
+import threading
 
 
 class StartupCollection:
     """``pause()`` when the command starts building; ``settle()`` once what it keeps is built (or
     the command ends without getting there): what exists then is frozen and collection resumes as
-    it was. Both are idempotent, so a ``finally`` may settle what the happy path settled already."""
+    it was. Both are idempotent, so a ``finally`` may settle what the happy path settled already;
+    ``zuno run`` settles from the thread that loads the provider's SDK, when it is loaded."""
 
     def __init__(self) -> None:
         self._resume: bool | None = None  # None: not paused
+        self._lock = threading.Lock()  # settle may come from the thread that loads the SDK
 
     def pause(self) -> None:
-        if self._resume is None:
-            self._resume = gc.isenabled()
-            gc.disable()
+        with self._lock:
+            if self._resume is None:
+                self._resume = gc.isenabled()
+                gc.disable()
 
     def settle(self) -> None:
-        if self._resume is None:
-            return
-        resume, self._resume = self._resume, None
-        gc.freeze()
-        if resume:
-            gc.enable()
+        with self._lock:
+            if self._resume is None:
+                return
+            resume, self._resume = self._resume, None
+            gc.freeze()
+            if resume:
+                gc.enable()

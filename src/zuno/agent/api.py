@@ -35,9 +35,12 @@ class NoProvider(Exception):
     """No model is configured, or its provider cannot be built: the message names what to set."""
 
 
-def build_provider_for(runtime: Runtime, model: str | None) -> Provider:
+def build_provider_for(
+    runtime: Runtime, model: str | None, *, background: bool = False, on_loaded: Callable[[], None] | None = None
+) -> Provider:
     """The configured provider of ``model`` (or the config's ``model``), through
-    ``zuno.agent.providers.build_provider``; NoProvider names what to set."""
+    ``zuno.agent.providers.build_provider`` (its SDK loading in a thread with ``background``);
+    NoProvider names what to set."""
     try:
         from zuno.agent.providers import build_provider
     except ImportError as e:  # the adapters are not installed in this build
@@ -45,7 +48,7 @@ def build_provider_for(runtime: Runtime, model: str | None) -> Provider:
     from zuno.config import ConfigError
 
     try:
-        return build_provider(runtime.config, model)
+        return build_provider(runtime.config, model, background=background, on_loaded=on_loaded)
     except ConfigError as e:
         raise NoProvider(str(e)) from None
 
@@ -84,6 +87,8 @@ class Agent:
         provider: Provider | None = None,
         summary_provider: Provider | None = None,
         wait_background: bool = True,
+        load_in_background: bool = False,
+        on_loaded: Callable[[], None] | None = None,
     ) -> None:
         if mode is not None and mode not in MODES:
             raise ValueError(f"mode {mode!r}: choose one of {', '.join(MODES)}.")
@@ -94,6 +99,10 @@ class Agent:
         self._provider = provider
         self._summary_provider = summary_provider
         self.wait_background = wait_background
+        # The configured provider's SDK loads in a thread: open() does not wait for it, the first
+        # request does (zuno run shows its prompt meanwhile). on_loaded runs once it is built.
+        self._load_in_background = load_in_background
+        self._on_loaded = on_loaded
         self.session: Session | None = None
         self.loop: AgentLoop | None = None
         self._listeners: list[Callable[[AgentEvent], None]] = []
@@ -107,7 +116,9 @@ class Agent:
         if self.loop is not None:
             return self
         if self._provider is None:
-            self._provider = build_provider_for(self.runtime, self._model)
+            self._provider = build_provider_for(
+                self.runtime, self._model, background=self._load_in_background, on_loaded=self._on_loaded
+            )
             self._owned.append(self._provider)
         summary = self._summary_provider
         compaction_model = self.runtime.config.agent.compaction.model
@@ -122,6 +133,9 @@ class Agent:
             await warm()
         self.loop = AgentLoop(self.session, self._provider, mode=self._mode, summary_provider=summary, emit=self._emit)
         self.loop.visible(self.loop.mode)  # the tools' schemas are exported once, before the first turn
+        start = getattr(self._provider, "start", None)  # a provider loading its SDK in a thread
+        if start is not None:
+            start()
         return self
 
     def _emit(self, event: AgentEvent) -> None:

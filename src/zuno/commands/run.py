@@ -142,7 +142,11 @@ def _run_agent(
             raise UsageError(str(e)) from None
         if args.model is None and getattr(rt.config, "model", None) in (None, ""):
             raise UsageError(NO_MODEL_HELP)
-        agent = Agent(rt, model=args.model, mode=args.mode, session_id=sid)
+        # The SDK loads in a thread (the prompt shows meanwhile; the first request waits for it),
+        # and the collector is settled when it is loaded.
+        agent = Agent(
+            rt, model=args.model, mode=args.mode, session_id=sid, load_in_background=True, on_loaded=startup.settle
+        )
         try:
             if interactive:
                 return _interactive(agent, view, inline, startup)
@@ -194,10 +198,13 @@ async def _open(agent: Agent, startup: StartupCollection) -> None:
     try:
         await agent.open()
     except (NoProvider, SessionBusy) as e:
+        startup.settle()
         await agent.close()
         raise UsageError(str(e)) from None
-    finally:
-        startup.settle()  # the provider's SDK, the surface and the store are built
+    except BaseException:
+        startup.settle()
+        raise
+    # The surface and the store are built; the SDK's loader settles the collector when it is done.
 
 
 def _exit_status(result: RunResult) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 import anthropic
 
 from zuno.agent.providers import wire_json
-from zuno.agent.providers.base import ProviderSettings, StreamingProvider
+from zuno.agent.providers.base import HOSTED_TOOLS, ProviderSettings, StreamingProvider
 from zuno.agent.providers.retry import RetryPolicy, StreamFailure
 from zuno.agent.providers.schema_export import anthropic_tools
 from zuno.agent.providers.sse import sse_events
@@ -112,7 +112,7 @@ def _dump(block: Any) -> Any:
 
 class AnthropicProvider(StreamingProvider):
     api = "anthropic"
-    hosted_tools_supported = frozenset({"web_search"})
+    hosted_tools_supported = HOSTED_TOOLS["anthropic"]
 
     def __init__(self, settings: ProviderSettings, retry: RetryPolicy | None = None) -> None:
         super().__init__(settings, retry)

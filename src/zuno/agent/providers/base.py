@@ -36,6 +36,13 @@ log = logging.getLogger("zuno.agent.providers")
 
 Api = Literal["openai-chat", "openai-responses", "anthropic"]
 
+# The provider-hosted tools each API can carry (known without importing its SDK).
+HOSTED_TOOLS: dict[str, frozenset[str]] = {
+    "openai-chat": frozenset(),
+    "openai-responses": frozenset({"web_search"}),
+    "anthropic": frozenset({"web_search"}),
+}
+
 # What the wire client may wait for, unless the provider's options say otherwise: to connect,
 # and between two streamed bytes.
 CONNECT_TIMEOUT_S = limits.PROVIDER_CONNECT_TIMEOUT_DEFAULT_MS / 1000

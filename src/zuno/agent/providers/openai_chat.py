@@ -13,7 +13,7 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from zuno.agent.providers import wire_json
-from zuno.agent.providers.base import ProviderSettings, StreamingProvider
+from zuno.agent.providers.base import HOSTED_TOOLS, ProviderSettings, StreamingProvider
 from zuno.agent.providers.retry import RetryPolicy
 from zuno.agent.providers.schema_export import chat_tools
 from zuno.agent.providers.sse import sse_events
@@ -146,7 +146,7 @@ class _Building:
 
 class OpenAIChatProvider(StreamingProvider):
     api = "openai-chat"
-    hosted_tools_supported = frozenset()
+    hosted_tools_supported = HOSTED_TOOLS["openai-chat"]
 
     def __init__(self, settings: ProviderSettings, retry: RetryPolicy | None = None, *,
                  builtin: bool = False) -> None:

@@ -11,7 +11,7 @@ import openai
 from openai.types.responses import Response
 
 from zuno.agent.providers import wire_json
-from zuno.agent.providers.base import ProviderSettings, StreamingProvider
+from zuno.agent.providers.base import HOSTED_TOOLS, ProviderSettings, StreamingProvider
 from zuno.agent.providers.openai_chat import data_url, openai_client, openai_events
 from zuno.agent.providers.retry import Failure, RetryPolicy, StreamFailure
 from zuno.agent.providers.schema_export import responses_tools
@@ -110,7 +110,7 @@ def _hosted(hosted: tuple[HostedTool, ...]) -> tuple[HostedTool, ...]:
 
 class OpenAIResponsesProvider(StreamingProvider):
     api = "openai-responses"
-    hosted_tools_supported = frozenset({"web_search"})
+    hosted_tools_supported = HOSTED_TOOLS["openai-responses"]
 
     def __init__(self, settings: ProviderSettings, retry: RetryPolicy | None = None) -> None:
         super().__init__(settings, retry)

@@ -4,10 +4,11 @@ to set."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from zuno.agent.providers.base import REASONING_MODEL, Api, ProviderSettings, StreamingProvider
+from zuno.agent.providers.deferred import DeferredProvider
 from zuno.agent.providers.retry import RetryPolicy
 from zuno.config import Config, ConfigError, ProviderConfig, unset_env_error
 
@@ -129,9 +130,15 @@ def build_provider(
     *,
     environ: Mapping[str, str] | None = None,
     retry: RetryPolicy | None = None,
-) -> StreamingProvider:
+    background: bool = False,
+    on_loaded: Callable[[], None] | None = None,
+) -> StreamingProvider | DeferredProvider:
     """The Provider for ``model_override`` (``--model``) or the config's ``model``; a ConfigError
-    naming what to set when no model, provider, api, base URL or key is configured."""
+    naming what to set when no model, provider, api, base URL or key is configured. With
+    ``background`` the settings are resolved (and their errors raised) here, and the SDK loads in
+    a thread (``DeferredProvider``; ``on_loaded`` runs when it is built)."""
     settings = resolve_settings(config, model_override, environ)
     builtin = settings.provider_id in BUILT_IN and settings.base_url is None
+    if background:
+        return DeferredProvider(settings, retry, builtin=builtin, on_loaded=on_loaded)
     return provider_from_settings(settings, retry, builtin=builtin)
