@@ -184,7 +184,7 @@ class Runtime:
 
     def agent(self, model: str | None = None, **options: Any) -> Any:
         """An agent session driven by a model (``zuno.agent.api.Agent``; options: mode, session_id,
-        continue_latest, provider, summary_provider, wait_background)::
+        continue_latest, provider, summary_provider, wait_background, load_in_background, on_loaded)::
 
         async with rt.agent(model="local/qwen3-coder") as agent:
             result = await agent.run("fix the failing test")
