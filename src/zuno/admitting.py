@@ -60,26 +60,17 @@ class Blocked:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(kw_only=True, eq=False)
 class Admission:
     """Admits the calls of one session's steps: the tools of its surface, its config's hooks and
     permission rules, and its approver for the calls a rule asks about."""
 
-    def __init__(
-        self,
-        *,
-        session_id: str,
-        workspace: Workspace,
-        store: Store,
-        config: Config,
-        surface: Surface,
-        approver: Approver,
-    ) -> None:
-        self.session_id = session_id
-        self.workspace = workspace
-        self.store = store
-        self.config = config
-        self.surface = surface
-        self.approver = approver
+    session_id: str
+    workspace: Workspace
+    store: Store
+    config: Config
+    surface: Surface
+    approver: Approver
 
     async def admit(self, st: StepState, idx: int, raw: Any) -> Admitted | Blocked:
         step = st.n

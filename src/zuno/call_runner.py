@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from zuno import limits
@@ -50,29 +51,23 @@ async def _resume(coro: Any, yielded: Any) -> Any:
             return e.value
 
 
+@dataclass(kw_only=True, eq=False)
 class CallRunner:
     """Runs the admitted calls of one session's steps: its workspace, store, config and services
-    given to each tool through its ``ToolContext``, its artifacts for output over the limits, and
-    the one overlap bound all its steps share."""
+    given to each tool through its ``ToolContext``, its artifacts for output over the limits
+    (``artifact_reader`` is the tool the model reads them with), and the one overlap bound all its
+    steps share."""
 
-    def __init__(
-        self,
-        *,
-        session_id: str,
-        workspace: Workspace,
-        store: Store,
-        config: Config,
-        services: Services,
-        artifact_reader: str,
-    ) -> None:
-        self.session_id = session_id
-        self.workspace = workspace
-        self.store = store
-        self.config = config
-        self.services = services
-        self.artifacts = Artifacts(workspace, store)
-        self.artifact_reader = artifact_reader
-        self._bound = asyncio.Semaphore(config.concurrency.tool_calls)
+    session_id: str
+    workspace: Workspace
+    store: Store
+    config: Config
+    services: Services
+    artifact_reader: str
+
+    def __post_init__(self) -> None:
+        self.artifacts = Artifacts(self.workspace, self.store)
+        self._bound = asyncio.Semaphore(self.config.concurrency.tool_calls)
 
     def not_started(self, n: int, a: Admitted) -> tuple[CallEntry, CallRecord]:
         """A call the cancellation of its step kept from starting (its intent row, if it has one,
