@@ -37,6 +37,8 @@ NOT_FOR_PRINTING = (
     "zuno.config",
     "zuno.runtime",
     "zuno.dispatch",
+    "zuno.admitting",
+    "zuno.call_runner",
     "zuno.store",
     "zuno.surface",
     "zuno.tools",

@@ -13,8 +13,7 @@ import pytest
 
 import zuno
 from zuno import limits
-from zuno.admission import measure_call, plain_call
-from zuno.dispatch import _lone_surrogate
+from zuno.admission import lone_surrogate, measure_call, plain_call
 from zuno.store import Store
 from zuno.store.calls import args_digest, dumps, identity
 
@@ -54,7 +53,7 @@ def test_one_encoding_gives_the_column_and_the_digest_of_the_old_two(name: str, 
 def test_a_plain_call_is_one_the_full_measure_admits_unchanged(call: Any) -> None:
     if plain_call(call):
         assert measure_call(call) is None
-        assert isinstance(call, dict) and _lone_surrogate(call) is None
+        assert isinstance(call, dict) and lone_surrogate(call) is None
         args = call["arguments"]
         assert not isinstance(args, dict) or all(not isinstance(v, dict | list) for v in args.values())
 

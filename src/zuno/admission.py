@@ -1,6 +1,7 @@
 """Admission's words and bounds: how a refused call is described to the model (JSON and English,
-never Python reprs; every message a whole sentence), and how deep and large a call may be
-(``limits.CALL_MAX_DEPTH``, ``CALL_MAX_BYTES``), measured without recursion.
+never Python reprs; every message a whole sentence), how deep and large a call may be
+(``limits.CALL_MAX_DEPTH``, ``CALL_MAX_BYTES``), measured without recursion, and which of its text
+is not valid Unicode (a lone surrogate). The checks themselves run in ``zuno.admitting``.
 
 An action union's refusal names the action and the fields that action takes (its wire schema
 merges every action's fields into one object, so "known" is said per action, not per tool)."""
@@ -206,3 +207,34 @@ def _text_size(value: object) -> int:
     if not isinstance(value, str):
         return 8
     return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass")) + 2
+
+
+def is_valid_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def as_text(text: str) -> str:
+    """An identifier as it can be recorded and echoed: invalid Unicode shown escaped."""
+    return text if is_valid_text(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def lone_surrogate(value: Any, where: str = "") -> str | None:
+    """The dotted name of the first string (key or value) in value that is not valid Unicode."""
+    if isinstance(value, str):
+        return None if is_valid_text(value) else (where or "(arguments)")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            key = f"{where}.{k}" if where else str(k)
+            if not is_valid_text(str(k)):
+                return key
+            if (found := lone_surrogate(v, key)) is not None:
+                return found
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            if (found := lone_surrogate(v, f"{where}[{i}]")) is not None:
+                return found
+    return None

@@ -17,9 +17,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from zuno.admitting import CROSS_CUTTING
 from zuno.config import Config, ConfigError, load_config
 from zuno.declarations import Declarations, Outcome
-from zuno.dispatch import CROSS_CUTTING, Dispatcher
+from zuno.dispatch import Dispatcher
 from zuno.permissions import Approver, NoApprover, decide
 from zuno.records import StepResult, StepWrites
 from zuno.session_ids import SessionNotFound, validate_session_id

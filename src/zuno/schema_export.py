@@ -51,7 +51,7 @@ __all__ = [
 BUILTIN_SURFACE_BUDGET_BYTES = 13 * 1024
 
 # The cross-cutting arguments every tool takes (admission strips them before validation; see
-# zuno.dispatch.CROSS_CUTTING). They are on every tool, so they carry no description: intent is a
+# zuno.admitting.CROSS_CUTTING). They are on every tool, so they carry no description: intent is a
 # UI label that changes nothing whatever a model puts in it, and accept_large_output is explained
 # where it matters, in the notice that withholds an output (zuno.output).
 CROSS_CUTTING_SCHEMAS: dict[str, dict[str, Any]] = {
