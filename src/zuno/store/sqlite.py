@@ -588,21 +588,17 @@ class Store:
         started_at: float | None,
         ended_at: float | None,
         event: tuple[str, dict[str, Any]] | None = None,
-        end_step: int | None = None,
     ) -> None:
-        """Write a call's result, and (optionally) its event and the end of its step, in one transaction."""
+        """Write a call's result, and (optionally) its event, in one transaction."""
         with self.transaction() as db:
             db.execute(
                 "UPDATE calls SET state = 'settled', outcome = ?, block_kind = ?, cancelled = ?, text = ?,"
                 " metadata = ?, started_at = ?, ended_at = ? WHERE seq = ?",
                 (outcome, block_kind, int(cancelled), _text(text), _dumps(metadata), started_at, ended_at, seq),
             )
-            if event is not None or end_step is not None:
+            if event is not None:
                 row = db.execute("SELECT session_id, step, call_id FROM calls WHERE seq = ?", (seq,)).fetchone()
-                if event is not None:
-                    self._event(db, row[0], event[0], event[1], row[1], seq, row[2])
-                if end_step is not None:
-                    self._end_step(db, row[0], end_step)
+                self._event(db, row[0], event[0], event[1], row[1], seq, row[2])
 
     def _row(self, r: sqlite3.Row) -> CallRow:
         return CallRow(
