@@ -71,7 +71,10 @@ class Transactions:
         with self.lock:
             db = self.db
             db.execute("BEGIN IMMEDIATE")
-            flushed = [r for r in self.riders if r.pending]
+            flushed: list[Rider] = []
+            for r in self.riders:
+                if r.pending:
+                    flushed.append(r)
             events: Events = []
             try:
                 for r in flushed:
