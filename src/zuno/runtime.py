@@ -153,6 +153,16 @@ class Runtime:
         store = self.existing_store()
         return store.list_sessions(str(self.root)) if store is not None else []
 
+    def prune_sessions(
+        self, *, older_than_s: float | None = None, keep: int | None = None, dry_run: bool = False
+    ) -> Any:
+        """Delete this workspace's old sessions — by age, and/or all but the ``keep`` most recently
+        active — with their logs and saved outputs (never their reports); a session another process
+        drives is skipped. A ``zuno.session_pruning.PruneReport``."""
+        from zuno.session_pruning import prune_sessions
+
+        return prune_sessions(self, older_than_s=older_than_s, keep=keep, dry_run=dry_run)
+
     def session(self, session_id: str | None = None) -> Session:
         """A session: a new one, or the one named (continued, or created with that id). The id is
         validated first (InvalidSessionId); nothing is written until ``open()``."""

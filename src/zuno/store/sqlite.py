@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zuno.store import queries
+from zuno.store import pruning, queries
 from zuno.store.call_writes import INTENT_SYNCHRONOUS, CallWrites
 from zuno.store.calls import INSERT_EVENT, CallEntry, dumps
 from zuno.store.connection import (
@@ -154,6 +154,22 @@ class Store:
         self._notices.forget(session_id)
         self._calls.forget(session_id)
         self._receipts.forget(session_id)
+
+    def holds_session(self, session_id: str) -> bool:
+        """Does this process hold (drive) the session?"""
+        return session_id in self._tx.held
+
+    def delete_session(self, session_id: str) -> dict[str, int]:
+        """Delete every record of a session this process holds (``acquire_session`` first: no other
+        process can be driving it), in one transaction; the rows deleted per table. The workspace's
+        memory is kept (``store.pruning``)."""
+        if session_id not in self._tx.held:
+            raise SessionBusy(f"session {session_id} is not held by this process: acquire it before deleting it.")
+        return pruning.delete_session(self._tx, session_id)
+
+    def session_activity(self, root: str) -> list[tuple[str, float]]:
+        """``root``'s sessions with when each was last active, most recent first."""
+        return pruning.session_activity(self._tx, root)
 
     def ensure_session(self, session_id: str | None, root: str, profile: str) -> str:
         return self._sessions.ensure(session_id, root, profile)
