@@ -358,6 +358,28 @@ def test_the_python_api_streams_events_through_a_real_sdk(workspace: Path, fake:
     assert isinstance(events[-1], StopEvent) and events[-1].stop_reason == "final"
 
 
+@pytest.mark.parametrize("api", APIS)
+def test_the_python_api_may_load_the_sdk_in_the_background(
+    workspace: Path, fake: FakeProvider, api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configure(workspace, fake, api)
+    monkeypatch.setenv("FAKE_KEY", SECRET)
+    fake.script(Reply(text="from the background"))
+    loaded: list[str] = []
+
+    async def go() -> Any:
+        async with zuno.Runtime(root=workspace) as rt:
+            async with rt.agent(load_in_background=True, on_loaded=lambda: loaded.append("x")) as agent:
+                assert agent.loop is not None and agent.loop.provider.id == "fake/m1"  # from the settings
+                result = await agent.run("hi")
+                assert loaded == ["x"]  # built once, before the first request went out
+                return result
+
+    result = asyncio.run(go())
+    assert (result.stop_reason, result.final_text) == ("final", "from the background")
+    assert len(fake.requests) == 1
+
+
 def test_stdin_prompt_continue_and_a_mode_switch_through_the_cli(workspace: Path, fake: FakeProvider) -> None:
     configure(workspace, fake, "anthropic")
     fake.script(Reply(text="a plan"), Reply(text="working on it"))
