@@ -17,7 +17,7 @@ import pytest
 
 import zuno
 from agent_double import ScriptedProvider, call, calls, say
-from zuno.session_pruning import SESSION_DIRS, choose
+from zuno.session_pruning import SESSION_DIRS, choose, prune_sessions
 
 from conftest import RunZuno, batch, zuno_env
 
@@ -202,3 +202,27 @@ def test_choose_needs_both_criteria() -> None:
     assert choose(activity, older_than_s=250, keep=2, now=400) == [("a", 100.0)]
     assert choose(activity, older_than_s=50, keep=0, now=400) == activity
     assert choose(activity, older_than_s=None, keep=5, now=400) == []
+
+
+def test_a_session_active_again_after_it_was_chosen_is_kept(workspace: Path, run_zuno: RunZuno) -> None:
+    sid = batch(run_zuno, [{"name": "read", "arguments": {"path": "x"}}])["session"]
+
+    async def go() -> Any:
+        async with zuno.Runtime(root=workspace) as rt:
+            store = rt.store
+            ((_, active),) = store.session_activity(str(rt.root))
+            real = store.acquire_session
+
+            def acquire(session_id: str) -> None:
+                # Between being chosen and being held, another process uses the session.
+                used = run_zuno("call", "read", '{"path": "y"}', "--session", session_id)
+                assert used.returncode in (0, 1), used.stderr
+                real(session_id)
+
+            store.acquire_session = acquire  # type: ignore[method-assign]
+            # Chosen: exactly an hour old by this clock; by the time it is held it is not.
+            return prune_sessions(rt, older_than_s=3600, now=active + 3600 + 0.001)
+
+    report = asyncio.run(go())
+    assert report.pruned == [] and [k["reason"] for k in report.skipped] == ["it was active again since it was chosen"]
+    assert "sessions" in _rows_naming(workspace, sid)
