@@ -123,7 +123,7 @@ class Agent:
         summary = self._summary_provider
         compaction_model = self.runtime.config.agent.compaction.model
         if summary is None and compaction_model:
-            summary = build_provider_for(self.runtime, compaction_model)
+            summary = build_provider_for(self.runtime, compaction_model, background=self._load_in_background)
             self._summary_provider = summary
             self._owned.append(summary)
         self.session = self.runtime.session(self._session_id)
@@ -133,9 +133,10 @@ class Agent:
             await warm()
         self.loop = AgentLoop(self.session, self._provider, mode=self._mode, summary_provider=summary, emit=self._emit)
         self.loop.visible(self.loop.mode)  # the tools' schemas are exported once, before the first turn
-        start = getattr(self._provider, "start", None)  # a provider loading its SDK in a thread
-        if start is not None:
-            start()
+        for provider in (self._provider, summary):
+            start = getattr(provider, "start", None)  # a provider loading its SDK in a thread
+            if start is not None:
+                start()
         return self
 
     def _emit(self, event: AgentEvent) -> None:
