@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from zuno.tools.search.confine import confinement_for, landlock_abi
-from zuno.tools.search.rg import Rg, discover
+from zuno.tools.search.rg_discovery import Rg, discover
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from search_vs_rg import time_raw, time_raw_confined

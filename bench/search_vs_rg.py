@@ -37,7 +37,7 @@ HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE / "src"))
 
 import zuno  # noqa: E402
-from zuno.tools.search.rg import discover, rg_env  # noqa: E402
+from zuno.tools.search.rg_discovery import discover, rg_env  # noqa: E402
 
 WORDS = (
     "alpha beta gamma delta epsilon return import class def self value result error index buffer "

@@ -144,7 +144,7 @@ async def test_a_directly_started_guard_holds_only_the_commands_environment(
 
 def test_rg_and_hooks_get_the_withheld_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     from zuno.process.environment import withheld_environment
-    from zuno.tools.search.rg import rg_env
+    from zuno.tools.search.rg_discovery import rg_env
 
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import zuno
-from zuno.tools.search.rg import RgLocator
+from zuno.tools.search.rg_discovery import RgLocator
 
 from conftest import RunZuno
 

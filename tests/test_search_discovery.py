@@ -10,7 +10,7 @@ from pathlib import Path
 
 import zuno
 from zuno import limits
-from zuno.tools.search.rg import Rg, RgLocator, RgUnavailable, discover, probe_version, wheel_candidates
+from zuno.tools.search.rg_discovery import Rg, RgLocator, RgUnavailable, discover, probe_version, wheel_candidates
 
 from conftest import RunZuno, batch
 

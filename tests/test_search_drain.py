@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import zuno.tools.search.rg as rgmod
-from zuno.tools.search.rg import Rg, run_rg
+from zuno.tools.search.rg import run_rg
+from zuno.tools.search.rg_discovery import Rg
 
 WRITER = """
 import os, sys, time

@@ -20,7 +20,7 @@ from zuno.tools.search import base
 from zuno.tools.search.base import Plan
 from zuno.tools.search.glob import GlobArgs, GlobTool
 from zuno.tools.search.glob_collect import GlobCollector, glob_lines, glob_listing
-from zuno.tools.search.rg import rg_env, shared_rg_env
+from zuno.tools.search.rg_discovery import Rg, rg_env, shared_rg_env
 
 _F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)
 
@@ -60,7 +60,7 @@ def test_finish_joined_is_finish_joined_by_nul() -> None:
 
 
 def test_the_cached_environment_size_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    rg = rgmod.Rg("/bin/rg", (15, 0, 0), "PATH")
+    rg = Rg("/bin/rg", (15, 0, 0), "PATH")
     base.check_exec(rg, ["--files"], {})
     assert base._env_size_cache is not None and base._env_size_cache[0] is shared_rg_env()
     assert base._env_size_cache[1] == base._env_size(rg_env())

@@ -10,7 +10,7 @@ import pytest
 from zuno import limits
 from zuno.tool import Refused
 from zuno.tools.search.base import check_text
-from zuno.tools.search.rg import Rg, discover
+from zuno.tools.search.rg_discovery import Rg, discover
 
 from conftest import RunZuno, batch
 

@@ -13,7 +13,7 @@ import pytest
 import zuno
 from zuno.process.execve import MAX_ARG_STRLEN, exec_problem
 from zuno.tools.search.base import _surely_fits
-from zuno.tools.search.rg import rg_env
+from zuno.tools.search.rg_discovery import rg_env
 
 
 def test_rg_env_follows_changes_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

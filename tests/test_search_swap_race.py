@@ -14,7 +14,8 @@ import pytest
 import zuno
 from test_safe_paths import Swapper
 from zuno.tools.search import confine
-from zuno.tools.search.rg import Rg, discover, run_rg
+from zuno.tools.search.rg import run_rg
+from zuno.tools.search.rg_discovery import Rg, discover
 
 SECRET = "ZUNO_OUTSIDE_SECRET_4417"
 needs_landlock = pytest.mark.skipif(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from zuno.tools.search.rg import Rg, discover
+from zuno.tools.search.rg_discovery import Rg, discover
 
 from conftest import RunZuno, batch
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +36,8 @@ from zuno.agent.events import (
     ToolResultEvent,
     TurnResult,
 )
-from zuno.agent.items import NOT_STARTED_RECOVERY_TEXT, Mode, ToolResultRow
+from zuno.agent.items import Mode, ToolResultRow
+from zuno.agent.recovery import settle_unmatched
 from zuno.agent.transcript import Transcript
 from zuno.agent.types import (
     Finished,
@@ -199,7 +199,7 @@ class AgentLoop:
         turn = _Turn(n, time.monotonic(), time.monotonic() + lim.seconds_per_turn)
         # A call left without a result (a crash, an abandoned step) gets its result first, so it
         # stays next to its call, before anything this turn adds.
-        self._settle_unmatched()
+        settle_unmatched(self.transcript, self.store, self.session.id)
         if prompt is not None:
             self.transcript.add_user(n, prompt, images)
             self._reset_cycle()
@@ -225,7 +225,7 @@ class AgentLoop:
         while True:
             if self._interrupt is not None:
                 return self._interrupt, "before the next request"
-            self._settle_unmatched()
+            settle_unmatched(self.transcript, self.store, self.session.id)
             await self._take_notices(turn.n)
             if turn.steps >= lim.steps_per_turn:
                 return "step_limit", f"{turn.steps} steps (agent.limits.steps_per_turn = {lim.steps_per_turn})"
@@ -306,42 +306,6 @@ class AgentLoop:
         """Does the window end with something the model has not answered yet?"""
         _, items = self.transcript.window()
         return bool(items) and items[-1].kind in ("tool_result", "notice", "user")
-
-    def _settle_unmatched(self) -> None:
-        """Every recorded tool call with no result gets one before the next request: the
-        dispatcher's settled row when it has one (its recovery result after a crash: uncertain,
-        nothing re-run), else a not-started result (no intent row: the call never ran)."""
-        unmatched = self.transcript.unmatched_calls()
-        if not unmatched:
-            return
-        rows: list[ToolResultRow] = []
-        step: int | None = None
-        for u in unmatched:
-            found = self.store.query(
-                "SELECT * FROM calls WHERE session_id = ? AND call_id = ? AND seq > ? ORDER BY seq LIMIT 1",
-                (self.session.id, u.call.id, u.calls_seq_floor),
-            )
-            if found and found[0]["state"] == "settled":
-                r = found[0]
-                meta = json.loads(r["metadata"]) if r["metadata"] else {}
-                step = r["step"]
-                rows.append(
-                    ToolResultRow(
-                        u.call.id,
-                        u.call.name,
-                        r["text"] or "",
-                        r["outcome"] or "uncertain",
-                        r["seq"],
-                        recovered=bool(meta.get("recovered")),
-                        cancelled=bool(r["cancelled"]),
-                    )
-                )
-            else:
-                rows.append(
-                    ToolResultRow(u.call.id, u.call.name, NOT_STARTED_RECOVERY_TEXT, "error", None, recovered=True)
-                )
-        self.transcript.add_tool_results(unmatched[0].turn, step, rows)
-        self.store.add_event(self.session.id, "agent-calls-recovered", {"calls": [r.call_id for r in rows]})
 
     # -- the request ----------------------------------------------------------------------------
 

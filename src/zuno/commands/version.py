@@ -26,7 +26,7 @@ def versions(root: Path, config_file: str | None) -> dict[str, Any]:
     import sqlite3
 
     from zuno.config import load_config
-    from zuno.tools.search.rg import Rg, RgLocator
+    from zuno.tools.search.rg_discovery import Rg, RgLocator
 
     config = load_config(root.resolve(), config_file)
     found = asyncio.run(RgLocator().get(config.search.rg_path))  # found lazily: only this command looks

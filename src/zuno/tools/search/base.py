@@ -24,15 +24,13 @@ from zuno.tools.quote import QUOTE_MAX_CHARS, quote
 from zuno.tools.search.confine import confinement_for
 from zuno.tools.search.rg import (
     OutputTooLarge,
-    Rg,
-    RgLocator,
     RgResult,
     norm_root,
     pattern_error,
     run_rg,
-    shared_rg_env,
     unreadable_roots,
 )
+from zuno.tools.search.rg_discovery import Rg, RgLocator, shared_rg_env
 
 # Never searched unless named as the search path: git's object store and Zuno's own state folder.
 EXCLUDED_DIRS = (".git", ".zuno")

@@ -229,7 +229,7 @@ class _Spawner(threading.Thread):
     def _probe(self) -> str | None:
         """Does rg start in the domain? (An rg whose loader or libraries live elsewhere, or a
         wrapper script, does not: that rg runs unconfined rather than not at all.)"""
-        from zuno.tools.search.rg import shared_rg_env
+        from zuno.tools.search.rg_discovery import shared_rg_env
 
         try:
             done = subprocess.run(

@@ -26,7 +26,8 @@ from zuno.tools.search.base import (
 )
 from zuno.tools.search.collect import FileHits, GrepCollector, quote_path
 from zuno.tools.search.glob import truncation_note
-from zuno.tools.search.rg import Rg, RgResult
+from zuno.tools.search.rg import RgResult
+from zuno.tools.search.rg_discovery import Rg
 
 _PATTERN_HELP = "Rust regex (ripgrep), case-sensitive unless (?i); escape ( [ { . * + ? | \\ for literals"
 
