@@ -163,8 +163,9 @@ def test_a_session_open_in_this_process_is_kept(workspace: Path) -> None:
         async with zuno.Runtime(root=workspace) as rt:
             async with rt.session() as s:
                 await s.step([{"name": "read", "arguments": {"path": "nothing.txt"}}])
-                report = rt.prune_sessions(keep=0)
-                assert [k["id"] for k in report.skipped] == [s.id] and report.pruned == []
+                for dry_run in (True, False):
+                    report = rt.prune_sessions(keep=0, dry_run=dry_run)
+                    assert [k["id"] for k in report.skipped] == [s.id] and report.pruned == []
                 return s.id
 
     sid = asyncio.run(go())

@@ -103,8 +103,11 @@ def prune_sessions(
     chosen = choose(activity, older_than_s=older_than_s, keep=keep, now=now)
     report.kept = len(activity) - len(chosen)
     state_dir = runtime.workspace.state_dir
-    if dry_run:
+    if dry_run:  # (a session another process drives shows here; the real prune would keep it)
         for sid, at in chosen:
+            if existing.holds_session(sid):
+                report.skipped.append({"id": sid, "reason": "it is open in this process"})
+                continue
             size = sum(_size(d) for d in _dirs(state_dir, sid))
             report.pruned.append({"id": sid, "last_active": at, "rows": None, "bytes": size})
         return report
