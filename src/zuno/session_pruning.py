@@ -61,8 +61,10 @@ def _dirs(state_dir: Path, session_id: str) -> list[Path]:
 
 
 def _size(path: Path) -> int:
-    if path.is_symlink() or not path.is_dir():
-        return path.lstat().st_size if path.is_symlink() or path.exists() else 0
+    if path.is_symlink() or path.is_file():
+        return path.lstat().st_size
+    if not path.is_dir():
+        return 0
     total = 0
     for top, _subdirs, files in os.walk(path):
         for f in files:

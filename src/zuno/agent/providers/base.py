@@ -79,6 +79,16 @@ class ProviderSettings:
 WARM_MODULES = ("anyio._backends._asyncio",)
 
 
+def load_warm_modules() -> None:
+    """Import what the first request would: the first connection's lock imports anyio's asyncio
+    backend (tens of ms)."""
+    for name in WARM_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # another layout of the HTTP stack: it loads what it needs itself
+            continue
+
+
 class StreamingProvider(ABC):
     """The Provider protocol of ``zuno.agent.types``; a subclass implements ``_attempt`` (one
     wire request through its SDK, as a stream of events ending with one Finished)."""
@@ -103,12 +113,8 @@ class StreamingProvider(ABC):
 
     async def warm(self) -> None:
         """What the SDK's HTTP stack would otherwise load during the first request, loaded when
-        the agent opens: the first connection's lock imports anyio's asyncio backend (tens of ms)."""
-        for name in WARM_MODULES:
-            try:
-                importlib.import_module(name)
-            except ImportError:  # another layout of the HTTP stack: it loads what it needs itself
-                continue
+        the agent opens (``load_warm_modules``)."""
+        load_warm_modules()
 
     @abstractmethod
     def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamEvent]: ...

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import importlib
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 
-from zuno.agent.providers.base import HOSTED_TOOLS, WARM_MODULES, ProviderSettings, StreamingProvider
+from zuno.agent.providers.base import HOSTED_TOOLS, ProviderSettings, StreamingProvider, load_warm_modules
 from zuno.agent.providers.retry import RetryPolicy
 from zuno.agent.types import ModelRequest, ProviderError, RequestOutcome, StreamEvent
 
@@ -69,11 +68,7 @@ class DeferredProvider:
             from zuno.agent.providers.registry import provider_from_settings
 
             provider = provider_from_settings(self.settings, self._retry, builtin=self._builtin)
-            for name in WARM_MODULES:  # what the first request would load (see StreamingProvider.warm)
-                try:
-                    importlib.import_module(name)
-                except ImportError:
-                    continue
+            load_warm_modules()
         except Exception as e:  # delivered to whoever awaits the provider, as a value it can show
             self._future.set_exception(
                 ProviderError(
