@@ -197,3 +197,22 @@ async def test_refusals_speak_json_and_english(workspace: Path) -> None:
     assert "known: limit, offset, path" in texts[5]
     assert "argument 'path' is required (a string)" in texts[6]
     assert 'denied by permission rule {"tool": "shell", "action": "deny"}.' in texts[7]
+
+
+async def test_an_action_tool_names_its_actions_once_when_the_action_is_missing_or_unknown(workspace: Path) -> None:
+    calls = [
+        {"name": "plan_update", "arguments": {}},
+        {"name": "plan_update", "arguments": {"action": "remove"}},
+        {"name": "goal_update", "arguments": {"action": 7}},
+    ]
+    async with zuno.Runtime(root=workspace) as rt:
+        async with rt.session() as s:
+            result = await s.step(calls)
+    texts = [r.text for r in result.results]
+    assert all(r.block_kind == "invalid_arguments" for r in result.results), texts
+    actions = "create, patch, append, push, pop"
+    assert f"plan_update: argument 'action' is required (one of: {actions}); add it. Correct" in texts[0]
+    assert f"""plan_update: argument 'action' must be one of: {actions} (got "remove"). Correct""" in texts[1]
+    assert "goal_update: argument 'action' must be one of: create, " in texts[2] and "(got 7). Correct" in texts[2]
+    for text in texts:
+        assert text.count("argument '") == 1, text  # never "argument '(arguments)' argument 'action' …"

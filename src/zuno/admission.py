@@ -116,6 +116,14 @@ def describe_validation(tool: Tool, err: ValidationError) -> str:
         elif e["type"] == "extra_forbidden":
             known = ", ".join(sorted(p for p in props if p != "action")) or "none"
             parts.append(f"argument '{loc}' is not an argument of {of}; remove it (known: {known})")
+        elif e["type"] == "missing_action":  # an action union's tag: absent, or no such action
+            given = e.get("input")
+            action_sent = given.get("action") if isinstance(given, dict) else None
+            listed = (e.get("ctx") or {}).get("actions", "")
+            if action_sent is None:
+                parts.append(f"argument 'action' is required (one of: {listed}); add it")
+            else:
+                parts.append(f"argument 'action' must be one of: {listed} (got {json_repr(action_sent)})")
         else:
             parts.append(f"argument '{loc}' {_english(e['msg'])} (got {json_repr(e.get('input'))})")
     return f"invalid arguments for {tool.name}: " + "; ".join(parts) + ". Correct the call and send it again."

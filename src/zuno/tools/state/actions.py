@@ -45,10 +45,16 @@ def action_union(*models: type[BaseModel]) -> Any:
     action is one clear error naming the operations."""
     names = [m.model_fields["action"].annotation.__args__[0] for m in models]  # type: ignore[union-attr]
     members = [Annotated[m, Tag(n)] for m, n in zip(models, names, strict=True)]
-    message = "argument 'action' is required and must be one of: " + ", ".join(names) + "; add it"
+    listed = ", ".join(names)
+    message = "argument 'action' must be one of: " + listed
     return Annotated[
         reduce(or_, members),
-        Discriminator(_tag, custom_error_type="missing_action", custom_error_message=message),
+        Discriminator(
+            _tag,
+            custom_error_type="missing_action",
+            custom_error_message=message,
+            custom_error_context={"actions": listed},
+        ),
     ]
 
 
