@@ -216,3 +216,19 @@ async def test_an_action_tool_names_its_actions_once_when_the_action_is_missing_
     assert "goal_update: argument 'action' must be one of: create, " in texts[2] and "(got 7). Correct" in texts[2]
     for text in texts:
         assert text.count("argument '") == 1, text  # never "argument '(arguments)' argument 'action' …"
+
+
+async def test_length_bounds_are_said_in_plain_words(workspace: Path) -> None:
+    calls = [
+        {"name": "goal_update", "arguments": {"action": "create", "objective": "", "criteria": ["c"]}},
+        {"name": "goal_update", "arguments": {"action": "create", "objective": "o", "criteria": []}},
+    ]
+    async with zuno.Runtime(root=workspace) as rt:
+        async with rt.session() as s:
+            result = await s.step(calls)
+    texts = [r.text for r in result.results]
+    assert all(r.block_kind == "invalid_arguments" for r in result.results), texts
+    assert "argument 'objective' must have at least 1 character (got \"\")" in texts[0], texts[0]
+    assert "argument 'criteria' must have at least 1 item" in texts[1], texts[1]
+    for text in texts:
+        assert "should" not in text and "String" not in text and "List" not in text, text

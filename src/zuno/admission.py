@@ -28,6 +28,12 @@ _PYDANTIC_WORDS = (
     ("a valid number", "a number"),
     ("a valid boolean", "true or false"),
     ("Input should be", "must be"),
+    ("String should ", "must "),
+    ("List should ", "must "),
+    ("Tuple should ", "must "),
+    ("Set should ", "must "),
+    ("Dictionary should ", "must "),
+    ("Value should ", "must "),
     ("Value error, ", ""),
 )
 _PYTHON_NAMES = re.compile(r"\b(None|True|False|dict|dictionary|NoneType)\b")
