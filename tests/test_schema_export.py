@@ -266,7 +266,7 @@ async def test_a_field_of_another_action_is_refused_naming_what_this_action_take
         nested = await call(
             s, "plan_update", {"action": "create", "objective": "o", "steps": [{"id": "s1", "title": "t"}]}
         )
-        assert "argument 'steps.0.id' is not an argument of plan_update action 'create'" in nested.text
+        assert "argument 'steps.0.id' is not a field of 'steps.0' in plan_update action 'create'" in nested.text
         assert "(known: notes, owner, status, title)" in nested.text
 
 

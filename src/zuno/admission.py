@@ -121,7 +121,11 @@ def describe_validation(tool: Tool, err: ValidationError) -> str:
             parts.append(f"argument '{loc}' is required{needed} ({_expected(props.get(name, {}))}); add it")
         elif e["type"] == "extra_forbidden":
             known = ", ".join(sorted(p for p in props if p != "action")) or "none"
-            parts.append(f"argument '{loc}' is not an argument of {of}; remove it (known: {known})")
+            if len(where) > 1:  # a field of an item inside an argument (a plan step, a todo)
+                inside = ".".join(str(p) for p in where[:-1])
+                parts.append(f"argument '{loc}' is not a field of '{inside}' in {of}; remove it (known: {known})")
+            else:
+                parts.append(f"argument '{loc}' is not an argument of {of}; remove it (known: {known})")
         elif e["type"] == "missing_action":  # an action union's tag: absent, or no such action
             given = e.get("input")
             action_sent = given.get("action") if isinstance(given, dict) else None
