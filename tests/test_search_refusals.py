@@ -175,3 +175,28 @@ def test_rg_path_diagnostics_are_read_for_the_root_they_name() -> None:
         b"rg: regex parse error:\n"
     )
     assert unreadable_roots(err) == {"secret", "a: b/c", "/gone", "x: y"}
+
+
+def test_a_glob_with_a_dotdot_segment_is_refused_not_reported_as_no_files(workspace: Path, run_zuno: RunZuno) -> None:
+    # rg matches globs against the paths it lists beneath the search path, which never hold '..':
+    # before, "../**" came back "No files found", as though the parent held nothing.
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / "a.py").write_text("foo\n")
+    (workspace / "a..b.py").write_text("foo\n")
+    cases = [
+        ("glob", {"pattern": "../**"}, (), "pattern", "'path'"),
+        ("glob", {"pattern": "sub/../*.py", "path": "."}, (), "pattern", "'path'"),
+        ("grep", {"pattern": "foo", "include": "../*.py"}, (), "include", "'path'"),
+        ("grep", {"pattern": "foo", "include": "!../x"}, (), "include", "'path'"),
+        ("glob", {"pattern": "../**"}, ("--profile", "chord"), "pattern", "'path'"),
+        ("grep", {"pattern": "foo", "includes": ["*.py", "../*"]}, ("--profile", "chord"), "includes", "'paths'"),
+    ]
+    for name, args, extra, field, path_field in cases:
+        r = _one(run_zuno, name, args, *extra)
+        assert (r["outcome"], r["block_kind"]) == ("blocked", "invalid_arguments"), (args, r)
+        assert r["metadata"]["field"] == field, r
+        assert "has a '..' segment" in r["text"] and f"give it as {path_field}" in r["text"], r["text"]
+        assert "workspace.granted_dirs" in r["text"]
+    # '..' inside a name is no segment: those still search.
+    r = _one(run_zuno, "glob", {"pattern": "a..b*"})
+    assert (r["outcome"], r["text"].strip()) == ("ok", "a..b.py"), r

@@ -110,6 +110,22 @@ def check_text(field: str, value: str, *, regex: bool = False) -> None:
         ) from None
 
 
+def check_glob(field: str, value: str, path_field: str = "path") -> None:
+    """A glob rg will match against the paths it lists beneath the search path: passable text, and
+    no '..' segment, which no listed path has (the glob would match nothing, and the call would
+    read as "no files" where it could never have found any)."""
+    check_text(field, value)
+    if ".." in value.removeprefix("!").split("/"):
+        raise Refused(
+            BlockKind.invalid_arguments,
+            f"argument '{field}': {quote(value)} has a '..' segment, and a glob is matched against the paths beneath "
+            f"the search path, none of which has one, so it can match nothing. To search another directory, give it "
+            f"as '{path_field}' (outside the workspace it must be granted: workspace.granted_dirs) and a glob "
+            "relative to it.",
+            field=field,
+        )
+
+
 def _surely_fits(argv: list[str], env: dict[str, str]) -> bool:
     """A bound that needs no encoding: at most 4 bytes per character (UTF-8; a surrogate escape is
     one), so when even that fits the smallest space execve ever gives (and every string its

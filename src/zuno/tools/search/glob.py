@@ -10,7 +10,7 @@ from zuno.tools.search.base import (
     NO_FILES,
     check_exec,
     check_failure,
-    check_text,
+    check_glob,
     common_flags,
     exclusion_globs,
     execute,
@@ -60,7 +60,7 @@ class GlobTool(Tool):
         return args.path if isinstance(args, GlobArgs) else super().subject(args)
 
     async def run(self, ctx: ToolContext, args: GlobArgs) -> ToolOutput:
-        check_text("pattern", args.pattern)
+        check_glob("pattern", args.pattern)
         roots = resolve_roots(ctx, [args.path or "."], "path", dirs_only=True)
         rg = await find_rg(ctx)
         if isinstance(rg, ToolOutput):

@@ -15,6 +15,7 @@ from zuno.tools.search.base import (
     NO_FILES,
     check_exec,
     check_failure,
+    check_glob,
     check_text,
     common_flags,
     exclusion_globs,
@@ -69,7 +70,7 @@ async def _search(
 ) -> tuple[Rg, GrepCollector, list[FileHits], RgResult] | ToolOutput:
     check_text("pattern", pattern, regex=True)
     for g in includes:
-        check_text(include_field, g)
+        check_glob(include_field, g, path_field)
         if not g:
             raise Refused(BlockKind.invalid_arguments, f"argument '{include_field}': an empty glob matches nothing.")
     roots = resolve_roots(ctx, raw_paths, path_field, dirs_only=False)
