@@ -20,6 +20,7 @@ def test_read_pages_lines_and_lists_directories(workspace: Path, run_zuno: Any) 
     (workspace / "d").mkdir()
     (workspace / "d" / "b.txt").write_text("")
     (workspace / "d" / "a").mkdir()
+    (workspace / "one.txt").write_text("only\n")
     out = batch(
         run_zuno,
         [
@@ -27,14 +28,16 @@ def test_read_pages_lines_and_lists_directories(workspace: Path, run_zuno: Any) 
             call("read", path="d"),
             call("read", path="f.txt", offset=11),
             call("read", path="d/b.txt"),
+            call("read", path="one.txt", offset=2),
         ],
     )
-    page, listing, past, empty = out["results"]
+    page, listing, past, empty, past_one = out["results"]
     assert page["text"].splitlines()[:2] == ["3\tline 3", "4\tline 4"]
     assert "continue with offset=5" in page["text"]
     assert listing["text"].splitlines()[1:] == ["a/", "b.txt"]
     assert past["outcome"] == "error" and "past the end" in past["text"] and "(10 lines)" in past["text"]
     assert empty["outcome"] == "ok" and "empty" in empty["text"]
+    assert past_one["outcome"] == "error" and "one.txt (1 line)." in past_one["text"], past_one
 
 
 def test_read_pages_by_bytes_instead_of_truncating(workspace: Path, run_zuno: Any) -> None:

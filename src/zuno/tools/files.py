@@ -121,7 +121,8 @@ class ReadTool(Tool):
             return ToolOutput(text=f"({shown} is empty)", metadata={"path": shown, "lines": 0, "bytes": 0})
         total = scan.lines
         if start > total:
-            return ToolOutput.failure(f"offset {start} is past the end of {shown} ({total} lines).")
+            lines = "1 line" if total == 1 else f"{total} lines"
+            return ToolOutput.failure(f"offset {start} is past the end of {shown} ({lines}).")
         width = len(str(min(total, start + want - 1)))
         out = []
         for row in scan.rows:
