@@ -64,6 +64,13 @@ def test_a_missing_session_is_an_error_never_a_new_one(workspace: Path, run_zuno
         proc = run_zuno(*argv, "--session", "ses_doesnotexist", input="[]")
         assert proc.returncode == 2 and "no session 'ses_doesnotexist'" in proc.stderr, argv
         assert "zuno sessions" in proc.stderr
+        # only a command that starts a session when it names none offers that as the way out
+        starts = argv[0] != "events"
+        assert ("leave out --session to start a new one" in proc.stderr) == starts, (argv, proc.stderr)
+    for argv in (("show", "ses_doesnotexist"), ("resume", "ses_doesnotexist", "go on")):
+        proc = run_zuno(*argv)
+        assert proc.returncode == 2 and "no session 'ses_doesnotexist'" in proc.stderr, (argv, proc.stderr)
+        assert "zuno sessions" in proc.stderr and "--session" not in proc.stderr, (argv, proc.stderr)
     assert len(json.loads(run_zuno("sessions", "--json").stdout)["sessions"]) == 1
     made = run_zuno("call", "read", '{"path": "."}', "--new-session", "mine-1", "--json")
     assert json.loads(made.stdout)["session"] == "mine-1"

@@ -15,7 +15,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from zuno.session_ids import validate_session_id
+from zuno.session_ids import SessionNotFound, validate_session_id
 
 if TYPE_CHECKING:  # imported when a command builds its runtime: `zuno --version` needs neither
     from zuno.permissions import Approver
@@ -106,4 +106,15 @@ def session_from_args(rt: Runtime, args: argparse.Namespace) -> str | None:
         if store is not None and store.session_exists(new):
             raise UsageError(f"session {new!r} already exists: continue it with --session {new}, or choose another id.")
         return new
-    return rt.resolve_session(getattr(args, "session", None), continue_latest=getattr(args, "continue_latest", False))
+    return resolve_or_start(rt, getattr(args, "session", None), getattr(args, "continue_latest", False))
+
+
+def resolve_or_start(rt: Runtime, session_id: str | None, continue_latest: bool) -> str | None:
+    """``Runtime.resolve_session`` for a command that starts a new session when it names none: a
+    missing ``--session`` says so, as the way to start one."""
+    try:
+        return rt.resolve_session(session_id, continue_latest=continue_latest)
+    except SessionNotFound as e:
+        if session_id is None:
+            raise
+        raise SessionNotFound(f"{e} Or leave out --session to start a new one.") from None

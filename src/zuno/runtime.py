@@ -179,8 +179,7 @@ class Runtime:
             store = self.existing_store()
             if store is None or not store.session_exists(session_id):
                 raise SessionNotFound(
-                    f"no session {session_id!r} in {self.db_path}. Run 'zuno sessions' to list them, "
-                    "or leave out --session to start a new one."
+                    f"no session {session_id!r} in {self.db_path}. Run 'zuno sessions' to list them."
                 )
             return session_id
         if continue_latest:

@@ -32,6 +32,7 @@ from zuno.cli_support import (
     add_session_arguments,
     approver_from_args,
     print_json,
+    resolve_or_start,
     runtime_from_args,
 )
 from zuno.session_ids import InvalidSessionId, SessionNotFound
@@ -95,7 +96,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    return _main(args, args.session_id, False, args.prompt, False)
+    return _main(args, args.session_id, False, args.prompt, False, starts=False)
 
 
 def _main(
@@ -104,13 +105,14 @@ def _main(
     continue_latest: bool,
     prompt: str | None,
     interactive: bool,
+    starts: bool = True,
 ) -> int:
     # Collection paused (by the CLI's main already, before the command's imports) until the agent is
     # open: what it builds lives until exit (see zuno.startup_gc).
     startup: StartupCollection = getattr(args, "startup", None) or StartupCollection()
     startup.pause()
     try:
-        return _run_agent(args, session, continue_latest, prompt, interactive, startup)
+        return _run_agent(args, session, continue_latest, prompt, interactive, startup, starts)
     finally:
         startup.settle()
 
@@ -122,6 +124,7 @@ def _run_agent(
     prompt: str | None,
     interactive: bool,
     startup: StartupCollection,
+    starts: bool,
 ) -> int:
     from zuno.agent.api import Agent
     from zuno.commands.run_view import InlineApprover, PausingApprover, View
@@ -137,7 +140,7 @@ def _run_agent(
     rt = runtime_from_args(args, approver)
     try:
         try:
-            sid = rt.resolve_session(session, continue_latest=continue_latest)
+            sid = resolve_or_start(rt, session, continue_latest) if starts else rt.resolve_session(session)
         except (InvalidSessionId, SessionNotFound) as e:
             raise UsageError(str(e)) from None
         if args.model is None and getattr(rt.config, "model", None) in (None, ""):
