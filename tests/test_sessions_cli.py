@@ -200,3 +200,17 @@ def test_removing_lock_files_keeps_a_session_exclusive_across_processes(tmp_path
             assert holder == line[1:]
             holder = None
     assert not list((tmp_path / "locks").iterdir())
+
+
+def test_show_of_a_session_no_model_drove_says_where_its_calls_are(workspace: Path, run_zuno: Any) -> None:
+    run_zuno("call", "read", '{"path": "."}', "--new-session", "cli-only")
+    run_zuno("call", "read", '{"path": "."}', "--session", "cli-only")
+    shown = run_zuno("show", "cli-only")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith("session cli-only · mode work")
+    assert lines[1] == (
+        "(no agent conversation in this session: its 2 tool calls came from zuno call, batch, steps or MCP; "
+        "see them with `zuno events --session cli-only`)"
+    )
+    assert json.loads(run_zuno("show", "--json", "cli-only").stdout)["items"] == []

@@ -43,9 +43,22 @@ def cmd_show(args: argparse.Namespace) -> int:
             print_json(transcript_json(t))
         else:
             print(render(t), end="")
+            if not t.items():
+                print(no_conversation(len(rt.store.calls(sid)), sid))
         return EXIT_OK
     finally:
         asyncio.run(rt.aclose())
+
+
+def no_conversation(calls: int, sid: str) -> str:
+    """What ``show`` says of a session no model has driven (zuno call / batch / steps, MCP)."""
+    if not calls:
+        return "(no agent conversation in this session yet)"
+    made = f"{calls} tool call{'' if calls == 1 else 's'} came"
+    return (
+        f"(no agent conversation in this session: its {made} from zuno call, batch, steps or MCP; "
+        f"see them with `zuno events --session {sid}`)"
+    )
 
 
 def transcript_json(t: Transcript) -> dict[str, Any]:
