@@ -172,3 +172,36 @@ async def test_a_hook_that_hangs_or_cannot_start_refuses_the_call(workspace: Pat
         ).results
         assert w.block_kind == "denied" and "did not answer within 200 ms" in w.text
         assert r.block_kind == "denied" and "could not start" in r.text
+
+
+@zuno.tool(effect="ReadOnly", replay="Safe", concurrency="ParallelSafe")
+async def echo_obj(text: str = "") -> str:
+    """Echo."""
+    return text
+
+
+def test_a_rule_or_hook_naming_no_tool_is_a_config_error_that_suggests_the_tool(workspace: Path, run_zuno: Any) -> None:
+    # A "deny" of a misspelt tool never applied: shell ran while the config read as denying it.
+    config = workspace / "zuno.json"
+    config.write_text(json.dumps({"permission": {"rules": [{"tool": "shel", "action": "deny"}]}}))
+    proc = run_zuno("call", "shell", '{"command": "touch ran"}')
+    assert proc.returncode == 2 and not (workspace / "ran").exists(), proc.stderr
+    assert 'config key permission.rules.0.tool = "shel" names no tool' in proc.stderr
+    assert 'Did you mean "shell"?' in proc.stderr and "Traceback" not in proc.stderr
+    config.write_text(json.dumps({"hooks": {"pre_dispatch": [{"command": "true", "tools": ["read", "writ"]}]}}))
+    proc = run_zuno("tools")
+    assert proc.returncode == 2 and 'hooks.pre_dispatch.0.tools = "writ" names no tool' in proc.stderr
+    # What may apply passes: another profile's tool, globs, connected MCP tools, an extension.
+    rules = [
+        {"tool": "web_fetch", "action": "deny"},
+        {"tool": "todo_*", "action": "allow"},
+        {"tool": "mcp_git_*", "action": "deny"},
+        {"tool": "*", "pattern": "secret/*", "action": "deny"},
+    ]
+    config.write_text(json.dumps({"permission": {"rules": rules}}))
+    assert run_zuno("tools").returncode == 0
+    rules.append({"tool": "echo_obj", "action": "deny"})
+    config.write_text(json.dumps({"permission": {"rules": rules}}))
+    with pytest.raises(zuno.ConfigError, match='"echo_obj" names no tool'):
+        zuno.Runtime(root=workspace)
+    zuno.Runtime(root=workspace, tools=[echo_obj])

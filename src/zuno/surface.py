@@ -8,15 +8,17 @@ implementations per profile in their module's ``register(registry)``.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import pkgutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 
-from zuno.config import Config, ConfigError
+from zuno.config import Config, ConfigError, json_repr
 from zuno.projection import GoalObserver, Refresher
 from zuno.tool import Tool
 
@@ -182,6 +184,29 @@ class Surface:
         return list(self.tools)
 
 
+def check_rule_tools(config: Config, extensions: set[str]) -> None:
+    """A permission rule or hook whose tool names no tool would never apply: a "deny" of "shel"
+    would leave shell allowed while reading as denied. Every name (or glob) there must match a tool
+    of some profile (the config may serve both) or an extension. Patterns that may name connected
+    MCP tools (``mcp_…``, or a glob starting with a wildcard) are known only once connected, and
+    pass."""
+    names = {n for table in (PROFILE_DEFAULTS, PROFILE_SLOTS) for tools in table.values() for n in tools}
+    names |= extensions
+    where = [(f"permission.rules.{i}.tool", r.tool) for i, r in enumerate(config.permission.rules)]
+    where += [
+        (f"hooks.pre_dispatch.{i}.tools", t) for i, h in enumerate(config.hooks.pre_dispatch) for t in h.tools
+    ]
+    for key, pattern in where:
+        if pattern.startswith(("mcp_", "*", "?", "[")) or any(fnmatchcase(n, pattern) for n in names):
+            continue
+        close = difflib.get_close_matches(pattern, sorted(names), n=2, cutoff=0.6)
+        hint = f" Did you mean {' or '.join(json_repr(c) for c in close)}?" if close else ""
+        raise ConfigError(
+            f"config key {key} = {json_repr(pattern)} names no tool, so it would never apply.{hint} "
+            f"Known: {', '.join(sorted(names))} (and connected MCP tools, mcp_<server>_<tool>)."
+        )
+
+
 def build_surface(
     config: Config,
     root: Path,
@@ -224,6 +249,7 @@ def build_surface(
                     disabled[name] = (
                         f"hidden by editing.style = {config.editing.style!r} (chord shows one editing style)"
                     )
+    check_rule_tools(config, set(extensions))
     for name in config.tools:
         if name not in known and name not in extensions:
             raise ConfigError(
