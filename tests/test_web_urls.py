@@ -17,6 +17,10 @@ REFUSED = [
     ("javascript:alert(1)", "scheme 'javascript'"),
     ("gopher://example.com/", "scheme"),
     ("example.com/path", "no scheme"),
+    # a host and port with no scheme is not the scheme "localhost"
+    ("localhost:8080", "no scheme. Write http://localhost:8080 or https://localhost:8080."),
+    ("example.com:443/x?y", "no scheme. Write http://example.com:443/x?y or"),
+    ("mailto:a@example.com", "the scheme 'mailto' is not http or https"),
     ("http:example.com", "followed by '//'"),
     ("http:/example.com", "followed by '//'"),
     ("http:///example.com", "followed by '//'"),

@@ -25,6 +25,9 @@ import idna
 from zuno.tools.web.errors import UrlRefused
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+# A host and a port with no scheme ("localhost:8080", "example.com:443/x"), which _SCHEME would
+# read as the scheme "localhost".
+_HOST_PORT = re.compile(r"^[A-Za-z0-9.-]+:[0-9]+(?:[/?#]|$)")
 _DEFAULT_PORT = {"http": 80, "https": 443}
 _IPV4_PART = re.compile(r"^(0|[1-9][0-9]{0,2})$")
 _NUMBERISH = re.compile(r"^(0[xX][0-9A-Fa-f]*|[0-9]+)$")
@@ -180,6 +183,8 @@ def parse_target(url: str) -> Target:
     if not m:
         raise _refuse(url, "it has no scheme", "Write http:// or https:// in front.")
     scheme = m.group(1).lower()
+    if scheme not in _DEFAULT_PORT and _HOST_PORT.match(url):  # "localhost:8080/x": a host and port
+        raise _refuse(url, "it has no scheme", f"Write http://{url} or https://{url}.")
     if scheme not in _DEFAULT_PORT:
         raise _refuse(url, f"the scheme {scheme!r} is not http or https", "Only http:// and https:// are fetched.")
     rest = url[m.end() :]
