@@ -140,3 +140,17 @@ def test_profiles_and_editing_style(run_zuno: Any, workspace: Path) -> None:
     assert out["results"][0]["outcome"] == "error" and "no such file" in out["results"][0]["text"]
     out = batch(run_zuno, [{"name": "edit", "arguments": {"path": "x", "old_string": "a", "new_string": "b"}}])
     assert out["results"][0]["block_kind"] == "unavailable"
+
+
+async def test_an_old_string_off_only_in_whitespace_is_located_and_nothing_written(z: Z) -> None:
+    f = z.root / "m.py"
+    body = "".join(f"x{i} = {i}\n" for i in range(30)) + "def foo():\n\treturn  1\n"
+    f.write_text(body)
+    await z.read("m.py")
+    r = await z.call("edit", path="m.py", old_string="def foo():\n    return 1", new_string="def foo():\n    return 2")
+    assert r["metadata"]["conflict"]["kind"] == "ContextMismatch", r["text"]
+    assert "differs from it only in whitespace starts at line 31" in r["text"], r["text"]
+    assert '"offset": 27' in r["text"]  # the read it suggests shows that area
+    assert f.read_text() == body
+    r = await z.call("edit", path="m.py", old_string="def bar():", new_string="def baz():")
+    assert "only in whitespace" not in r["text"] and "not in the current file" in r["text"]

@@ -11,6 +11,7 @@ breaks take the file's style.
 from __future__ import annotations
 
 import os
+import re
 import stat
 
 from pydantic import Field
@@ -25,6 +26,20 @@ from zuno.tools.patch import textfile
 from zuno.tools.patch.applier import ABSENT, in_state_dir, remember, replay_conflict
 from zuno.tools.patch.grammar import digest
 from zuno.workspace import STATE_DIR
+
+# old_string is looked for again with its whitespace loosened only up to this size.
+LOOSE_MATCH_MAX_CHARS = 64 * 1024
+
+
+def loose_match(text: str, old: str) -> int:
+    """Where ``old`` occurs in ``text`` if every run of whitespace in it may be any other run
+    (indentation, a doubled space, a tab): the commonest reason a model's old_string is not found.
+    -1 when it does not, or when ``old`` is too long to look for that way."""
+    words = old.split()
+    if not words or len(old) > LOOSE_MATCH_MAX_CHARS:
+        return -1
+    m = re.search(r"\s+".join(re.escape(w) for w in words), text)
+    return m.start() if m else -1
 
 
 class EditArgs(ToolArgs):
@@ -97,7 +112,10 @@ class EditTool(Tool):
                     "or set replace_all"
                 )
                 remember(ctx, path, op_digest, cur_digest, "before", "ContextMismatch", self.name)
-                near = logical.count("\n", 0, max(0, logical.find(old))) + 1 if count else None
+                at = logical.find(old) if count else loose_match(logical, old)
+                near = logical.count("\n", 0, at) + 1 if at >= 0 else None
+                if not count and near is not None:
+                    detail += f"; text that differs from it only in whitespace starts at line {near}"
                 call = read_call(shown, near - 4 if near else None)
                 return Conflict(
                     "ContextMismatch", shown, op_digest, cur_digest, detail=detail, suggested_call=call
