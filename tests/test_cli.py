@@ -42,6 +42,22 @@ def test_unusable_input_exits_2_and_runs_nothing(workspace: Path, run_zuno: Any)
     assert not (workspace / ".zuno" / "artifacts").exists()
 
 
+def test_json_files_and_input_with_a_byte_order_mark_are_read(workspace: Path, run_zuno: Any) -> None:
+    # Some editors start UTF-8 files with a BOM; JSON readers may ignore it, and Zuno does.
+    bom = "\ufeff"
+    (workspace / "a.txt").write_text("hello\n")
+    (workspace / "zuno.json").write_text(bom + json.dumps({"search": {"threads": 1}}), encoding="utf-8")
+    call = [{"name": "read", "arguments": {"path": "a.txt"}}]
+    (workspace / "calls.json").write_text(bom + json.dumps(call), encoding="utf-8")
+    proc = run_zuno("batch", "calls.json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)["results"][0]
+    assert result["outcome"] == "ok" and "hello" in result["text"]
+    proc = run_zuno("steps", "-", "-c", input=bom + json.dumps(call) + "\n" + json.dumps(call) + "\n")
+    assert proc.returncode == 0, proc.stderr
+    assert [json.loads(line)["results"][0]["outcome"] for line in proc.stdout.splitlines()] == ["ok", "ok"]
+
+
 def test_a_batch_that_ran_exits_1_when_an_outcome_was_not_ok(workspace: Path, run_zuno: Any) -> None:
     calls = [
         {"name": "read", "arguments": {"path": "nothing-here"}, "id": "c1"},

@@ -49,8 +49,9 @@ def read_input_bytes(source: str | None, what: str) -> tuple[bytes, str]:
 
 
 def decode_utf8(data: bytes, where: str) -> str:
+    """UTF-8 text; a leading byte order mark (which some editors write) is dropped, as JSON allows."""
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
         raise UsageError(f"{where}: not UTF-8 text (byte {e.start} is not valid UTF-8). Send UTF-8 JSON.") from None
 

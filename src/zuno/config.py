@@ -341,7 +341,7 @@ def read_config_text(path: Path, src: str) -> str:
     except OSError as e:
         raise ConfigError(f"config {src} cannot be read ({e.strerror}). Check its permissions, or remove it.") from None
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix("\ufeff")  # a byte order mark some editors write
     except UnicodeDecodeError as e:
         raise ConfigError(
             f"config {src} is not UTF-8 text (byte {e.start} is not valid UTF-8). Save it as UTF-8 JSON."
