@@ -232,3 +232,21 @@ async def test_length_bounds_are_said_in_plain_words(workspace: Path) -> None:
     assert "argument 'criteria' must have at least 1 item" in texts[1], texts[1]
     for text in texts:
         assert "should" not in text and "String" not in text and "List" not in text, text
+
+
+async def test_a_misnamed_tool_is_answered_with_the_tool_meant(workspace: Path) -> None:
+    names = ["raed", "Bash", "str_replace_editor", "Read", "web_fetch", "zzz"]
+    async with zuno.Runtime(root=workspace) as rt:
+        async with rt.session() as s:
+            result = await s.step([{"name": n, "arguments": {}} for n in names])
+    texts = [r.text for r in result.results]
+    assert all(r.block_kind == "unavailable" for r in result.results), texts
+    meant = ["read", "shell", "apply_patch", "read", "webfetch"]
+    for text, tool in zip(texts, meant, strict=False):
+        assert f"Did you mean '{tool}'? Available: " in text, text
+    assert "Did you mean" not in texts[-1]
+    async with zuno.Runtime(root=workspace, profile="chord") as rt:
+        async with rt.session() as s:
+            result = await s.step([{"name": "webfetch", "arguments": {}}, {"name": "str_replace", "arguments": {}}])
+    assert "Did you mean 'web_fetch'?" in result.results[0].text
+    assert "Did you mean 'edit'?" in result.results[1].text

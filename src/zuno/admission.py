@@ -8,6 +8,7 @@ merges every action's fields into one object, so "known" is said per action, not
 
 from __future__ import annotations
 
+import difflib
 import re
 import typing
 from typing import TYPE_CHECKING, Any
@@ -137,6 +138,51 @@ def describe_validation(tool: Tool, err: ValidationError) -> str:
         else:
             parts.append(f"argument '{loc}' {_english(e['msg'])} (got {json_repr(e.get('input'))})")
     return f"invalid arguments for {tool.name}: " + "; ".join(parts) + ". Correct the call and send it again."
+
+
+# What models trained on other harnesses call Zuno's tools.
+TOOL_ALIASES = {
+    "bash": "shell",
+    "exec_command": "shell",
+    "run_command": "shell",
+    "terminal": "shell",
+    "view": "read",
+    "read_file": "read",
+    "cat": "read",
+    "ls": "read",
+    "list_dir": "read",
+    "write_file": "write",
+    "create_file": "write",
+    "str_replace": "edit",
+    "str_replace_editor": "edit",
+    "str_replace_based_edit_tool": "edit",
+    "multiedit": "edit",
+    "find": "glob",
+    "find_files": "glob",
+    "search": "grep",
+    "rg": "grep",
+    "ripgrep": "grep",
+    "search_files": "grep",
+    "fetch": "webfetch",
+    "web_fetch": "webfetch",
+    "webfetch": "web_fetch",
+}
+
+
+def suggest_tool(name: str, available: list[str]) -> str | None:
+    """The available tool a model most likely meant by ``name``: the same name in another case,
+    another harness's name for it (``bash`` → ``shell``), or a close spelling."""
+    by_fold = {n.casefold(): n for n in available}
+    folded = name.casefold()
+    if folded in by_fold:
+        return by_fold[folded]
+    alias = TOOL_ALIASES.get(folded)
+    if alias in available:
+        return alias
+    if alias == "edit" and "apply_patch" in available:
+        return "apply_patch"
+    close = difflib.get_close_matches(folded, list(by_fold), n=1, cutoff=0.75)
+    return by_fold[close[0]] if close else None
 
 
 def sentence(message: str) -> str:

@@ -15,7 +15,15 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from zuno.admission import as_text, describe_validation, lone_surrogate, measure_call, plain_call, sentence
+from zuno.admission import (
+    as_text,
+    describe_validation,
+    lone_surrogate,
+    measure_call,
+    plain_call,
+    sentence,
+    suggest_tool,
+)
 from zuno.config import Config, json_type_name
 from zuno.declarations import STRICT, BlockKind, Declarations
 from zuno.hooks import applies, run_hook
@@ -132,6 +140,9 @@ class Admission:
                 if why
                 else f"tool {name!r} is not available in profile {self.surface.profile!r}."
             )
+            meant = suggest_tool(name, self.surface.names()) if isinstance(name, str) else None
+            if meant is not None and meant != name:
+                msg += f" Did you mean {meant!r}?"
             msg += " Available: " + ", ".join(self.surface.names()) + "."
             return refuse(BlockKind.unavailable, msg)
         # 2. validate
