@@ -357,3 +357,31 @@ def test_a_failed_provider_request_reaches_the_user_without_the_key(workspace: P
     assert out["stop_reason"] == "provider_error" and "auth" in out["detail"] and "[redacted]" in out["detail"]
     db = (workspace / ".zuno" / "zuno.db").read_bytes()
     assert SECRET.encode() not in db
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_an_html_error_page_is_shown_as_its_text(workspace: Path, raw: list[RawServer], api: str) -> None:
+    page = (
+        "<!DOCTYPE html><html><head><title>Attention Required! | Gateway</title><style>"
+        + "body{margin:0}" * 100
+        + "</style></head><body><h1>Sorry, you have been blocked</h1><script>var x = 1;</script>"
+        "<p>Ray &amp; ID 42</p></body></html>"
+    ).encode()
+    server = RawServer((403, "text/html", page))
+    raw.append(server)
+    write_config(workspace, provider_for(server.base(api), api))
+    p = zuno_cli(workspace, "run", "hello", "--json")
+    assert p.returncode == 1
+    detail = json.loads(p.stdout)["detail"]
+    shown = "(an HTML page) Attention Required! | Gateway: Sorry, you have been blocked Ray & ID 42"
+    assert f"auth — HTTP 403: {shown}" in detail
+    assert "<" not in detail and "margin" not in detail
+
+
+def test_resume_of_an_unknown_session_gives_advice_that_fits_resume(workspace: Path, fake: FakeProvider) -> None:
+    write_config(workspace, provider_for(fake.base_url))
+    assert zuno_cli(workspace, "call", "read", '{"path": "zuno.json"}').returncode == 0
+    p = zuno_cli(workspace, "resume", "ses_0000000000000001")
+    line = one_clear_line(p)
+    assert p.returncode == 2 and "no session 'ses_0000000000000001'" in line
+    assert "--session" not in line and 'start a new one with zuno run "…"' in line

@@ -166,7 +166,14 @@ def _run_agent(
     try:
         try:
             sid = rt.resolve_session(session, continue_latest=continue_latest)
-        except (InvalidSessionId, SessionNotFound) as e:
+        except SessionNotFound as e:
+            if getattr(args, "session_id", None) is not None:  # zuno resume ID: it has no --session
+                raise UsageError(
+                    f"no session {session!r} in {rt.db_path}. Run 'zuno sessions' to list them, "
+                    'or start a new one with zuno run "…".'
+                ) from None
+            raise UsageError(str(e)) from None
+        except InvalidSessionId as e:
             raise UsageError(str(e)) from None
         if args.model is None and getattr(rt.config, "model", None) in (None, ""):
             raise UsageError(NO_MODEL_HELP)
