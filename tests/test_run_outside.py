@@ -385,3 +385,46 @@ def test_resume_of_an_unknown_session_gives_advice_that_fits_resume(workspace: P
     line = one_clear_line(p)
     assert p.returncode == 2 and "no session 'ses_0000000000000001'" in line
     assert "--session" not in line and 'start a new one with zuno run "…"' in line
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_calls_with_a_repeated_id_each_keep_their_own_result(workspace: Path, fake: FakeProvider, api: str) -> None:
+    fake.script(
+        Reply(calls=[Call("read", '{"path": "zuno.json"}', id="dup"), Call("glob", '{"pattern": "*.json"}', id="dup")]),
+        Reply("ok"),
+    )
+    write_config(workspace, provider_for(fake_base(fake, api), api))
+    p = zuno_cli(workspace, "run", "hi", "--json")
+    assert p.returncode == 0, p.stderr
+    err = p.stderr.decode()
+    assert "✓ read zuno.json" in err and "✓ glob *.json" in err
+    body = fake.requests[1].body
+    if api == "openai-chat":
+        sent_calls = [c["id"] for m in body["messages"] if m.get("tool_calls") for c in m["tool_calls"]]
+        results = [(m["tool_call_id"], m["content"]) for m in body["messages"] if m["role"] == "tool"]
+    elif api == "anthropic":
+        blocks = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]]
+        sent_calls = [b["id"] for b in blocks if b["type"] == "tool_use"]
+        results = [(b["tool_use_id"], json.dumps(b["content"])) for b in blocks if b["type"] == "tool_result"]
+    else:
+        sent_calls = [i["call_id"] for i in body["input"] if i.get("type") == "function_call"]
+        results = [(i["call_id"], i["output"]) for i in body["input"] if i.get("type") == "function_call_output"]
+    assert sent_calls == ["dup", "dup_2"]
+    assert [r[0] for r in results] == sent_calls
+    assert "fake/m1" in results[0][1] and "zuno.json" in results[1][1] and "fake/m1" not in results[1][1]
+    session = json.loads(p.stdout)["session"]
+    shown = zuno_cli(workspace, "show", session, "--json")
+    assert shown.returncode == 0 and "dup_2" in shown.stdout.decode()
+
+
+def test_empty_and_repeated_call_ids_are_made_distinct() -> None:
+    from zuno.agent.call_ids import unique_call_ids
+    from zuno.agent.types import AssistantMessage, Finished, ToolCall, Usage
+
+    def fin(*ids: str) -> Finished:
+        return Finished(AssistantMessage("", tuple(ToolCall(i, "read", "{}") for i in ids)), Usage(), "tool_calls")
+
+    same = fin("a", "b")
+    assert unique_call_ids(same) is same
+    assert [c.id for c in unique_call_ids(fin("", "", "x")).message.tool_calls] == ["call_1", "call_2", "x"]
+    assert [c.id for c in unique_call_ids(fin("a", "a", "a_2")).message.tool_calls] == ["a", "a_3", "a_2"]

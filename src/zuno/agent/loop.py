@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from zuno import limits
+from zuno.agent.call_ids import unique_call_ids
 from zuno.agent.compaction import Compactor, Estimator
 from zuno.agent.context import build_system
 from zuno.agent.events import (
@@ -382,6 +383,7 @@ class AgentLoop:
         finally:
             timer.cancel()
             self._stream_task = None
+        fin = unique_call_ids(fin)  # before anything records or pairs the calls
         self.last_request_id = req_id
         # A response whose calls are all read-only is committed with their results, one commit
         # less per step: nothing it asks for can have an effect before that commit.
