@@ -133,6 +133,12 @@ class Admission:
 
         # 1. resolve
         tool = self.surface.tools.get(name)
+        if tool is not None and name in st.hidden:
+            offered = [n for n in self.surface.names() if n not in st.hidden]
+            return refuse(
+                BlockKind.unavailable,
+                f"tool {name!r} is not offered now: {st.hidden[name]}. Available: " + ", ".join(offered) + ".",
+            )
         if tool is None:
             why = self.surface.disabled.get(name)
             msg = (

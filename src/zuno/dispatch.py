@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from zuno.admission import sentence
@@ -79,10 +80,14 @@ class Dispatcher:
     # -- the step -------------------------------------------------------------------------------
 
     async def step(
-        self, calls: list[Any], notices: list[dict[str, Any]] | None = None, also: StepWrites | None = None
+        self,
+        calls: list[Any],
+        notices: list[dict[str, Any]] | None = None,
+        also: StepWrites | None = None,
+        hidden: Mapping[str, str] | None = None,
     ) -> StepResult:
         n = self.store.begin_step(self.session_id, {"calls": len(calls)})
-        st = StepState(n)
+        st = StepState(n, hidden=dict(hidden or {}))
         self._steps.add(st)
         try:
             return await self._step(st, calls, notices, also)

@@ -366,13 +366,16 @@ class Session:
             tools = [t for t in tools if t.name not in rt.deferred or t.name in shown]
         return tools
 
-    async def step(self, calls: list[Any], *, also: StepWrites | None = None) -> StepResult:
+    async def step(
+        self, calls: list[Any], *, also: StepWrites | None = None, hidden: Mapping[str, str] | None = None
+    ) -> StepResult:
         """Run one step. ``also``: the caller's own durable writes that belong with the results,
-        committed with the step's last settlement (see ``StepWrites``)."""
+        committed with the step's last settlement (see ``StepWrites``). ``hidden``: tools of the
+        surface the caller did not offer (name → why); a call to one is blocked as unavailable."""
         if self._dispatcher is None:
             await self.open()
         assert self._dispatcher is not None
-        return await self._dispatcher.step(calls, also=also)
+        return await self._dispatcher.step(calls, also=also, hidden=hidden)
 
     def cancel(self) -> None:
         """Cancel the step in progress; it returns settled results for every call."""

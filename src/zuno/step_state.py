@@ -26,6 +26,9 @@ class StepState:
     ended: bool = False
     outer_cancelled: bool = False
     asking: asyncio.Task[bool | None] | None = None  # an approval question waiting for its answer
+    # Tools of the surface that the caller did not offer for this step (an agent in Plan mode, a
+    # model that takes no images), each with why: a call to one is refused as unavailable.
+    hidden: dict[str, str] = field(default_factory=dict)
 
     def cancel(self) -> None:
         self.cancel_requested = True

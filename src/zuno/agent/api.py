@@ -35,6 +35,26 @@ class NoProvider(Exception):
     """No model is configured, or its provider cannot be built: the message names what to set."""
 
 
+class NothingToResume(ValueError):
+    """A run without a prompt of a session that has no agent conversation (a new one, or one made
+    by ``zuno call``, ``zuno batch`` or the MCP server): there is nothing to continue."""
+
+
+def nothing_to_resume(runtime: Runtime, session_id: str | None) -> NothingToResume | None:
+    """The NothingToResume for continuing ``session_id`` without a prompt when it has no agent
+    conversation yet; None when it has one."""
+    if session_id is not None and runtime.store.query(
+        "SELECT 1 FROM agent_items WHERE session_id = ? LIMIT 1", (session_id,)
+    ):
+        return None
+    which = f"session {session_id}" if session_id else "a new session"
+    resume = f"zuno resume {session_id} \"…\"" if session_id else 'zuno run "…"'
+    return NothingToResume(
+        f"{which} has no agent conversation to continue (a session made by zuno call, zuno batch or the "
+        f"MCP server has none): give a prompt, e.g. {resume}."
+    )
+
+
 def build_provider_for(
     runtime: Runtime, model: str | None, *, background: bool = False, on_loaded: Callable[[], None] | None = None
 ) -> Provider:
@@ -159,7 +179,12 @@ class Agent:
     async def run(
         self, prompt: str | None = None, *, on_event: Callable[[AgentEvent], None] | None = None
     ) -> RunResult:
-        """Run the session until it stops. ``prompt`` None continues it where it stopped (a resume)."""
+        """Run the session until it stops. ``prompt`` None continues it where it stopped (a resume);
+        NothingToResume when the session has no agent conversation to continue."""
+        if prompt is None:
+            err = nothing_to_resume(self.runtime, self.session.id if self.session else self._session_id)
+            if err is not None:
+                raise err
         await self.open()
         assert self.loop is not None and self.session is not None
         if on_event is not None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from zuno import limits
+from zuno.agent.call_ids import unique_call_ids
 from zuno.agent.compaction import Compactor, Estimator
 from zuno.agent.context import build_system
 from zuno.agent.events import (
@@ -124,6 +125,7 @@ class AgentLoop:
         self._specs: dict[tuple[str, int], ToolSpec] = {}
         self._visible: tuple[tuple[object, ...], list[Tool], tuple[tuple[ToolSpec, ...], tuple[HostedTool, ...]]] | None
         self._visible = None
+        self._hidden: dict[str, str] = {}
         self.estimate = Estimator()
 
     # -- control --------------------------------------------------------------------------------
@@ -154,12 +156,17 @@ class AgentLoop:
         memo = self._visible
         if memo is not None and memo[0] == key and all(a is b for a, b in zip(memo[1], tools, strict=True)):
             return memo[2]
-        shown = self._visible_of(mode, tools)
+        shown, self._hidden = self._visible_of(mode, tools)
         self._visible = (key, tools, shown)
         return shown
 
-    def _visible_of(self, mode: Mode, tools: list[Tool]) -> tuple[tuple[ToolSpec, ...], tuple[HostedTool, ...]]:
+    def _visible_of(
+        self, mode: Mode, tools: list[Tool]
+    ) -> tuple[tuple[tuple[ToolSpec, ...], tuple[HostedTool, ...]], dict[str, str]]:
+        """The specs and hosted tools offered in ``mode``, and the tools held back from the model
+        (name → why): a call naming one of those is refused by admission, never run."""
         hosted: list[HostedTool] = []
+        hidden: dict[str, str] = {}
         compat = self.config.compat
         if "web_search" in compat.hosted_tools and "web_search" in self.provider.hosted_tools_supported:
             hosted.append(
@@ -169,13 +176,20 @@ class AgentLoop:
                     tuple(compat.web_search.blocked_domains),
                 )
             )
+            if any(t.name == "web_search" for t in tools):
+                hidden["web_search"] = "web search is the provider's hosted tool here"
             tools = [t for t in tools if t.name != "web_search"]
         if not self.provider.accepts_images:
+            if any(t.name == "view_image" for t in tools):
+                hidden["view_image"] = "the active model does not accept images"
             tools = [t for t in tools if t.name != "view_image"]
         if mode == "plan":
+            for t in tools:
+                if t.name not in PLAN_MODE_TOOLS and not _read_only(t):
+                    hidden[t.name] = "Plan mode offers only read-only and planning tools (switch to Work mode)"
             tools = [t for t in tools if t.name in PLAN_MODE_TOOLS or _read_only(t)]
         specs = tuple(self._spec(t) for t in tools)
-        return specs, tuple(hosted)
+        return (specs, tuple(hosted)), hidden
 
     def _spec(self, tool: Tool) -> ToolSpec:
         """A tool's exported spec, made once per tool object (its schema does not change)."""
@@ -369,6 +383,7 @@ class AgentLoop:
         finally:
             timer.cancel()
             self._stream_task = None
+        fin = unique_call_ids(fin)  # before anything records or pairs the calls
         self.last_request_id = req_id
         # A response whose calls are all read-only is committed with their results, one commit
         # less per step: nothing it asks for can have an effect before that commit.
@@ -416,7 +431,7 @@ class AgentLoop:
         # The result items (and the writes waiting for them) ride in the step's own last commit.
         also = self.transcript.results_with_step(turn.n, lambda records: self._result_rows(calls, records))
         try:
-            result = await self.session.step(raw, also=also)
+            result = await self.session.step(raw, also=also, hidden=self._hidden)
         finally:
             timer.cancel()
             self._in_step = False

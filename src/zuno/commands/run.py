@@ -80,6 +80,33 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one final JSON object")
 
 
+def _checked_prompt(prompt: str, where: str) -> str:
+    """The prompt as given, or a UsageError (nothing run) when it is blank or not UTF-8 (an
+    argument or a pipe holding bytes that are not text reach Python as lone surrogates)."""
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise UsageError(
+            f"the prompt {where} is not UTF-8 text (an undecodable byte at character {e.start}): "
+            "give the prompt as UTF-8."
+        ) from None
+    if not prompt.strip():
+        raise UsageError(f"the prompt {where} is empty: give a prompt.")
+    return prompt
+
+
+def _stdin_prompt() -> str:
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(
+            f"the prompt on standard input is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}): "
+            "give the prompt as UTF-8."
+        ) from None
+    return _checked_prompt(text, "on standard input")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     prompt = args.prompt
     interactive = False
@@ -89,14 +116,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             if not interactive:
                 raise UsageError("--json needs a prompt: give it as an argument or on standard input.")
         else:
-            prompt = sys.stdin.read()
-            if not prompt.strip():
-                raise UsageError("the prompt on standard input is empty: give a prompt.")
+            prompt = _stdin_prompt()
+    else:
+        prompt = _checked_prompt(prompt, "given as an argument")
     return _main(args, args.session, args.continue_latest, prompt, interactive)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    return _main(args, args.session_id, False, args.prompt, False, starts=False)
+    prompt = args.prompt if args.prompt is None else _checked_prompt(args.prompt, "given as an argument")
+    return _main(args, args.session_id, False, prompt, False, starts=False)
 
 
 def _main(
@@ -141,10 +169,19 @@ def _run_agent(
     try:
         try:
             sid = resolve_or_start(rt, session, continue_latest) if starts else rt.resolve_session(session)
-        except (InvalidSessionId, SessionNotFound) as e:
+        except SessionNotFound as e:
+            if not starts:  # zuno resume ID: it has no --session
+                raise UsageError(f'{e} Or start a new one with zuno run "…".') from None
+            raise UsageError(str(e)) from None
+        except InvalidSessionId as e:
             raise UsageError(str(e)) from None
         if args.model is None and getattr(rt.config, "model", None) in (None, ""):
             raise UsageError(NO_MODEL_HELP)
+        if prompt is None and not interactive:
+            from zuno.agent.api import nothing_to_resume
+
+            if (err := nothing_to_resume(rt, sid)) is not None:
+                raise UsageError(str(err))
         # The SDK loads in a thread (the prompt shows meanwhile; the first request waits for it),
         # and the collector is settled when it is loaded.
         agent = Agent(

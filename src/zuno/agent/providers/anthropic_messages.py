@@ -15,7 +15,7 @@ from zuno.agent.providers import wire_json
 from zuno.agent.providers.base import HOSTED_TOOLS, ProviderSettings, StreamingProvider
 from zuno.agent.providers.retry import RetryPolicy, StreamFailure
 from zuno.agent.providers.schema_export import anthropic_tools
-from zuno.agent.providers.sse import sse_events
+from zuno.agent.providers.sse import api_events, event_json
 from zuno.agent.types import (
     AssistantMessage,
     Finished,
@@ -133,7 +133,7 @@ class AnthropicProvider(StreamingProvider):
         the faster SSE reader; the response is closed in any case."""
         response = stream.response
         try:
-            async for event, data in sse_events(response):
+            async for event, data in api_events(response):
                 if event is None or event == "ping":
                     continue
                 if event == "error":
@@ -145,7 +145,7 @@ class AnthropicProvider(StreamingProvider):
                         message = data or f"Error code: {response.status_code}"
                     raise self._client._make_status_error(message, body=body, response=response)
                 if data:
-                    yield json.loads(data)
+                    yield event_json(data)
         finally:
             await response.aclose()
 

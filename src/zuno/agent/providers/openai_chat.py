@@ -4,7 +4,6 @@ through the official ``openai`` SDK, streaming always."""
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -14,9 +13,9 @@ from openai.types.chat import ChatCompletion
 
 from zuno.agent.providers import wire_json
 from zuno.agent.providers.base import HOSTED_TOOLS, ProviderSettings, StreamingProvider
-from zuno.agent.providers.retry import RetryPolicy
+from zuno.agent.providers.retry import RetryPolicy, StreamFailure
 from zuno.agent.providers.schema_export import chat_tools
-from zuno.agent.providers.sse import sse_events
+from zuno.agent.providers.sse import api_events, event_json
 from zuno.agent.types import (
     AssistantMessage,
     Finished,
@@ -57,20 +56,26 @@ def openai_client(settings: ProviderSettings) -> openai.AsyncOpenAI:
     )
 
 
+# What ``openai_events`` yields for the ``[DONE]`` that ends a Chat Completions stream.
+DONE = "[DONE]"
+
+
 async def openai_events(stream: openai.AsyncStream[object]) -> AsyncIterator[Any]:
     """The JSON objects of an OpenAI stream, as the SDK's stream yields them (an object carrying
-    ``error`` raises the SDK's APIError, ``[DONE]`` ends it), read with the faster SSE reader.
+    ``error`` raises the SDK's APIError, ``[DONE]`` ends it and is yielded as ``DONE``), read
+    with the faster SSE reader.
     The body is read to its end (connection reuse), and the response is closed in any case."""
     response = stream.response
     try:
         done = False
-        async for _event, data in sse_events(response):
+        async for _event, data in api_events(response):
             if done:
                 continue
             if data.startswith("[DONE]"):
                 done = True
+                yield DONE
                 continue
-            obj = json.loads(data)
+            obj = event_json(data)
             if isinstance(obj, dict) and obj.get("error"):
                 error = obj["error"]
                 message = error.get("message") if isinstance(error, dict) else None
@@ -224,9 +229,11 @@ class OpenAIChatProvider(StreamingProvider):
         calls: dict[int, _Building] = {}
         usage = Usage()
         finish: str | None = None
+        completed = False
         async with contextlib.aclosing(openai_events(stream)) as chunks:
             async for chunk in chunks:
                 if not isinstance(chunk, dict):
+                    completed = completed or chunk is DONE
                     continue
                 u = chunk.get("usage")
                 if isinstance(u, dict):
@@ -261,6 +268,10 @@ class OpenAIChatProvider(StreamingProvider):
                             yield ToolCallStarted(b.id, b.name)
                     if choice.get("finish_reason"):
                         finish = choice["finish_reason"]
+        if finish is None and not completed:
+            # Neither a finish_reason nor [DONE]: the answer broke off (a transient failure, as a
+            # Responses or Messages stream without its final event), never a complete final.
+            raise StreamFailure("connection", "the stream ended before a finish_reason or [DONE]")
         tool_calls = tuple(
             ToolCall(b.id or f"call_{i}", b.name, b.arguments or "{}") for i, b in sorted(calls.items())
         )

@@ -4,6 +4,7 @@ to set."""
 from __future__ import annotations
 
 import os
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -75,6 +76,8 @@ def resolve_settings(
         raise ConfigError(
             f"config key provider.{pid}.options.baseURL is not set: name the server, e.g. \"http://127.0.0.1:8080/v1\"."
         )
+    if base_url is not None:
+        check_base_url(pid, base_url)
     key = pconf.options.apiKey.get_secret_value() if pconf.options.apiKey is not None else None
     if key is None and builtin is not None:
         key = env.get(builtin.key_env) or None
@@ -86,6 +89,13 @@ def resolve_settings(
     mconf = pconf.models.get(name)
     context = (mconf.context if mconf else None) or (builtin.context_tokens if builtin else GENERIC_CONTEXT_TOKENS)
     output = (mconf.output if mconf else None) or (builtin.output_tokens if builtin else GENERIC_OUTPUT_TOKENS)
+    if output >= context:
+        given = "" if mconf is not None and mconf.output else " (the default)"
+        raise ConfigError(
+            f"config key provider.{pid}.models.{name}: output = {output}{given} is not below context = {context}: "
+            "the answer's budget must leave room for the request. "
+            f"Set output below context (e.g. {max(1, context // 4)}) or raise context."
+        )
     images = mconf.images if mconf is not None and mconf.images is not None else bool(builtin and builtin.images)
     reasoning = mconf.reasoning if mconf is not None and mconf.reasoning is not None else bool(
         api == "openai-responses" and pid == "openai" and REASONING_MODEL.match(name)
@@ -105,6 +115,34 @@ def resolve_settings(
         read_timeout_s=opts.timeout / 1000,
         max_attempts=opts.maxRetries + 1,
     )
+
+
+# Paths the SDKs add to the base URL themselves: a base URL that already ends with one is the
+# address of an endpoint, not of the API.
+ENDPOINT_PATHS = ("/chat/completions", "/responses", "/messages")
+
+
+def check_base_url(pid: str, base_url: str) -> None:
+    """A ConfigError when ``base_url`` is not an http(s) URL with a host, or ends with an
+    endpoint's path. The value is never quoted: it may have been read from the environment."""
+    key = f"config key provider.{pid}.options.baseURL"
+    example = '"http://127.0.0.1:8080/v1"'
+    try:
+        parts = urllib.parse.urlsplit(base_url.strip())
+        host = parts.hostname
+    except ValueError:
+        raise ConfigError(f"{key} is not a URL: give the server's address, e.g. {example}.") from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ConfigError(f"{key} must start with http:// or https://, e.g. {example}.")
+    if not host:
+        raise ConfigError(f"{key} names no host: give the server's address, e.g. {example}.")
+    path = parts.path.rstrip("/")
+    for endpoint in ENDPOINT_PATHS:
+        if path.endswith(endpoint):
+            raise ConfigError(
+                f"{key} ends with the endpoint path {endpoint}, which the SDK adds itself: "
+                f"drop it (the API's address, e.g. {example})."
+            )
 
 
 def provider_from_settings(

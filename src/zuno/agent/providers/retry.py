@@ -9,7 +9,9 @@ attempt is timed on its own and appended to ``RequestOutcome.attempts``.
 from __future__ import annotations
 
 import email.utils
+import html
 import random
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -133,8 +135,27 @@ def _error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
 
             return text("type"), text("message"), text("code")
     if isinstance(body, str):
-        return None, body, None
+        return None, readable_page(body), None
     return None, None, None
+
+
+_TAG = re.compile(r"<[^>]*>")
+_HIDDEN = re.compile(r"<(script|style|head)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+_TITLE = re.compile(r"<title\b[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
+
+
+def readable_page(body: str) -> str:
+    """An error body as a person reads it: an HTML page (a proxy's or a gateway's) becomes its
+    title and visible text, whitespace collapsed; any other text is kept as it is."""
+    head = body.lstrip()[:200].lower()
+    if not (head.startswith("<!doctype html") or head.startswith("<html") or "<body" in head or "<head" in head):
+        return body
+    title = _TITLE.search(body)
+    text = " ".join(html.unescape(_TAG.sub(" ", _HIDDEN.sub(" ", body))).split())
+    shown = " ".join(html.unescape(title.group(1)).split()) if title else ""
+    if shown and not text.startswith(shown):
+        text = f"{shown}: {text}" if text else shown
+    return f"(an HTML page) {text or shown}".rstrip()
 
 
 # Failures that look transient by status but are not: an exhausted quota, and a request too

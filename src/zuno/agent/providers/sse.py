@@ -12,8 +12,14 @@ fields other than ``event`` and ``data`` are not used by these APIs and are skip
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import Any, Protocol
+
+from zuno.agent.providers.retry import StreamFailure
+
+# How much of an event's unreadable data a protocol error quotes.
+QUOTE_CHARS = 80
 
 
 class _Body(Protocol):
@@ -58,3 +64,35 @@ async def sse_events(response: _Body) -> AsyncIterator[tuple[str | None, str]]:
             ev = _event(block)
             if ev is not None:
                 yield ev
+
+
+async def api_events(response: Any) -> AsyncIterator[tuple[str | None, str]]:
+    """``sse_events`` of a provider's streamed answer, failing with a ``protocol`` StreamFailure
+    (not retried) when the body is not an event stream at all (a JSON object or an HTML page
+    answered with 200: a base URL that names something else) or is not UTF-8."""
+    seen = False
+    try:
+        async for ev in sse_events(response):
+            seen = True
+            yield ev
+    except UnicodeDecodeError:
+        raise StreamFailure("protocol", "the server sent an event that is not UTF-8") from None
+    if not seen:
+        headers = getattr(response, "headers", None)
+        ctype = (headers.get("content-type") if headers is not None else None) or "no content type"
+        status = getattr(response, "status_code", 200)
+        raise StreamFailure(
+            "protocol",
+            f"the server answered HTTP {status} with {ctype.split(';')[0]}, not an event stream: "
+            "check that options.baseURL is the address of the API itself",
+        )
+
+
+def event_json(data: str) -> Any:
+    """An event's data as JSON, or a ``protocol`` StreamFailure quoting its start."""
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise StreamFailure(
+            "protocol", f"the server sent an event whose data is not JSON: {data[:QUOTE_CHARS]!r}"
+        ) from None

@@ -1,0 +1,430 @@
+"""``zuno run`` and the agent API tried from outside, the way a user breaks them: config mistakes,
+servers that answer with something other than an event stream or end one early, a model calling a
+tool the mode does not offer, prompts that are blank or not UTF-8, and resuming a session that has
+no agent conversation. Each case is a defect found by outside testing (issue 13)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import zuno
+
+from conftest import zuno_env
+from fake_provider import Call, Fail, FakeProvider, Reply
+
+APIS = ["openai-chat", "openai-responses", "anthropic"]
+SECRET = "sk-outside-DO-NOT-LEAK-41c2"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeProvider]:
+    with FakeProvider() as f:
+        yield f
+
+
+def write_config(root: Path, provider: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
+    cfg: dict[str, Any] = {"model": "fake/m1", "provider": {"fake": provider}}
+    cfg.update(extra or {})
+    (root / "zuno.json").write_text(json.dumps(cfg))
+
+
+def provider_for(base_url: str, api: str = "openai-chat", **options: Any) -> dict[str, Any]:
+    return {
+        "api": api,
+        "options": {"baseURL": base_url, "apiKey": "{env:FAKE_KEY}", **options},
+        "models": {"m1": {"context": 65536, "output": 2048}},
+    }
+
+
+def fake_base(fake: FakeProvider, api: str) -> str:
+    return fake.root_url if api == "anthropic" else fake.base_url
+
+
+def zuno_cli(root: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "zuno", *args, "--root", str(root)],
+        input=stdin if stdin is not None else b"",
+        capture_output=True,
+        env=zuno_env({"FAKE_KEY": SECRET, "NO_COLOR": "1"}),
+        timeout=90,
+    )
+
+
+def one_clear_line(p: subprocess.CompletedProcess[bytes]) -> str:
+    err = p.stderr.decode()
+    assert "Traceback" not in err and SECRET not in err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+# -- a server that answers whatever bytes it is given ---------------------------------------------
+
+
+class RawServer:
+    """A loopback HTTP server answering each POST with the next scripted (status, content type,
+    body), complete and well framed (Content-Length): what a proxy, a web UI or a broken
+    compatible server really sends."""
+
+    def __init__(self, *answers: tuple[int, str, bytes]) -> None:
+        self.answers = list(answers)
+        self.paths: list[str] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                outer.paths.append(self.path)
+                exhausted = (500, "application/json", b'{"error": {"message": "no more"}}')
+                status, ctype, body = outer.answers.pop(0) if outer.answers else exhausted
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def base(self, api: str) -> str:
+        root = f"http://127.0.0.1:{self.server.server_address[1]}"
+        return root if api == "anthropic" else root + "/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def raw() -> Iterator[list[RawServer]]:
+    made: list[RawServer] = []
+    yield made
+    for s in made:
+        s.close()
+
+
+def chat_chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    obj = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m1",
+           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+# -- config mistakes: one line naming the key, exit 2, nothing written ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("base_url", "words"),
+    [
+        ("127.0.0.1:8080/v1", "must start with http:// or https://"),
+        ("localhost:8080/v1", "must start with http:// or https://"),
+        ("http:///v1", "names no host"),
+        ("http://127.0.0.1:8080/v1/chat/completions", "ends with the endpoint path /chat/completions"),
+    ],
+)
+def test_a_bad_base_url_is_a_config_error_and_nothing_is_sent(workspace: Path, base_url: str, words: str) -> None:
+    write_config(workspace, provider_for(base_url))
+    p = zuno_cli(workspace, "run", "hello")
+    line = one_clear_line(p)
+    assert p.returncode == 2
+    assert "provider.fake.options.baseURL" in line and words in line
+    assert not (workspace / ".zuno").exists()
+
+
+def test_a_base_url_from_the_environment_is_not_quoted(workspace: Path) -> None:
+    prov = provider_for("{env:ODD_BASE}")
+    write_config(workspace, prov)
+    p = subprocess.run(
+        [sys.executable, "-m", "zuno", "run", "hello", "--root", str(workspace)],
+        input=b"", capture_output=True, timeout=60,
+        env=zuno_env({"FAKE_KEY": SECRET, "ODD_BASE": "secrethost.internal:9/v1"}),
+    )
+    line = one_clear_line(p)
+    assert p.returncode == 2 and "baseURL" in line and "secrethost" not in line
+
+
+@pytest.mark.parametrize(
+    ("model", "words"),
+    [({"context": 1000, "output": 2048}, "output = 2048 is not below context = 1000"),
+     ({"context": 4096}, "output = 8192 (the default) is not below context = 4096")],
+)
+def test_a_model_whose_output_does_not_fit_its_context_is_a_config_error(
+    workspace: Path, model: dict[str, int], words: str
+) -> None:
+    prov = provider_for("http://127.0.0.1:9/v1")
+    prov["models"] = {"m1": model}
+    write_config(workspace, prov)
+    p = zuno_cli(workspace, "run", "hello")
+    line = one_clear_line(p)
+    assert p.returncode == 2
+    assert "provider.fake.models.m1" in line and words in line
+    assert not (workspace / ".zuno").exists()
+
+
+# -- a server that does not answer with a (complete, readable) event stream -----------------------
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize(
+    ("ctype", "body"),
+    [("application/json", b'{"hello": "world"}'), ("text/html", b"<html><body>Sign in</body></html>\n\n<p>x</p>")],
+)
+def test_a_200_that_is_not_an_event_stream_fails_at_once_naming_the_base_url(
+    workspace: Path, raw: list[RawServer], api: str, ctype: str, body: bytes
+) -> None:
+    server = RawServer((200, ctype, body))
+    raw.append(server)
+    write_config(workspace, provider_for(server.base(api), api))
+    p = zuno_cli(workspace, "run", "hello", "--json")
+    assert p.returncode == 1, p.stderr
+    out = json.loads(p.stdout)
+    assert out["stop_reason"] == "provider_error"
+    assert "protocol" in out["detail"] and f"HTTP 200 with {ctype}, not an event stream" in out["detail"]
+    assert "options.baseURL" in out["detail"] and out["final_text"] == ""
+    assert len(server.paths) == 1  # not retried: asking again gets the same page
+    shown = zuno_cli(workspace, "show", out["session"])
+    assert shown.returncode == 0 and b"not an event stream" in shown.stdout
+
+
+def test_a_chat_stream_that_ends_without_its_finish_is_not_a_final(workspace: Path, raw: list[RawServer]) -> None:
+    cut = chat_chunk({"role": "assistant", "content": "Hal"})  # no finish_reason, no [DONE]
+    whole = chat_chunk({"role": "assistant", "content": "Hello"}) + chat_chunk({}, "stop") + b"data: [DONE]\n\n"
+    server = RawServer((200, "text/event-stream", cut), (200, "text/event-stream", whole))
+    raw.append(server)
+    write_config(workspace, provider_for(server.base("openai-chat"), "openai-chat", maxRetries=1))
+    p = zuno_cli(workspace, "run", "hello", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["stop_reason"] == "final" and out["final_text"] == "Hello"
+    assert len(server.paths) == 2  # the broken-off answer was asked again
+    assert b"broke off (connection)" in p.stderr
+
+
+def test_a_chat_stream_ended_by_done_alone_is_complete(workspace: Path, raw: list[RawServer]) -> None:
+    body = chat_chunk({"role": "assistant", "content": "Hi"}) + b"data: [DONE]\n\n"
+    server = RawServer((200, "text/event-stream", body))
+    raw.append(server)
+    write_config(workspace, provider_for(server.base("openai-chat")))
+    p = zuno_cli(workspace, "run", "hello", "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["final_text"] == "Hi"
+
+
+@pytest.mark.parametrize(
+    ("api", "body", "words"),
+    [
+        ("openai-chat", b"data: {not json\n\n", "an event whose data is not JSON: '{not json'"),
+        ("anthropic", b"event: message_start\ndata: {oops\n\n", "an event whose data is not JSON: '{oops'"),
+        ("openai-chat", b'data: "\xff\xfe"\n\n', "an event that is not UTF-8"),
+    ],
+)
+def test_an_unreadable_event_is_a_protocol_error_not_an_internal_one(
+    workspace: Path, raw: list[RawServer], api: str, body: bytes, words: str
+) -> None:
+    server = RawServer((200, "text/event-stream", body))
+    raw.append(server)
+    write_config(workspace, provider_for(server.base(api), api))
+    p = zuno_cli(workspace, "run", "hello", "--json")
+    assert p.returncode == 1
+    detail = json.loads(p.stdout)["detail"]
+    assert "protocol" in detail and words in detail
+    assert "JSONDecodeError" not in detail and "UnicodeDecodeError" not in detail
+
+
+# -- a tool the mode does not offer ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_plan_mode_refuses_a_write_the_model_was_not_offered(workspace: Path, fake: FakeProvider, api: str) -> None:
+    fake.script(
+        Reply(calls=[Call("write", json.dumps({"path": "made.txt", "content": "x"})),
+                     Call("read", '{"path": "zuno.json"}')]),
+        Reply("ok"),
+    )
+    write_config(workspace, provider_for(fake_base(fake, api), api))
+    p = zuno_cli(workspace, "run", "look around", "--mode", "plan", "--json")
+    assert p.returncode == 0, p.stderr
+    assert not (workspace / "made.txt").exists()
+    offered = {t.get("name") or t.get("function", {}).get("name") for t in fake.requests[0].body.get("tools", [])}
+    assert "write" not in offered and "read" in offered
+    assert "⊘ write made.txt (blocked: unavailable)" in p.stderr.decode()
+    sent = json.dumps(fake.requests[1].body)
+    assert "tool 'write' is not offered now: Plan mode offers only read-only and planning tools" in sent
+    out = json.loads(p.stdout)
+    shown = json.loads(zuno_cli(workspace, "show", out["session"], "--json").stdout)
+    assert "not offered now" in json.dumps(shown)
+
+
+def test_view_image_is_refused_when_the_model_takes_no_images(workspace: Path, fake: FakeProvider) -> None:
+    (workspace / "pic.png").write_bytes(
+        bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                      "1f15c4890000000d49444154789c6360000002000100e221bc330000000049454e44ae426082")
+    )
+    fake.script(Reply(calls=[Call("view_image", '{"path": "pic.png"}')]), Reply("ok"))
+    # chord's surface has view_image; images not set: the model takes none, so it is not offered
+    write_config(workspace, provider_for(fake.base_url), {"profile": "chord"})
+    p = zuno_cli(workspace, "run", "look", "--json")
+    assert p.returncode == 0, p.stderr
+    sent = json.dumps(fake.requests[1].body)
+    assert "tool 'view_image' is not offered now: the active model does not accept images" in sent
+    assert "image_url" not in sent
+
+
+# -- prompts ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "words"),
+    [
+        ((), b"fix \xff\xfe this\n", "the prompt on standard input is not UTF-8 text (byte 0xff at offset 4)"),
+        (("--json",), b"\xc3", "the prompt on standard input is not UTF-8 text (byte 0xc3 at offset 0)"),
+        (("   ",), None, "the prompt given as an argument is empty"),
+        (("\t\n", "--json"), None, "the prompt given as an argument is empty"),
+        ((b"a\xffb".decode("utf-8", "surrogateescape"),), None, "the prompt given as an argument is not UTF-8"),
+    ],
+)
+def test_a_prompt_that_is_not_text_or_blank_is_a_usage_error(
+    workspace: Path, fake: FakeProvider, args: tuple[str, ...], stdin: bytes | None, words: str
+) -> None:
+    fake.script(Reply("should not be asked"))
+    write_config(workspace, provider_for(fake.base_url))
+    p = zuno_cli(workspace, "run", *args, stdin=stdin)
+    line = one_clear_line(p)
+    assert p.returncode == 2 and words in line and p.stdout == b""
+    assert fake.requests == [] and not (workspace / ".zuno").exists()
+
+
+# -- resuming a session that has no agent conversation ---------------------------------------------
+
+
+def test_resume_of_a_session_made_by_zuno_call_asks_for_a_prompt(workspace: Path, fake: FakeProvider) -> None:
+    fake.script(Reply("done with it"))
+    write_config(workspace, provider_for(fake.base_url))
+    call = zuno_cli(workspace, "call", "read", '{"path": "zuno.json"}', "--json")
+    assert call.returncode == 0
+    sessions = json.loads(zuno_cli(workspace, "sessions", "--json").stdout)["sessions"]
+    sid = sessions[0]["id"]
+    for extra in ((), ("--json",)):
+        p = zuno_cli(workspace, "resume", sid, *extra)
+        line = one_clear_line(p)
+        assert p.returncode == 2 and f"session {sid} has no agent conversation to continue" in line
+        assert f'zuno resume {sid} "…"' in line and p.stdout == b""
+    assert fake.requests == []
+    p = zuno_cli(workspace, "resume", sid, "now summarise", "--json")  # with a prompt it goes on
+    assert p.returncode == 0 and json.loads(p.stdout)["final_text"] == "done with it"
+    assert "now summarise" in json.dumps(fake.requests[0].body)
+
+
+def test_agent_run_without_a_prompt_on_a_new_session_raises(
+    workspace: Path, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_KEY", SECRET)
+    write_config(workspace, provider_for(fake.base_url))
+
+    from zuno.agent.api import NothingToResume
+
+    async def main() -> None:
+        async with zuno.Runtime(root=workspace) as rt:
+            async with rt.agent() as agent:
+                with pytest.raises(NothingToResume, match="has no agent conversation to continue"):
+                    await agent.run()
+
+    asyncio.run(main())
+    assert fake.requests == []
+
+
+def test_a_failed_provider_request_reaches_the_user_without_the_key(workspace: Path, fake: FakeProvider) -> None:
+    # Held (probed): a 401 whose body echoes the key is shown redacted, in the line and the record.
+    fake.script(Fail(401, {"error": {"message": f"bad key {SECRET}", "type": "invalid_request_error"}}))
+    write_config(workspace, provider_for(fake.base_url))
+    p = zuno_cli(workspace, "run", "hi", "--json")
+    assert p.returncode == 1 and SECRET.encode() not in p.stdout + p.stderr
+    out = json.loads(p.stdout)
+    assert out["stop_reason"] == "provider_error" and "auth" in out["detail"] and "[redacted]" in out["detail"]
+    db = (workspace / ".zuno" / "zuno.db").read_bytes()
+    assert SECRET.encode() not in db
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_an_html_error_page_is_shown_as_its_text(workspace: Path, raw: list[RawServer], api: str) -> None:
+    page = (
+        "<!DOCTYPE html><html><head><title>Attention Required! | Gateway</title><style>"
+        + "body{margin:0}" * 100
+        + "</style></head><body><h1>Sorry, you have been blocked</h1><script>var x = 1;</script>"
+        "<p>Ray &amp; ID 42</p></body></html>"
+    ).encode()
+    server = RawServer((403, "text/html", page))
+    raw.append(server)
+    write_config(workspace, provider_for(server.base(api), api))
+    p = zuno_cli(workspace, "run", "hello", "--json")
+    assert p.returncode == 1
+    detail = json.loads(p.stdout)["detail"]
+    shown = "(an HTML page) Attention Required! | Gateway: Sorry, you have been blocked Ray & ID 42"
+    assert f"auth — HTTP 403: {shown}" in detail
+    assert "<" not in detail and "margin" not in detail
+
+
+def test_resume_of_an_unknown_session_gives_advice_that_fits_resume(workspace: Path, fake: FakeProvider) -> None:
+    write_config(workspace, provider_for(fake.base_url))
+    assert zuno_cli(workspace, "call", "read", '{"path": "zuno.json"}').returncode == 0
+    p = zuno_cli(workspace, "resume", "ses_0000000000000001")
+    line = one_clear_line(p)
+    assert p.returncode == 2 and "no session 'ses_0000000000000001'" in line
+    assert "--session" not in line and 'start a new one with zuno run "…"' in line
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_calls_with_a_repeated_id_each_keep_their_own_result(workspace: Path, fake: FakeProvider, api: str) -> None:
+    fake.script(
+        Reply(calls=[Call("read", '{"path": "zuno.json"}', id="dup"), Call("glob", '{"pattern": "*.json"}', id="dup")]),
+        Reply("ok"),
+    )
+    write_config(workspace, provider_for(fake_base(fake, api), api))
+    p = zuno_cli(workspace, "run", "hi", "--json")
+    assert p.returncode == 0, p.stderr
+    err = p.stderr.decode()
+    assert "✓ read zuno.json" in err and "✓ glob *.json" in err
+    body = fake.requests[1].body
+    if api == "openai-chat":
+        sent_calls = [c["id"] for m in body["messages"] if m.get("tool_calls") for c in m["tool_calls"]]
+        results = [(m["tool_call_id"], m["content"]) for m in body["messages"] if m["role"] == "tool"]
+    elif api == "anthropic":
+        blocks = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]]
+        sent_calls = [b["id"] for b in blocks if b["type"] == "tool_use"]
+        results = [(b["tool_use_id"], json.dumps(b["content"])) for b in blocks if b["type"] == "tool_result"]
+    else:
+        sent_calls = [i["call_id"] for i in body["input"] if i.get("type") == "function_call"]
+        results = [(i["call_id"], i["output"]) for i in body["input"] if i.get("type") == "function_call_output"]
+    assert sent_calls == ["dup", "dup_2"]
+    assert [r[0] for r in results] == sent_calls
+    assert "fake/m1" in results[0][1] and "zuno.json" in results[1][1] and "fake/m1" not in results[1][1]
+    session = json.loads(p.stdout)["session"]
+    shown = zuno_cli(workspace, "show", session, "--json")
+    assert shown.returncode == 0 and "dup_2" in shown.stdout.decode()
+
+
+def test_empty_and_repeated_call_ids_are_made_distinct() -> None:
+    from zuno.agent.call_ids import unique_call_ids
+    from zuno.agent.types import AssistantMessage, Finished, ToolCall, Usage
+
+    def fin(*ids: str) -> Finished:
+        return Finished(AssistantMessage("", tuple(ToolCall(i, "read", "{}") for i in ids)), Usage(), "tool_calls")
+
+    same = fin("a", "b")
+    assert unique_call_ids(same) is same
+    assert [c.id for c in unique_call_ids(fin("", "", "x")).message.tool_calls] == ["call_1", "call_2", "x"]
+    assert [c.id for c in unique_call_ids(fin("a", "a", "a_2")).message.tool_calls] == ["a", "a_3", "a_2"]
