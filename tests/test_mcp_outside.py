@@ -1,0 +1,157 @@
+"""``zuno mcp`` probed from outside, the way a careless or hostile client drives it: raw bytes on
+the real process's pipes, answers read back line by line.
+
+JSON-RPC 2.0 (section 5.1) answers a line that is not JSON with -32700 and a message that is not a
+valid request with -32600 (``id: null`` when its id cannot be read); MCP ids are strings or
+integers, never null, and MCP has had no batches since 2025-06-18. Whatever comes in, the next
+request is served, and nothing but JSON-RPC reaches stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zuno.serve.mcp.stdio import MAX_LINE_BYTES
+
+from conftest import zuno_env
+
+LEGACY = "2025-11-25"
+
+
+def _line(obj: Any) -> bytes:
+    return (json.dumps(obj) + "\n").encode()
+
+
+def _init() -> bytes:
+    return _line(
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+        }
+    ) + _line({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
+def _ping(rid: int) -> bytes:
+    return _line({"jsonrpc": "2.0", "id": rid, "method": "ping"})
+
+
+async def _start(root: Path) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "zuno", "mcp", "--root", str(root),
+        env=zuno_env(), cwd=str(root), limit=64 << 20,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+
+
+async def _next(proc: asyncio.subprocess.Process) -> dict[str, Any]:
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), 60)
+    assert line, "the server closed stdout"
+    msg = json.loads(line)  # nothing but JSON-RPC on stdout
+    assert msg["jsonrpc"] == "2.0"
+    return msg
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> bytes:
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.close()
+    assert await asyncio.wait_for(proc.wait(), 30) == 0
+    return await proc.stderr.read()
+
+
+# (what the client wrote, the code it must get back, the id that answer carries)
+MALFORMED: list[tuple[str, bytes, int, Any]] = [
+    ("not JSON", b"this is not json\n", -32700, None),
+    ("truncated JSON", b'{"jsonrpc":"2.0","id":5,"method":\n', -32700, None),
+    ("a batch", _line([{"jsonrpc": "2.0", "id": 6, "method": "ping"}]), -32600, None),
+    ("a bare number", b"42\n", -32600, None),
+    ("params an array", _line({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": [1]}), -32602, 8),
+    ("params a string", _line({"jsonrpc": "2.0", "id": "s", "method": "tools/list", "params": "x"}), -32602, "s"),
+    ("no jsonrpc member", _line({"id": 9, "method": "ping"}), -32600, 9),
+    ("jsonrpc 1.0", _line({"jsonrpc": "1.0", "id": 10, "method": "ping"}), -32600, 10),
+    ("method not a string", _line({"jsonrpc": "2.0", "id": 11, "method": 7}), -32600, 11),
+    # An id that is not a string or an integer: before, each was read as a *notification* and
+    # run without an answer.
+    ("id null", _line({"jsonrpc": "2.0", "id": None, "method": "ping"}), -32600, None),
+    ("id a fraction", _line({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}), -32600, None),
+    ("id a boolean", _line({"jsonrpc": "2.0", "id": True, "method": "ping"}), -32600, None),
+    ("id an object", _line({"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}), -32600, None),
+]
+
+
+@pytest.mark.parametrize(("label", "raw", "code", "rid"), MALFORMED, ids=[m[0] for m in MALFORMED])
+async def test_a_malformed_message_gets_its_json_rpc_error_and_serving_goes_on(
+    workspace: Path, label: str, raw: bytes, code: int, rid: Any
+) -> None:
+    proc = await _start(workspace)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(_init())
+        await _next(proc)
+        proc.stdin.write(raw + _ping(100))
+        await proc.stdin.drain()
+        answer = await _next(proc)
+        assert "error" in answer, f"{label}: {answer}"
+        assert answer["error"]["code"] == code, answer
+        assert answer["id"] == rid, answer
+        assert answer["error"]["message"]
+        assert await _next(proc) == {"jsonrpc": "2.0", "id": 100, "result": {}}
+    finally:
+        stderr = await _stop(proc)
+    assert b"Traceback" not in stderr
+
+
+async def test_blank_lines_and_well_formed_oddities_are_not_refused(workspace: Path) -> None:
+    """What is valid keeps working: blank lines are skipped, a string id and a big integer id are
+    echoed, a client's response to nothing is ignored."""
+    proc = await _start(workspace)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(_init())
+        await _next(proc)
+        proc.stdin.write(
+            b"\n   \n"
+            + _line({"jsonrpc": "2.0", "id": 77, "result": {}})
+            + _line({"jsonrpc": "2.0", "id": "abc", "method": "ping"})
+            + _line({"jsonrpc": "2.0", "id": 10**20, "method": "ping"})
+            + _line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 12345}})
+            + _ping(3)
+        )
+        await proc.stdin.drain()
+        assert (await _next(proc))["id"] == "abc"
+        assert (await _next(proc))["id"] == 10**20
+        assert await _next(proc) == {"jsonrpc": "2.0", "id": 3, "result": {}}
+    finally:
+        await _stop(proc)
+
+
+async def test_a_message_over_the_line_limit_is_answered_and_serving_goes_on(workspace: Path) -> None:
+    """Before, a line over MAX_LINE_BYTES ended the server ("internal error", exit 1) and the
+    client's request was never answered."""
+    proc = await _start(workspace)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(_init())
+        await _next(proc)
+        head = b'{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"write","arguments":'
+        filler = b'{"path":"big.txt","content":"' + b"a" * (MAX_LINE_BYTES + (1 << 20)) + b'"}}}\n'
+        proc.stdin.write(head + filler)
+        proc.stdin.write(_ping(42))
+        await proc.stdin.drain()
+        answer = await _next(proc)
+        assert answer["id"] == 41
+        assert answer["error"]["code"] == -32600
+        assert "256 MiB" in answer["error"]["message"]
+        assert await _next(proc) == {"jsonrpc": "2.0", "id": 42, "result": {}}
+    finally:
+        stderr = await _stop(proc)
+    assert b"internal error" not in stderr
+    assert not (workspace / "big.txt").exists()
