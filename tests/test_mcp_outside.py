@@ -10,16 +10,20 @@ request is served, and nothing but JSON-RPC reaches stdout.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
+from jsonschema import Draft202012Validator
 
 from zuno.serve.mcp.stdio import MAX_LINE_BYTES
 
 from conftest import zuno_env
+from mcp_peers import MODES, zuno_client
 
 LEGACY = "2025-11-25"
 
@@ -155,3 +159,75 @@ async def test_a_message_over_the_line_limit_is_answered_and_serving_goes_on(wor
         stderr = await _stop(proc)
     assert b"internal error" not in stderr
     assert not (workspace / "big.txt").exists()
+
+
+# A 1x1 PNG.
+PNG_1X1 = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_view_image_reaches_the_client_as_an_image_block(workspace: Path, mode: str) -> None:
+    """Before, an MCP client's model got only the one-line text ("Image img.png: PNG -> ..."): the
+    pixels were base64 inside structuredContent.metadata, where no client shows them as an image."""
+    (workspace / "img.png").write_bytes(PNG_1X1)
+    async with zuno_client(workspace, mode, "--profile", "chord") as c:
+        schema = {t.name: t for t in (await c.list_tools()).tools}["view_image"].output_schema
+        r = await c.call_tool("view_image", {"path": "img.png"})
+    assert not r.is_error
+    text, image = r.content[0], r.content[1]
+    assert text.type == "text" and text.text.startswith("Image img.png:")
+    assert image.type == "image" and image.mime_type == "image/png"
+    assert base64.b64decode(image.data) == PNG_1X1  # an unchanged small PNG goes through byte for byte
+    facts = r.structured_content["metadata"]["image"]
+    assert "base64" not in facts and facts["mime"] == "image/png" and facts["width"] == 1
+    jsonschema.validate(r.structured_content, schema)
+
+
+PROFILE_CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "zuno": [
+        ("shell", {"command": "echo hi"}),
+        ("shell", {"command": "exit 3"}),
+        ("read", {"path": "a.txt"}),
+        ("read", {"path": "missing"}),
+        ("write", {"path": "b.txt", "content": "x"}),
+        ("glob", {"pattern": "*.txt"}),
+        ("grep", {"pattern": "("}),
+        ("webfetch", {"url": "notaurl"}),
+        ("plan_update", {"action": "create", "objective": "o", "steps": [{"title": "s"}]}),
+        ("plan_get", {}),
+        ("todo_get", {}),
+        ("goal_get", {}),
+        ("bg", {"action": "list"}),
+    ],
+    "chord": [
+        ("shell", {"command": "echo hi"}),
+        ("read", {"path": "a.txt"}),
+        ("edit", {"path": "a.txt", "old_string": "alpha", "new_string": "beta"}),
+        ("job_list", {}),
+        ("job_output", {"job_id": "nope"}),
+        ("todo_write", {"todos": [{"content": "a", "status": "pending"}]}),
+        ("web_fetch", {"url": "notaurl"}),
+        ("view_image", {"path": "img.png"}),
+    ],
+}
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILE_CALLS))
+async def test_every_listed_schema_is_valid_and_every_result_matches_its_output_schema(
+    workspace: Path, profile: str
+) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    (workspace / "img.png").write_bytes(PNG_1X1)
+    async with zuno_client(workspace, "legacy", "--profile", profile) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        for t in tools.values():
+            Draft202012Validator.check_schema(t.input_schema)
+            assert t.output_schema is not None
+            Draft202012Validator.check_schema(t.output_schema)
+        calls = PROFILE_CALLS[profile] + [(name, {}) for name in tools]  # {}: mostly invalid_arguments
+        for name, arguments in calls:
+            r = await c.call_tool(name, arguments)
+            assert r.structured_content is not None, name
+            Draft202012Validator(tools[name].output_schema).validate(r.structured_content)
