@@ -20,10 +20,11 @@ import jsonschema
 import pytest
 from jsonschema import Draft202012Validator
 
+from zuno.limits import CALL_MAX_BYTES
 from zuno.serve.mcp.stdio import MAX_LINE_BYTES
 
 from conftest import zuno_env
-from mcp_peers import MODES, zuno_client
+from mcp_peers import MODES, HttpZuno, zuno_client
 
 LEGACY = "2025-11-25"
 
@@ -231,3 +232,19 @@ async def test_every_listed_schema_is_valid_and_every_result_matches_its_output_
             r = await c.call_tool(name, arguments)
             assert r.structured_content is not None, name
             Draft202012Validator(tools[name].output_schema).validate(r.structured_content)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_http_takes_a_write_as_large_as_stdio_does(workspace: Path, mode: str) -> None:
+    """Before, the SDK's default body limit (4 MiB) answered a 6 MiB write over HTTP with a bare
+    413, though stdio wrote it and Zuno's own limit on a call is 32 MiB; a call over that limit is
+    refused by admission, naming it, on HTTP too."""
+    content = "z" * (6 << 20)
+    async with HttpZuno(workspace) as z, z.client(mode) as c:
+        wrote = await c.call_tool("write", {"path": "six.txt", "content": content})
+        too_big = await c.call_tool("write", {"path": "forty.txt", "content": "y" * (CALL_MAX_BYTES + (8 << 20))})
+    assert not wrote.is_error, wrote.content[0].text
+    assert (workspace / "six.txt").stat().st_size == 6 << 20
+    assert too_big.structured_content["block_kind"] == "invalid_arguments"
+    assert "larger than 32 MiB" in too_big.content[0].text
+    assert not (workspace / "forty.txt").exists()

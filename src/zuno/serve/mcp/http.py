@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from zuno.cli_support import UsageError
 from zuno.serve.mcp.server import Frontend, build_server
+from zuno.serve.mcp.wire_check import MAX_MESSAGE_BYTES
 
 MCP_PATH = "/mcp"
 IDENTITY_KEY = "zuno_client"
@@ -118,7 +119,12 @@ def build_app(frontend: Frontend, host: str, port: int, tokens: list[str]) -> AS
     frontend.identify = identify
     server = build_server(frontend)
     app = server.streamable_http_app(
-        streamable_http_path=MCP_PATH, transport_security=security_for(host, port), host=host
+        streamable_http_path=MCP_PATH,
+        transport_security=security_for(host, port),
+        host=host,
+        # The SDK's default (4 MiB) would refuse a write stdio takes, with a bare 413: the same
+        # ceiling as a stdio line, so what is too large is refused by admission, naming why.
+        max_request_body_size=MAX_MESSAGE_BYTES,
     )
     return BearerGate(app, tokens)
 

@@ -27,10 +27,10 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
 from zuno.serve.mcp.server import STDIO_IDENTITY, Frontend, build_server
-from zuno.serve.mcp.wire_check import oversized, reject
+from zuno.serve.mcp.wire_check import MAX_MESSAGE_BYTES, oversized, reject
 
 # The longest JSON-RPC line read from the client (a large write's content).
-MAX_LINE_BYTES = 256 << 20
+MAX_LINE_BYTES = MAX_MESSAGE_BYTES
 # How long the responses still buffered when the server stops may take to reach a client that
 # does not read them; then the process exits anyway.
 FINAL_FLUSH_S = 5.0

@@ -21,6 +21,12 @@ from typing import Any
 
 import mcp_types as types
 
+# The longest message read from a client, on either transport (a stdio line, an HTTP request body):
+# far above Zuno's own limit on a call (``limits.CALL_MAX_BYTES``, 32 MiB of arguments, which JSON
+# escaping can grow several times), so a call too large is refused by admission with its reason,
+# not by the transport.
+MAX_MESSAGE_BYTES = 256 << 20
+
 
 def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
