@@ -248,3 +248,39 @@ async def test_http_takes_a_write_as_large_as_stdio_does(workspace: Path, mode: 
     assert too_big.structured_content["block_kind"] == "invalid_arguments"
     assert "larger than 32 MiB" in too_big.content[0].text
     assert not (workspace / "forty.txt").exists()
+
+
+HTTP_MALFORMED: list[tuple[str, bytes, int, Any]] = [
+    ("id null", _line({"jsonrpc": "2.0", "id": None, "method": "ping"}), -32600, None),
+    ("id a fraction", _line({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}), -32600, None),
+    ("a batch", _line([{"jsonrpc": "2.0", "id": 6, "method": "ping"}]), -32600, None),
+    ("params an array", _line({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": [1]}), -32602, 8),
+    ("not JSON", b"nope", -32700, None),
+]
+
+
+async def test_http_answers_a_malformed_body_with_its_json_rpc_error(workspace: Path) -> None:
+    """Before, over HTTP an id that is null or a fraction made the request a notification (202, no
+    answer ever) and a batch got -32602."""
+    import httpx2
+
+    async with HttpZuno(workspace, "--token", "tok") as z:
+        headers = {
+            "Authorization": "Bearer tok",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": LEGACY,
+        }
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+            init = await http.post(z.url, content=_init().split(b"\n")[0])
+            assert init.status_code == 200
+            sid = {"Mcp-Session-Id": init.headers["mcp-session-id"]}
+            for label, body, code, rid in HTTP_MALFORMED:
+                r = await http.post(z.url, content=body, headers=sid)
+                assert r.status_code == 400, (label, r.status_code, r.text)
+                answer = r.json()
+                assert (answer["error"]["code"], answer["id"]) == (code, rid), (label, answer)
+            ok = await http.post(z.url, content=_ping(5), headers=sid)
+            assert ok.status_code == 200 and '"id":5' in ok.text
+            unauthenticated = await http.post(z.url, content=b"nope", headers={"Authorization": "Bearer wrong"})
+            assert unauthenticated.status_code == 401  # the token is checked before anything reads the body

@@ -44,9 +44,9 @@ def reject(line: str) -> types.JSONRPCError | None:
     try:
         msg = json.loads(text)
     except ValueError as e:
-        return _error(None, types.PARSE_ERROR, f"Parse error: the line is not JSON ({e})")
+        return _error(None, types.PARSE_ERROR, f"Parse error: the message is not JSON ({e})")
     if isinstance(msg, list):
-        return _error(None, types.INVALID_REQUEST, "Invalid request: MCP has no batches; send one message a line")
+        return _error(None, types.INVALID_REQUEST, "Invalid request: MCP has no batches; send one message at a time")
     if not isinstance(msg, dict):
         return _error(None, types.INVALID_REQUEST, "Invalid request: a message must be a JSON object")
     if "method" not in msg:
@@ -54,7 +54,8 @@ def reject(line: str) -> types.JSONRPCError | None:
     has_id = "id" in msg
     rid = msg.get("id")
     if has_id and not _valid_id(rid):
-        return _error(None, types.INVALID_REQUEST, f"Invalid request: 'id' must be a string or an integer, not {rid!r}")
+        shown = json.dumps(rid)
+        return _error(None, types.INVALID_REQUEST, f"Invalid request: 'id' must be a string or an integer, not {shown}")
     problem = _envelope_problem(msg)
     if problem is None:
         return None
