@@ -20,7 +20,7 @@ import jsonschema
 import pytest
 from jsonschema import Draft202012Validator
 
-from zuno.limits import CALL_MAX_BYTES
+from zuno.limits import CALL_MAX_BYTES, MCP_TOOL_NAME_MAX, UNKNOWN_TOOL_NAME_SHOWN_MAX
 from zuno.serve.mcp.stdio import MAX_LINE_BYTES
 
 from conftest import zuno_env
@@ -284,3 +284,24 @@ async def test_http_answers_a_malformed_body_with_its_json_rpc_error(workspace: 
             assert ok.status_code == 200 and '"id":5' in ok.text
             unauthenticated = await http.post(z.url, content=b"nope", headers={"Authorization": "Bearer wrong"})
             assert unauthenticated.status_code == 401  # the token is checked before anything reads the body
+
+
+async def test_an_unknown_tool_name_of_megabytes_is_not_echoed_whole(workspace: Path) -> None:
+    """Before, a 2,000,000-character unknown tool name came back whole in the refusal (a 2 MB
+    result in the model's context) and was stored whole in the record and the event log."""
+    huge = "x" * 2_000_000
+    at_limit = "y" * UNKNOWN_TOOL_NAME_SHOWN_MAX
+    async with zuno_client(workspace, "legacy") as c:
+        r = await c.call_tool(huge, {})
+        kept = await c.call_tool(at_limit, {})
+    assert r.structured_content["block_kind"] == "unavailable"
+    text = r.content[0].text
+    assert len(text) < 2_000 and "(2,000,000 characters)" in text and "x" * MCP_TOOL_NAME_MAX in text
+    assert f"tool '{at_limit}' is not available" in kept.content[0].text  # up to the limit: whole
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "zuno", "events", "--root", str(workspace), "--continue", "--json",
+        env=zuno_env(), stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    events, _ = await proc.communicate()
+    assert proc.returncode == 0
+    assert b"(2,000,000 characters)" in events and len(events) < 100_000
