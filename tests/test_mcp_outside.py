@@ -305,3 +305,16 @@ async def test_an_unknown_tool_name_of_megabytes_is_not_echoed_whole(workspace: 
     events, _ = await proc.communicate()
     assert proc.returncode == 0
     assert b"(2,000,000 characters)" in events and len(events) < 100_000
+
+
+async def test_an_unknown_action_of_a_state_tool_says_what_it_got(workspace: Path) -> None:
+    """Before, todo_update with action "create" (an action plan_update has) was told
+    "argument '(arguments)' argument 'action' is required", though it was there."""
+    async with zuno_client(workspace, "legacy") as c:
+        wrong = await c.call_tool("todo_update", {"action": "create", "items": [{"title": "a"}]})
+        absent = await c.call_tool("plan_update", {})
+    assert wrong.structured_content["block_kind"] == "invalid_arguments"
+    text = wrong.content[0].text
+    assert "argument 'action' is \"create\", which is not an operation" in text
+    assert "one of: add, patch, remove" in text and "(arguments)" not in text
+    assert "argument 'action' is required (one of: create, patch, append, push, pop)" in absent.content[0].text

@@ -26,7 +26,8 @@ async def test_a_call_naming_no_operation_is_refused_at_admission(workspace: Pat
         for args in ({"steps": STEPS, "objective": "x"}, {"action": "rewrite", "objective": "x"}):
             rec = await call(s, "plan_update", args)
             assert (rec.outcome, rec.block_kind) == ("blocked", "invalid_arguments")
-            assert "argument 'action' is required" in rec.text and "create, patch, append, push, pop" in rec.text
+            said = "argument 'action' is required" if "action" not in args else "'action' is \"rewrite\", which is not"
+            assert said in rec.text and "create, patch, append, push, pop" in rec.text
         rec = await call(s, "plan_update", {"action": "patch", "steps": [{"id": "s1", "status": "completed"}]})
         assert rec.block_kind == "invalid_arguments" and "expected_revision" in rec.text
         assert read_plan(rt.store, s.id) == {"plan": None, "revision": 0}

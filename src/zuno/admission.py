@@ -110,7 +110,9 @@ def describe_validation(tool: Tool, err: ValidationError) -> str:
         name = str(where[-1]) if where else ""
         props = model.model_json_schema().get("properties", {}) if model is not None else {}
         of = f"{tool.name} action '{action}'" if action else tool.name
-        if e["type"] == "missing":
+        if e["type"] == "missing_action":  # an action union (zuno.tools.state.actions)
+            parts.append(_action_problem(e, e.get("input")))
+        elif e["type"] == "missing":
             needed = f" for action '{action}'" if action else ""
             parts.append(f"argument '{loc}' is required{needed} ({_expected(props.get(name, {}))}); add it")
         elif e["type"] == "extra_forbidden":
@@ -119,6 +121,16 @@ def describe_validation(tool: Tool, err: ValidationError) -> str:
         else:
             parts.append(f"argument '{loc}' {_english(e['msg'])} (got {json_repr(e.get('input'))})")
     return f"invalid arguments for {tool.name}: " + "; ".join(parts) + ". Correct the call and send it again."
+
+
+def _action_problem(error: Any, given: Any) -> str:
+    """An absent action is required; one that is there but names no operation says what it got
+    (before, both read "argument '(arguments)' argument 'action' is required ...")."""
+    names = str(error["msg"]).split("one of: ", 1)[-1].removesuffix("; add it")
+    got = given.get("action") if isinstance(given, dict) else None
+    if got is None:
+        return f"argument 'action' is required (one of: {names}); add it"
+    return f"argument 'action' is {json_repr(got)}, which is not an operation of this tool; use one of: {names}"
 
 
 def sentence(message: str) -> str:
