@@ -59,7 +59,7 @@ def reject(line: str) -> types.JSONRPCError | None:
     problem = _envelope_problem(msg)
     if problem is None:
         return None
-    code = types.INVALID_PARAMS if problem.startswith("'params'") else types.INVALID_REQUEST
+    code = types.INVALID_PARAMS if problem.startswith("'params") else types.INVALID_REQUEST
     label = "Invalid params" if code == types.INVALID_PARAMS else "Invalid request"
     return _error(rid if has_id else None, code, f"{label}: {problem}")
 
@@ -69,8 +69,16 @@ def _envelope_problem(msg: dict[str, Any]) -> str | None:
         return "'jsonrpc' must be \"2.0\""
     if not isinstance(msg.get("method"), str):
         return "'method' must be a string"
-    if "params" in msg and msg["params"] is not None and not isinstance(msg["params"], dict):
+    params = msg.get("params")
+    if params is not None and not isinstance(params, dict):
         return "'params' must be an object"
+    if msg["method"] == "tools/call" and "id" in msg:
+        # The SDK answers these -32602 "Invalid request parameters" without naming the field.
+        if not isinstance((params or {}).get("name"), str):
+            return "'params.name' must be a string: the name of the tool to call"
+        arguments = (params or {}).get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            return "'params.arguments' must be an object of the tool's arguments"
     return None
 
 
