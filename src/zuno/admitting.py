@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from zuno import limits
 from zuno.admission import (
     as_text,
     describe_validation,
@@ -141,6 +142,8 @@ class Admission:
             )
         if tool is None:
             why = self.surface.disabled.get(name)
+            if len(name) > limits.UNKNOWN_TOOL_NAME_SHOWN_MAX:  # never echo megabytes of a name
+                name = f"{name[: limits.MCP_TOOL_NAME_MAX]}... ({len(name):,} characters)"
             msg = (
                 f"tool {name!r} is not available: {why}."
                 if why

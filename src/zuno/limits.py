@@ -214,6 +214,10 @@ MCP_TIMEOUT_MAX_MS = 3_600_000
 MCP_START_TIMEOUT_MIN_S = 30.0
 # Tool names as providers take them: ^[A-Za-z0-9_-]{1,64}$.
 MCP_TOOL_NAME_MAX = 64
+# An unknown tool's name is echoed (in the refusal, the record, the event log) whole up to this many
+# characters; a longer one (a client can send megabytes) is shown by its first MCP_TOOL_NAME_MAX
+# characters and its length.
+UNKNOWN_TOOL_NAME_SHOWN_MAX = 256
 # tool_search returns at most this many matches (default 5).
 TOOL_SEARCH_DEFAULT_RESULTS = 5
 TOOL_SEARCH_MAX_RESULTS = 20

@@ -15,15 +15,17 @@ import hmac
 import ipaddress
 import secrets
 import sys
+from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from zuno.cli_support import UsageError
 from zuno.serve.mcp.server import Frontend, build_server
+from zuno.serve.mcp.wire_check import MAX_MESSAGE_BYTES, reject
 
 MCP_PATH = "/mcp"
 IDENTITY_KEY = "zuno_client"
@@ -95,6 +97,50 @@ class BearerGate:
         await self.app(scope, receive, send)
 
 
+class WireCheck:
+    """ASGI middleware: a POST body that is not one valid JSON-RPC message is answered 400 with its
+    JSON-RPC error (``wire_check.reject``), as on stdio. Without it the SDK took a request whose
+    ``id`` is null, a fraction or a boolean for a notification (202, never answered) and answered
+    a batch with -32602. Anything else reaches the SDK unchanged, body and all."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        held: deque[Message] = deque()
+        size = 0
+        while True:
+            message = await receive()
+            held.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if not message.get("more_body", False) or size > MAX_MESSAGE_BYTES:
+                break
+        complete = held[-1]["type"] == "http.request" and not held[-1].get("more_body", False)
+        if complete and size <= MAX_MESSAGE_BYTES:
+            body = b"".join(m.get("body", b"") for m in held)
+            try:
+                error = reject(body.decode("utf-8"))
+            except UnicodeDecodeError:
+                error = None  # the SDK answers it (-32700)
+            if error is not None:
+                payload = error.model_dump_json(by_alias=True, exclude_unset=True).encode()
+                await send(
+                    {"type": "http.response.start", "status": 400, "headers": [(b"content-type", b"application/json")]}
+                )
+                await send({"type": "http.response.body", "body": payload})
+                return
+
+        async def replay() -> Message:
+            return held.popleft() if held else await receive()
+
+        await self.app(scope, replay, send)
+
+
 def identify(ctx: Any) -> str:
     request = getattr(ctx, "request", None)
     if request is None:
@@ -118,9 +164,14 @@ def build_app(frontend: Frontend, host: str, port: int, tokens: list[str]) -> AS
     frontend.identify = identify
     server = build_server(frontend)
     app = server.streamable_http_app(
-        streamable_http_path=MCP_PATH, transport_security=security_for(host, port), host=host
+        streamable_http_path=MCP_PATH,
+        transport_security=security_for(host, port),
+        host=host,
+        # The SDK's default (4 MiB) would refuse a write stdio takes, with a bare 413: the same
+        # ceiling as a stdio line, so what is too large is refused by admission, naming why.
+        max_request_body_size=MAX_MESSAGE_BYTES,
     )
-    return BearerGate(app, tokens)
+    return BearerGate(WireCheck(app), tokens)
 
 
 async def serve_http(frontend: Frontend, host: str, port: int, token: str | list[str] | None) -> None:

@@ -1,5 +1,6 @@
-"""A Zuno step result as an MCP tools/call result: the record's exact text, its typed facts as
-structuredContent (the same shape for every outcome), and the step's notices once."""
+"""A Zuno step result as an MCP tools/call result: the record's exact text, an image the call
+loaded for the model (``view_image``) as an image block, its typed facts as structuredContent (the
+same shape for every outcome), and the step's notices once."""
 
 from __future__ import annotations
 
@@ -14,9 +15,19 @@ from zuno.records import StepResult
 LIFTED = ("receipt", "writtenPaths", "outputPaths", "withheldOutput", "conflict")
 
 
+def _image(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The image a call loaded for the model (``view_image``: ``metadata.image``), or None."""
+    image = meta.get("image")
+    return image if isinstance(image, dict) and isinstance(image.get("base64"), str) and image["base64"] else None
+
+
 def structured(result: StepResult) -> dict[str, Any]:
     rec = result.results[0]
     meta = rec.metadata
+    image = _image(meta)
+    if image is not None:
+        # The pixels travel once, as an image content block; the facts about them stay here.
+        meta = {**meta, "image": {k: v for k, v in image.items() if k != "base64"}}
     out: dict[str, Any] = {
         "outcome": str(rec.outcome),
         "block_kind": str(rec.block_kind) if rec.block_kind else None,
@@ -43,6 +54,11 @@ def notice_text(notice: dict[str, Any]) -> str:
 def call_tool_result(result: StepResult) -> types.CallToolResult:
     rec = result.results[0]
     content: list[types.ContentBlock] = [types.TextContent(type="text", text=rec.text)]
+    image = _image(rec.metadata)
+    if image is not None:
+        content.append(
+            types.ImageContent(type="image", data=image["base64"], mime_type=str(image.get("mime") or "image/png"))
+        )
     content += [types.TextContent(type="text", text=notice_text(n)) for n in result.notices]
     return types.CallToolResult(
         content=content,

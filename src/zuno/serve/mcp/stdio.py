@@ -14,39 +14,75 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import math
 import os
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 
 from zuno.serve.mcp.server import STDIO_IDENTITY, Frontend, build_server
+from zuno.serve.mcp.wire_check import MAX_MESSAGE_BYTES, oversized, reject
 
 # The longest JSON-RPC line read from the client (a large write's content).
-MAX_LINE_BYTES = 256 << 20
+MAX_LINE_BYTES = MAX_MESSAGE_BYTES
 # How long the responses still buffered when the server stops may take to reach a client that
 # does not read them; then the process exits anyway.
 FINAL_FLUSH_S = 5.0
 
 
 class _Lines:
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+    """The client's lines; one the SDK would drop without an answer is answered here instead
+    (``wire_check``) and not passed on."""
+
+    def __init__(self, reader: asyncio.StreamReader, rejected: MemoryObjectSendStream[types.JSONRPCError]) -> None:
         self._reader = reader
+        self._rejected = rejected
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self
 
     async def __anext__(self) -> str:
-        line = await self._reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", "replace")
+        while True:
+            line = await self._readline()
+            if line is None:
+                continue
+            if not line:
+                raise StopAsyncIteration
+            text = line.decode("utf-8", "replace")
+            error = reject(text)
+            if error is None:
+                return text
+            self._rejected.send_nowait(error)
+
+    async def _readline(self) -> bytes | None:
+        """The next line (b"" at the end), or None for a line over MAX_LINE_BYTES: its bytes are
+        dropped as they arrive (never held past the limit) and it is answered with an error."""
+        try:
+            return await self._reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as e:  # the last line without its newline
+            return e.partial
+        except asyncio.LimitOverrunError as e:
+            head = await self._reader.readexactly(e.consumed)
+        while True:  # drop the rest of the line, through its newline
+            try:
+                await self._reader.readuntil(b"\n")
+                break
+            except asyncio.IncompleteReadError:
+                break
+            except asyncio.LimitOverrunError as e:
+                await self._reader.readexactly(e.consumed)
+        self._rejected.send_nowait(oversized(head, MAX_LINE_BYTES))
+        return None
 
 
 @contextlib.asynccontextmanager
-async def _stdin() -> AsyncIterator[Any]:
+async def _stdin(rejected: MemoryObjectSendStream[types.JSONRPCError]) -> AsyncIterator[Any]:
     """A cancellable line reader over the client's stdin, or None where stdin is not a pipe."""
     loop = asyncio.get_running_loop()
     private = os.dup(0)
@@ -63,7 +99,7 @@ async def _stdin() -> AsyncIterator[Any]:
     os.dup2(devnull, 0)
     os.close(devnull)
     try:
-        yield _Lines(reader)
+        yield _Lines(reader, rejected)
     finally:
         transport.close()
         os.dup2(saved, 0)
@@ -129,9 +165,24 @@ async def serve_stdio(frontend: Frontend) -> None:
     # connected servers is an error at start, and recovery notices are ready for the first result.
     await frontend.client(STDIO_IDENTITY)
     options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+    rejected, to_answer = anyio.create_memory_object_stream[types.JSONRPCError](math.inf)
     async with (
-        _stdin() as lines,
+        _stdin(rejected) as lines,
         _stdout() as out,
         stdio_server(stdin=lines, stdout=out) as (read_stream, write_stream),
+        anyio.create_task_group() as tg,
     ):
+        tg.start_soon(_answer_rejected, to_answer, write_stream)
         await server.run(read_stream, write_stream, options)
+        tg.cancel_scope.cancel()
+
+
+async def _answer_rejected(
+    errors: MemoryObjectReceiveStream[types.JSONRPCError], out: MemoryObjectSendStream[SessionMessage]
+) -> None:
+    """Write the error response of every line ``wire_check`` refused, through the SDK's writer (one
+    line each, never interleaved with another response)."""
+    async with errors:
+        async for error in errors:
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await out.send(SessionMessage(error))
