@@ -161,7 +161,7 @@ def test_a_base_url_from_the_environment_is_not_quoted(workspace: Path) -> None:
 @pytest.mark.parametrize(
     ("model", "words"),
     [({"context": 1000, "output": 2048}, "output = 2048 is not below context = 1000"),
-     ({"context": 4096}, "output = 8192 (the default) is not below context = 4096")],
+     ({"context": 1000, "output": 1000}, "output = 1000 is not below context = 1000")],
 )
 def test_a_model_whose_output_does_not_fit_its_context_is_a_config_error(
     workspace: Path, model: dict[str, int], words: str
@@ -174,6 +174,16 @@ def test_a_model_whose_output_does_not_fit_its_context_is_a_config_error(
     assert p.returncode == 2
     assert "provider.fake.models.m1" in line and words in line
     assert not (workspace / ".zuno").exists()
+
+
+def test_a_small_context_with_no_output_given_gets_a_quarter_of_it_for_the_answer() -> None:
+    from zuno.agent.providers import resolve_settings
+
+    prov = provider_for("http://127.0.0.1:9/v1", apiKey=SECRET)
+    for models, output in (({"m1": {"context": 4096}}, 1024), ({"m1": {"context": 65536}}, 8192), ({}, 8192)):
+        config = zuno.Config.model_validate({"model": "fake/m1", "provider": {"fake": {**prov, "models": models}}})
+        settings = resolve_settings(config)
+        assert settings.output_tokens == output, (models, settings.output_tokens)
 
 
 # -- a server that does not answer with a (complete, readable) event stream -----------------------

@@ -88,11 +88,13 @@ def resolve_settings(
             )
     mconf = pconf.models.get(name)
     context = (mconf.context if mconf else None) or (builtin.context_tokens if builtin else GENERIC_CONTEXT_TOKENS)
-    output = (mconf.output if mconf else None) or (builtin.output_tokens if builtin else GENERIC_OUTPUT_TOKENS)
+    given = mconf.output if mconf else None
+    output = given or (builtin.output_tokens if builtin else GENERIC_OUTPUT_TOKENS)
+    if not given and output >= context:  # a small context and no output given: a quarter of it
+        output = max(1, context // 4)
     if output >= context:
-        given = "" if mconf is not None and mconf.output else " (the default)"
         raise ConfigError(
-            f"config key provider.{pid}.models.{name}: output = {output}{given} is not below context = {context}: "
+            f"config key provider.{pid}.models.{name}: output = {output} is not below context = {context}: "
             "the answer's budget must leave room for the request. "
             f"Set output below context (e.g. {max(1, context // 4)}) or raise context."
         )
