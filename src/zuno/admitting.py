@@ -149,8 +149,8 @@ class Admission:
                 if why
                 else f"tool {name!r} is not available in profile {self.surface.profile!r}."
             )
-            meant = suggest_tool(name, self.surface.names()) if isinstance(name, str) else None
-            if meant is not None and meant != name:
+            meant = suggest_tool(name, self.surface.names())
+            if meant is not None:
                 msg += f" Did you mean {meant!r}?"
             msg += " Available: " + ", ".join(self.surface.names()) + "."
             return refuse(BlockKind.unavailable, msg)
