@@ -372,6 +372,12 @@ class Session:
         """Run one step. ``also``: the caller's own durable writes that belong with the results,
         committed with the step's last settlement (see ``StepWrites``). ``hidden``: tools of the
         surface the caller did not offer (name → why); a call to one is blocked as unavailable."""
+        if not isinstance(calls, list | tuple):
+            one = " (one call: pass [call])" if isinstance(calls, Mapping) else ""
+            raise TypeError(
+                f"Session.step takes a list of calls, each {{'name': ..., 'arguments': {{...}}}}; "
+                f"got {type(calls).__name__}{one}"
+            )
         if self._dispatcher is None:
             await self.open()
         assert self._dispatcher is not None

@@ -24,6 +24,7 @@ from zuno import limits
 from zuno.agent.events import AgentEvent, StopReason, TurnResult
 from zuno.agent.items import MODES, Mode
 from zuno.agent.loop import AgentLoop
+from zuno.agent.prompt_check import prompt_problem
 from zuno.agent.transcript import Transcript
 
 if TYPE_CHECKING:
@@ -38,6 +39,10 @@ class NoProvider(Exception):
 class NothingToResume(ValueError):
     """A run without a prompt of a session that has no agent conversation (a new one, or one made
     by ``zuno call``, ``zuno batch`` or the MCP server): there is nothing to continue."""
+
+
+class AgentBusy(RuntimeError):
+    """A run was started on an agent whose turn is still running: one turn at a time per session."""
 
 
 def nothing_to_resume(runtime: Runtime, session_id: str | None) -> NothingToResume | None:
@@ -127,6 +132,7 @@ class Agent:
         self.loop: AgentLoop | None = None
         self._listeners: list[Callable[[AgentEvent], None]] = []
         self._owned: list[Provider] = []
+        self._running = False  # a run() is in progress (AgentBusy for a second one)
 
     @property
     def id(self) -> str:
@@ -185,7 +191,21 @@ class Agent:
             err = nothing_to_resume(self.runtime, self.session.id if self.session else self._session_id)
             if err is not None:
                 raise err
-        await self.open()
+        elif not isinstance(prompt, str):
+            raise TypeError(f"the prompt must be a str (or None to continue the session), not {type(prompt).__name__}")
+        elif (problem := prompt_problem(prompt)) is not None:
+            raise ValueError(f"the prompt {problem[:-1]}, or None to continue the session.")
+        if self._running:
+            raise AgentBusy(
+                f"a turn is already running on this agent (session {self.id}): await it, or call "
+                "agent.interrupt() and await it, before starting another run."
+            )
+        self._running = True
+        try:
+            await self.open()
+        except BaseException:
+            self._running = False
+            raise
         assert self.loop is not None and self.session is not None
         if on_event is not None:
             self._listeners.append(on_event)
@@ -212,6 +232,7 @@ class Agent:
                 usage,
             )
         finally:
+            self._running = False
             if on_event is not None:
                 self._listeners.remove(on_event)
 

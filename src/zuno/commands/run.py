@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zuno.agent.prompt_check import prompt_problem
 from zuno.cli_support import (
     EXIT_INTERRUPTED,
     EXIT_NOT_OK,
@@ -83,15 +84,9 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
 def _checked_prompt(prompt: str, where: str) -> str:
     """The prompt as given, or a UsageError (nothing run) when it is blank or not UTF-8 (an
     argument or a pipe holding bytes that are not text reach Python as lone surrogates)."""
-    try:
-        prompt.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise UsageError(
-            f"the prompt {where} is not UTF-8 text (an undecodable byte at character {e.start}): "
-            "give the prompt as UTF-8."
-        ) from None
-    if not prompt.strip():
-        raise UsageError(f"the prompt {where} is empty: give a prompt.")
+    problem = prompt_problem(prompt)
+    if problem is not None:
+        raise UsageError(f"the prompt {where} {problem}")
     return prompt
 
 
