@@ -133,3 +133,52 @@ def test_a_second_run_while_one_is_running_raises_agent_busy_and_leaves_the_tran
     # so the second request held "one", "two", "three" with no answer between them.
     msgs = [(m["role"], m.get("content")) for m in fake.requests[1].body["messages"] if m["role"] != "system"]
     assert msgs == [("user", "one"), ("assistant", "first answer"), ("user", "two")], json.dumps(msgs)
+
+
+# -- @zuno.tool and Runtime(tools=...) --------------------------------------------------------------
+
+
+async def _echo(x: str) -> str:
+    """Echo."""
+    return x
+
+
+async def _other(x: str) -> str:
+    """Another."""
+    return x + x
+
+
+def test_a_misspelt_declaration_names_the_key_the_values_and_the_one_meant() -> None:
+    with pytest.raises(ValueError) as e:
+        zuno.tool(effect="Readonly")(_echo)
+    assert str(e.value) == (
+        "@zuno.tool effect='Readonly': choose one of ReadOnly, UserMediated, Delegating, SideEffecting "
+        "(did you mean 'ReadOnly'?)."
+    )
+    with pytest.raises(ValueError, match="concurrency='parallel': choose one of Exclusive, ParallelSafe"):
+        zuno.tool(concurrency="parallel")(_echo)
+
+
+@pytest.mark.parametrize("name", ["my tool", "x.y", "Café", "a" * 65])
+def test_a_tool_name_no_provider_takes_is_refused_when_the_runtime_opens(workspace: Path, name: str) -> None:
+    # Before, it was accepted, and every request listing it was refused by the provider.
+    t = zuno.tool(name=name)(_echo)
+    with pytest.raises(zuno.ConfigError, match="is not one a model can call: a tool name is 1 to 64 letters"):
+        zuno.Runtime(root=workspace, tools=[t])
+    ok = zuno.tool(name="a" * 64)(_echo)
+    assert "a" * 64 in zuno.Runtime(root=workspace, tools=[ok]).surface.names()
+
+
+def test_two_different_tools_of_one_name_are_refused_and_the_same_tool_twice_is_one(workspace: Path) -> None:
+    # Before, the later silently replaced the earlier.
+    a, b = zuno.tool(name="same")(_echo), zuno.tool(name="same")(_other)
+    with pytest.raises(zuno.ConfigError, match="two different tools are named 'same'"):
+        zuno.Runtime(root=workspace, tools=[a, b])
+    assert zuno.Runtime(root=workspace, tools=[a, a]).surface.names().count("same") == 1
+
+
+def test_a_runtime_tool_shadowing_a_built_in_one_is_named_as_a_runtime_tool(workspace: Path) -> None:
+    # Before, the message blamed "config key extensions", which the user had not set.
+    with pytest.raises(zuno.ConfigError) as e:
+        zuno.Runtime(root=workspace, tools=[zuno.tool(name="read")(_echo)])
+    assert str(e.value).startswith("Runtime(tools=...): tool 'read' would shadow the built-in tool")

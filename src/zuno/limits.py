@@ -212,8 +212,10 @@ MCP_TIMEOUT_DEFAULT_MS = 60_000
 MCP_TIMEOUT_MAX_MS = 3_600_000
 # Starting a server (spawn + handshake) may take longer than a short call timeout: at least 30 s.
 MCP_START_TIMEOUT_MIN_S = 30.0
-# Tool names as providers take them: ^[A-Za-z0-9_-]{1,64}$.
-MCP_TOOL_NAME_MAX = 64
+# Tool names as providers take them: ^[A-Za-z0-9_-]{1,64}$ (an extension tool's name is held to it;
+# a connected MCP server's tool is renamed to fit it).
+TOOL_NAME_MAX = 64
+MCP_TOOL_NAME_MAX = TOOL_NAME_MAX
 # An unknown tool's name is echoed (in the refusal, the record, the event log) whole up to this many
 # characters; a longer one (a client can send megabytes) is shown by its first MCP_TOOL_NAME_MAX
 # characters and its length.

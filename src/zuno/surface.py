@@ -12,12 +12,14 @@ import difflib
 import importlib
 import importlib.util
 import pkgutil
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from zuno import limits
 from zuno.config import Config, ConfigError, json_repr
 from zuno.projection import GoalObserver, Refresher
 from zuno.tool import Tool
@@ -193,9 +195,7 @@ def check_rule_tools(config: Config, extensions: set[str]) -> None:
     names = {n for table in (PROFILE_DEFAULTS, PROFILE_SLOTS) for tools in table.values() for n in tools}
     names |= extensions
     where = [(f"permission.rules.{i}.tool", r.tool) for i, r in enumerate(config.permission.rules)]
-    where += [
-        (f"hooks.pre_dispatch.{i}.tools", t) for i, h in enumerate(config.hooks.pre_dispatch) for t in h.tools
-    ]
+    where += [(f"hooks.pre_dispatch.{i}.tools", t) for i, h in enumerate(config.hooks.pre_dispatch) for t in h.tools]
     for key, pattern in where:
         if pattern.startswith(("mcp_", "*", "?", "[")) or any(fnmatchcase(n, pattern) for n in names):
             continue
@@ -205,6 +205,34 @@ def check_rule_tools(config: Config, extensions: set[str]) -> None:
             f"config key {key} = {json_repr(pattern)} names no tool, so it would never apply.{hint} "
             f"Known: {', '.join(sorted(names))} (and connected MCP tools, mcp_<server>_<tool>)."
         )
+
+
+_CALLABLE_NAME = re.compile(rf"[A-Za-z0-9_-]{{1,{limits.TOOL_NAME_MAX}}}")
+
+
+def _extension_tools(found: list[tuple[Tool, str]], known: set[str]) -> dict[str, Tool]:
+    """The extension tools by name; ``found`` pairs each with where it came from, for the error
+    when one would shadow a built-in tool or two different tools share a name (the same tool
+    found twice, as a module importing another's tool, is one)."""
+    tools: dict[str, Tool] = {}
+    where: dict[str, str] = {}
+    rename = "give it another name (@zuno.tool(name=...), or the Tool's name)."
+    for t, source in found:
+        if not _CALLABLE_NAME.fullmatch(t.name):
+            raise ConfigError(
+                f"{source}: tool name {t.name[:80]!r} is not one a model can call: a tool name is 1 to "
+                f"{limits.TOOL_NAME_MAX} letters, digits, '_' or '-' (the providers' rule); {rename}"
+            )
+        if t.name in known:
+            raise ConfigError(f"{source}: tool {t.name!r} would shadow the built-in tool of that name: {rename}")
+        seen = tools.get(t.name)
+        if seen is not None and seen is not t:
+            raise ConfigError(
+                f"{source}: two different tools are named {t.name!r} (the other from {where[t.name]}): "
+                f"one would silently replace the other; {rename}"
+            )
+        tools[t.name], where[t.name] = t, source
+    return tools
 
 
 def build_surface(
@@ -222,10 +250,11 @@ def build_surface(
     registry = registry or default_registry()
     built = registry.built(profile)
     known = set(PROFILE_DEFAULTS[profile]) | set(PROFILE_SLOTS[profile])
-    extensions = {t.name: t for t in [*load_extensions(config.extensions, root), *(extra_tools or [])]}
-    for name in extensions:
-        if name in known:
-            raise ConfigError(f"config key extensions: tool {name!r} would shadow the built-in tool of that name.")
+    extensions = _extension_tools(
+        [(t, "config key extensions") for t in load_extensions(config.extensions, root)]
+        + [(t, "Runtime(tools=...)") for t in extra_tools or []],
+        known,
+    )
     disabled: dict[str, str] = {}
 
     allow = config.agent.tools

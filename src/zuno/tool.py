@@ -315,6 +315,7 @@ class Tool:
 # schema, the docstring the description, omitted declarations take the strict defaults.
 
 F = TypeVar("F", bound=Callable[..., Any])
+E = TypeVar("E", Effect, Replay, Concurrency)
 
 
 class FunctionTool(Tool):
@@ -375,6 +376,18 @@ class FunctionTool(Tool):
         return ToolOutput(text=value if isinstance(value, str) else repr(value))
 
 
+def _declared(kind: type[E], key: str, value: str | E) -> E:
+    """``value`` as a declaration of ``kind``, or a ValueError naming the key, the values it takes
+    and the one meant when only its case differs."""
+    try:
+        return kind(value)
+    except ValueError:
+        names = [m.value for m in kind]
+        near = [n for n in names if isinstance(value, str) and n.lower() == value.lower()]
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise ValueError(f"@zuno.tool {key}={value!r}: choose one of {', '.join(names)}{hint}.") from None
+
+
 def tool(
     fn: F | None = None,
     *,
@@ -386,7 +399,11 @@ def tool(
     """Declare a function as a Zuno tool. Omitted declarations take the strict defaults."""
 
     def wrap(f: F) -> F:
-        decl = Declarations(Effect(effect), Replay(replay), Concurrency(concurrency))
+        decl = Declarations(
+            _declared(Effect, "effect", effect),
+            _declared(Replay, "replay", replay),
+            _declared(Concurrency, "concurrency", concurrency),
+        )
         description = inspect.cleandoc(f.__doc__ or "").strip() or f"Extension tool {f.__name__}."
         f.__zuno_tool__ = FunctionTool(f, name or f.__name__, description, decl)  # type: ignore[attr-defined]
         return f
