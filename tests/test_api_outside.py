@@ -182,3 +182,41 @@ def test_a_runtime_tool_shadowing_a_built_in_one_is_named_as_a_runtime_tool(work
     with pytest.raises(zuno.ConfigError) as e:
         zuno.Runtime(root=workspace, tools=[zuno.tool(name="read")(_echo)])
     assert str(e.value).startswith("Runtime(tools=...): tool 'read' would shadow the built-in tool")
+
+
+def test_a_tool_returning_a_dict_list_number_or_model_gives_the_model_json(workspace: Path) -> None:
+    # Before, Python's repr: {'a': 1, 'ok': True, 'none': None}.
+    from pydantic import BaseModel
+
+    class Point(BaseModel):
+        x: int
+        label: str
+
+    @zuno.tool(effect="ReadOnly", replay="Safe", concurrency="ParallelSafe")
+    def values(which: str) -> Any:
+        """Return a value."""
+        return {
+            "dict": {"a": 1, "ok": True, "none": None, "é": "ü"},
+            "list": [1, "two", False],
+            "number": 2.5,
+            "model": Point(x=1, label="p"),
+            "set": {3},  # JSON cannot hold it: its repr
+            "nan": {"v": float("nan")},
+        }[which]
+
+    async def main() -> list[str]:
+        async with zuno.Runtime(root=workspace, tools=[values]) as rt:
+            async with rt.session() as s:
+                names = ["dict", "list", "number", "model", "set", "nan"]
+                st = await s.step([{"name": "values", "arguments": {"which": n}} for n in names])
+                return [r.text for r in st.results]
+
+    texts = asyncio.run(main())
+    assert texts == [
+        '{"a": 1, "ok": true, "none": null, "é": "ü"}',
+        '[1, "two", false]',
+        "2.5",
+        '{"x":1,"label":"p"}',
+        "{3}",
+        "{'v': nan}",
+    ]

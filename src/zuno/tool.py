@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import math
 import re
 import types
@@ -373,7 +374,21 @@ class FunctionTool(Tool):
             return ToolOutput(text="")
         if isinstance(value, bytes):
             return ToolOutput(text=value.decode("utf-8", "replace"), raw=value)
-        return ToolOutput(text=value if isinstance(value, str) else repr(value))
+        return ToolOutput(text=value if isinstance(value, str) else _as_text(value))
+
+
+def _as_text(value: Any) -> str:
+    """A tool function's return value as the text the model reads: a pydantic model, or a value JSON
+    can hold (a dict, a list, a number, a bool), as JSON (what models read best, not Python's
+    repr with its single quotes, True and None); anything else as its repr."""
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    if isinstance(value, dict | list | tuple | int | float):
+        try:
+            return json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError):  # a value JSON cannot hold somewhere inside
+            pass
+    return repr(value)
 
 
 def _declared(kind: type[E], key: str, value: str | E) -> E:
