@@ -318,8 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_steps, imports=RUNTIME_IMPORTS)
 
     p = sub.add_parser("call", help="run one call")
-    p.add_argument("name")
-    p.add_argument("arguments", nargs="?", default=None, help="the arguments as a JSON object")
+    p.add_argument("name", metavar="NAME", help="the tool to call")
+    p.add_argument("arguments", metavar="ARGS_JSON", nargs="?", default=None, help="the arguments as a JSON object")
     p.add_argument("--json", action="store_true", help="print the whole record as JSON")
     _common(p, session=False)
     add_session_arguments(p, new=True)

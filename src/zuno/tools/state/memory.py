@@ -193,7 +193,7 @@ def accept_proposal(store: Store, proposal_id: str) -> dict[str, Any]:
         p = db.execute("SELECT * FROM state_memory_proposals WHERE id = ?", (proposal_id,)).fetchone()
         if p is None or p["status"] != "pending":
             raise StateRefusal(
-                "NotPending", f"memory proposal {proposal_id} is not pending.", "List the pending proposals."
+                "NotPending", f"memory proposal {proposal_id} is not pending.", _LIST_PENDING
             )
         result = _apply(db, p["root"], p["agent"], p["op"], p["key"], p["content"])
         db.execute(
@@ -203,6 +203,9 @@ def accept_proposal(store: Store, proposal_id: str) -> dict[str, Any]:
     return result
 
 
+_LIST_PENDING = "Run 'zuno memory' to list the pending ones."
+
+
 def reject_proposal(store: Store, proposal_id: str) -> None:
     cur = store.execute(
         "UPDATE state_memory_proposals SET status = 'rejected', decided_at = ? WHERE id = ? AND status = 'pending'",
@@ -210,7 +213,7 @@ def reject_proposal(store: Store, proposal_id: str) -> None:
     )
     if cur.rowcount != 1:
         raise StateRefusal(
-            "NotPending", f"memory proposal {proposal_id} is not pending.", "List the pending proposals."
+            "NotPending", f"memory proposal {proposal_id} is not pending.", _LIST_PENDING
         )
 
 
