@@ -92,3 +92,42 @@ def test_cli_exits_2_on_a_bad_config_and_runs_nothing(workspace: Path, run_zuno:
     assert proc.returncode == 2 and proc.stdout == ""
     assert "concurrency.tool_calls = 0 is out of range: allowed 1..=64" in proc.stderr
     assert not (workspace / "x.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"modle": "a/b"}, "config key modle is not a known key (from arguments). Did you mean model? Otherwise"),
+        ({"tool_output": {"max_byte": 5}}, "Did you mean tool_output.max_bytes?"),
+        ({"agent": {"limits": {"step_per_turn": 3}}}, "Did you mean agent.limits.steps_per_turn?"),
+        # inside a map of models (provider.<id>), and a field known by its alias
+        ({"provider": {"x": {"api": "openai-chat", "option": {}}}}, "Did you mean provider.x.options?"),
+        ({"provider": {"x": {"api": "anthropic", "options": {"baseUrl": "http://h"}}}}, "provider.x.options.baseURL?"),
+        ({"zzzzz": 1}, "config key zzzzz is not a known key (from arguments). Remove it or check its spelling."),
+        # another harness's permission shape: the rule it means
+        ({"permission": {"shell": "ask"}}, '"permission": {"rules": [{"tool": "shell", "action": "ask"}]}'),
+    ],
+)
+def test_an_unknown_key_names_the_key_it_is_close_to(tmp_path: Path, overrides: dict[str, Any], expected: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_config(tmp_path, overrides=overrides, environ={})
+    assert expected in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('// mine\n{"profile": "zuno"}', "(Expecting value at line 1 column 1): a comment; a config is plain JSON"),
+        ('{"profile": "zuno" /* x */}', ": a comment; a config is plain JSON, remove the comments."),
+        ('{"profile": "zuno",}', ": a trailing comma; remove the comma before it."),
+        ('{"tools": {"webfetch": true,},}', ": a trailing comma"),
+        ("", ": it is empty; write a JSON object ({} for no settings)."),
+        ("  \n", ": it is empty"),
+        ('{"profile": }', "(Expecting value at line 1 column 13)."),  # no likely cause: the parser's words only
+    ],
+)
+def test_a_config_json_cannot_read_says_what_it_most_likely_holds(tmp_path: Path, text: str, expected: str) -> None:
+    (tmp_path / "zuno.json").write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(tmp_path, environ={})
+    assert expected in str(e.value)

@@ -8,9 +8,12 @@ Read, later ones winning: ``$ZUNO_CONFIG_DIR/zuno.json`` (else ``~/.config/zuno/
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -348,11 +351,26 @@ def read_config_text(path: Path, src: str) -> str:
         ) from None
 
 
+def _json_hint(text: str, pos: int) -> str:
+    """What a config that JSON cannot read most likely holds at ``pos``, and the fix: the file is
+    empty, a comment or a trailing comma (JSONC, as other harnesses' configs allow)."""
+    if not text.strip():
+        return ": it is empty; write a JSON object ({} for no settings)"
+    at = text[pos:]
+    if at.startswith(("//", "/*", "#")):
+        return ": a comment; a config is plain JSON, remove the comments"
+    if at[:1] in "}]" and text[:pos].rstrip().endswith(","):
+        return ": a trailing comma; remove the comma before it"
+    return ""
+
+
 def _parse(text: str, src: str) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ConfigError(f"config {src}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno}).") from e
+        raise ConfigError(
+            f"config {src}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno}){_json_hint(text, e.pos)}."
+        ) from e
     except RecursionError:
         raise ConfigError(f"config {src}: nested too deeply to read. A config is a few levels deep.") from None
     if not isinstance(data, dict):
@@ -376,6 +394,34 @@ def _field_range(loc: tuple[Any, ...]) -> tuple[Any, Any] | None:
         lo = getattr(m, "ge", lo)
         hi = getattr(m, "le", hi)
     return lo, hi
+
+
+def _unwrap(annotation: Any) -> Any:
+    """``X`` of ``X | None`` (and of ``Optional[X]``); the annotation itself otherwise."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        return args[0]
+    return annotation
+
+
+def _known_keys(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the config takes at ``loc`` (a model's fields, by their JSON names), for the
+    "did you mean" of an unknown key; [] where that is not a model (a free-form map)."""
+    annotation: Any = Config
+    for part in loc:
+        annotation = _unwrap(annotation)
+        if typing.get_origin(annotation) is dict:  # a map (provider.<id>): its values' type
+            annotation = typing.get_args(annotation)[1]
+            continue
+        fields = getattr(annotation, "model_fields", None)
+        if fields is None:
+            return []
+        info = fields.get(part) or next((f for f in fields.values() if f.alias == part), None)
+        if info is None:
+            return []
+        annotation = info.annotation
+    fields = getattr(_unwrap(annotation), "model_fields", None)
+    return [f.alias or name for name, f in fields.items()] if fields else []
 
 
 _ENV_REF = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -424,6 +470,14 @@ def _describe(err: Mapping[str, Any], origin: Mapping[str, str], refs: Mapping[s
         allowed = f"{lo}..={hi}" if lo is not None and hi is not None else err["msg"]
         return f"config key {key} = {json_repr(value)} is out of range: allowed {allowed} (from {src})."
     if kind == "extra_forbidden":
+        known = _known_keys(loc[:-1])
+        near = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.7) if known else []
+        if loc[:-1] == ("permission",) and value in ("allow", "ask", "deny"):  # another harness's shape
+            rule = json.dumps({"rules": [{"tool": str(loc[-1]), "action": value}]})
+            return f"config key {key} is not a known key (from {src}). Permissions are rules: \"permission\": {rule}."
+        if near:
+            meant = ".".join([*map(str, loc[:-1]), near[0]])
+            return f"config key {key} is not a known key (from {src}). Did you mean {meant}? Otherwise remove it."
         return f"config key {key} is not a known key (from {src}). Remove it or check its spelling."
     if kind == "missing":
         return f"config key {key} is required (from {src}). Add it."
