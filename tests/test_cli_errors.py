@@ -52,7 +52,7 @@ def _cases(ws: Path, f: dict[str, Path]) -> list[tuple[tuple[str, ...], str | by
         (("batch", "/proc/self/mem"), None, "cannot be read"),
         (("batch", str(f["deep"])), None, "nested too deeply"),
         (("batch", "-"), "{not json", "not valid JSON"),
-        (("batch", "-"), '{"name": "read"}', "a batch is a JSON array of calls, not an object"),
+        (("batch", "-"), '{"name": "read"}', "a batch is a JSON array of calls, not an object (one call: wrap it"),
         (("steps", str(f["dir"])), None, "is a directory"),
         (("steps", str(ws / "none.jsonl")), None, "does not exist"),
         (("steps", "/proc/self/mem"), None, "cannot be read"),
@@ -141,3 +141,14 @@ def test_a_steps_line_that_cannot_be_read_is_reported_and_the_rest_runs(workspac
     out = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [o.get("step") for o in out] == [1, None, 2]
     assert "nested too deeply" in out[1]["error"] and out[1]["line"] == 2
+
+
+def test_a_steps_line_holding_one_call_says_to_wrap_it_and_names_its_line(workspace: Path, run_zuno: Any) -> None:
+    (workspace / "a.txt").write_text("a\n")
+    one = json.dumps({"name": "read", "arguments": {"path": "a.txt"}})
+    proc = run_zuno("steps", "-", input=one + "\n5\n[" + one + "]\n")
+    out = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert proc.returncode == 1 and [o.get("step") for o in out] == [None, None, 1]
+    wrap = "line 1: a step is a JSON array of calls, not an object (one call: wrap it in [ ]). Not run."
+    assert out[0]["error"] == wrap
+    assert out[1]["error"] == "line 2: a step is a JSON array of calls, not a number. Not run."

@@ -169,7 +169,9 @@ def cmd_steps(args: argparse.Namespace) -> int:
                     _print_line(
                         {
                             "line": lineno,
-                            "error": f"a step is a JSON array of calls, not {json_type_name(calls)}. Not run.",
+                            "error": f"line {lineno}: a step is a JSON array of calls, not {json_type_name(calls)}"
+                            + (" (one call: wrap it in [ ])" if isinstance(calls, dict) else "")
+                            + ". Not run.",
                         }
                     )
                     continue

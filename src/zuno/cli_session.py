@@ -72,7 +72,8 @@ def read_calls(source: str | None) -> list[Any]:
     if not isinstance(calls, list):
         from zuno.config import json_type_name
 
-        raise UsageError(f"{where}: a batch is a JSON array of calls, not {json_type_name(calls)}.")
+        one = " (one call: wrap it in [ ])" if isinstance(calls, dict) else ""
+        raise UsageError(f"{where}: a batch is a JSON array of calls, not {json_type_name(calls)}{one}.")
     return calls
 
 
