@@ -438,3 +438,73 @@ def test_empty_and_repeated_call_ids_are_made_distinct() -> None:
     assert unique_call_ids(same) is same
     assert [c.id for c in unique_call_ids(fin("", "", "x")).message.tool_calls] == ["call_1", "call_2", "x"]
     assert [c.id for c in unique_call_ids(fin("a", "a", "a_2")).message.tool_calls] == ["a", "a_3", "a_2"]
+
+
+# -- compatible servers' tool-call streams ---------------------------------------------------------
+
+
+def _read_call_then_final(*tool_deltas: list[dict[str, Any]]) -> tuple[bytes, bytes]:
+    first = b"".join(chat_chunk({"tool_calls": d}) for d in tool_deltas)
+    first += chat_chunk({}, "tool_calls") + b"data: [DONE]\n\n"
+    final = chat_chunk({"role": "assistant", "content": "read it"}) + chat_chunk({}, "stop") + b"data: [DONE]\n\n"
+    return first, final
+
+
+@pytest.mark.parametrize(
+    "deltas",
+    [
+        # no "index" at all, the arguments in pieces after the head (Gemini's and some proxies' shape)
+        [
+            [{"id": "c1", "type": "function", "function": {"name": "read", "arguments": ""}}],
+            [{"function": {"arguments": '{"path": '}}],
+            [{"function": {"arguments": '"a.txt"}'}}],
+        ],
+        # the arguments as a JSON object, not a string (some local servers)
+        [[{"index": 0, "id": "c1", "type": "function", "function": {"name": "read", "arguments": {"path": "a.txt"}}}]],
+        # the name sent again with every piece
+        [
+            [{"index": 0, "id": "c1", "type": "function", "function": {"name": "read", "arguments": '{"pa'}}],
+            [{"index": 0, "function": {"name": "read", "arguments": 'th": "a.txt"}'}}],
+        ],
+    ],
+    ids=["no-index", "object-arguments", "repeated-name"],
+)
+def test_a_compatible_servers_tool_call_shapes_make_one_whole_call(
+    workspace: Path, raw: list[RawServer], deltas: list[list[dict[str, Any]]]
+) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    first, final = _read_call_then_final(*deltas)
+    server = RawServer((200, "text/event-stream", first), (200, "text/event-stream", final))
+    raw.append(server)
+    write_config(workspace, provider_for(server.base("openai-chat")))
+    p = zuno_cli(workspace, "run", "read a.txt", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["stop_reason"] == "final" and out["final_text"] == "read it" and out["steps"] == 1
+    events = json.loads(zuno_cli(workspace, "events", "--session", out["session"], "--json").stdout)
+    started = [e["data"]["tool"] for e in events["events"] if e["kind"] == "call-started"]
+    settled = [e["data"]["outcome"] for e in events["events"] if e["kind"] == "call-settled"]
+    assert (started, settled) == (["read"], ["ok"]), events
+
+
+@pytest.mark.parametrize("with_ids", [True, False])
+def test_unindexed_whole_calls_one_per_delta_stay_separate_calls(
+    workspace: Path, raw: list[RawServer], with_ids: bool
+) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    (workspace / "b.txt").write_text("beta\n")
+
+    def whole(n: int, path: str) -> list[dict[str, Any]]:
+        head: dict[str, Any] = {"id": f"c{n}"} if with_ids else {}
+        return [{**head, "type": "function", "function": {"name": "read", "arguments": json.dumps({"path": path})}}]
+
+    first, final = _read_call_then_final(whole(1, "a.txt"), whole(2, "b.txt"))
+    server = RawServer((200, "text/event-stream", first), (200, "text/event-stream", final))
+    raw.append(server)
+    write_config(workspace, provider_for(server.base("openai-chat")))
+    p = zuno_cli(workspace, "run", "read both", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    events = json.loads(zuno_cli(workspace, "events", "--session", out["session"], "--json").stdout)
+    settled = [e["data"]["outcome"] for e in events["events"] if e["kind"] == "call-settled"]
+    assert settled == ["ok", "ok"], events

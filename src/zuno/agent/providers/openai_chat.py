@@ -4,6 +4,7 @@ through the official ``openai`` SDK, streaming always."""
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -141,6 +142,21 @@ def _user_of(runs: list[bytes]) -> bytes:
     return b'{"role":"user","content":[' + b",".join(runs) + b"]}"
 
 
+def _unindexed(calls: dict[int, _Building], tc: dict[str, Any]) -> int:
+    """The index of a tool-call delta that has none (some compatible servers and proxies): a new
+    call when it has an id of its own, or a name after a call that already has its name and
+    arguments; else a piece of the last call's arguments."""
+    if not calls:
+        return 0
+    last_index = max(calls)
+    last = calls[last_index]
+    fn = tc.get("function")
+    named = isinstance(fn, dict) and bool(fn.get("name"))
+    if (tc.get("id") and tc["id"] != last.id) or (not tc.get("id") and named and last.name and last.arguments):
+        return last_index + 1
+    return last_index
+
+
 @dataclass
 class _Building:
     id: str
@@ -249,7 +265,7 @@ class OpenAIChatProvider(StreamingProvider):
                     for tc in delta.get("tool_calls") or ():
                         index = tc.get("index")
                         if index is None:
-                            index = len(calls)
+                            index = _unindexed(calls, tc)
                         b = calls.get(index)
                         if b is None:
                             b = calls[index] = _Building(id=tc.get("id") or "", name="")
@@ -259,8 +275,9 @@ class OpenAIChatProvider(StreamingProvider):
                         if isinstance(fn, dict):
                             if fn.get("name") and not b.announced:
                                 b.name += fn["name"]
-                            if fn.get("arguments"):
-                                b.arguments += fn["arguments"]
+                            piece = fn.get("arguments")
+                            if piece:  # a string; some local servers send the arguments' object itself
+                                b.arguments += piece if isinstance(piece, str) else json.dumps(piece)
                         if b.name and not b.announced:
                             b.announced = True
                             if not b.id:
