@@ -508,3 +508,85 @@ def test_unindexed_whole_calls_one_per_delta_stay_separate_calls(
     events = json.loads(zuno_cli(workspace, "events", "--session", out["session"], "--json").stdout)
     settled = [e["data"]["outcome"] for e in events["events"] if e["kind"] == "call-settled"]
     assert settled == ["ok", "ok"], events
+
+
+# -- a server whose context is smaller than the configured one -------------------------------------
+
+# llama.cpp's server, started with a context smaller than the model config claims (its default).
+LLAMA_OVERFLOW = {
+    "error": {
+        "code": 400,
+        "message": "the request exceeds the available context size, try increasing it",
+        "type": "exceed_context_size_error",
+        "n_prompt_tokens": 9120,
+        "n_ctx": 4096,
+    }
+}
+VLLM_OVERFLOW = {
+    "object": "error",
+    "message": "This model's maximum context length is 4096 tokens. However, you requested 9120 tokens.",
+    "type": "BadRequestError",
+    "code": 400,
+}
+
+
+def _overflow_run(workspace: Path, fake: FakeProvider, *turns: Any) -> tuple[Any, Any]:
+    (workspace / "big.txt").write_text("".join(f"line {i} of the filler text\n" for i in range(1500)))
+    overrides = {
+        "model": "fake/m1",
+        "provider": {"fake": provider_for(fake.base_url)},
+    }
+    overrides["provider"]["fake"]["options"]["apiKey"] = "k"
+    fake.script(Reply(calls=[Call("read", json.dumps({"path": "big.txt", "limit": 1500}))]), Reply("read it"))
+    fake.script(*turns)
+
+    async def main() -> tuple[Any, Any]:
+        async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt:
+            async with rt.agent() as agent:
+                first = await agent.run("read big.txt")
+                assert first.final_text == "read it"
+                return await agent.run("now summarise it"), agent.transcript.requests()
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("body", [LLAMA_OVERFLOW, VLLM_OVERFLOW], ids=["llama.cpp", "vllm"])
+def test_a_request_the_server_finds_too_long_is_compacted_and_sent_again(
+    workspace: Path, fake: FakeProvider, body: dict[str, Any]
+) -> None:
+    result, requests = _overflow_run(
+        workspace, fake, Fail(400, body=body), Reply("the summary of reading big.txt"), Reply("short answer")
+    )
+    assert result.stop_reason == "final" and result.final_text == "short answer"
+    assert [r.purpose for r in requests[2:]] == ["turn", "compaction", "turn"]
+    refused, again = fake.requests[2].body, fake.requests[4].body
+    assert len(json.dumps(again)) < len(json.dumps(refused)) / 2  # the file's text went into the summary
+    assert "the summary of reading big.txt" in json.dumps(again) and "now summarise it" in json.dumps(again)
+
+
+def test_a_request_still_too_long_after_compacting_stops_naming_the_context_key(
+    workspace: Path, fake: FakeProvider
+) -> None:
+    result, _ = _overflow_run(
+        workspace, fake, Fail(400, body=LLAMA_OVERFLOW), Reply("a summary"), Fail(400, body=LLAMA_OVERFLOW)
+    )
+    assert result.stop_reason == "provider_error"
+    assert "the request exceeds the available context size" in result.detail
+    assert "which Zuno takes to be 65536 tokens: set provider.fake.models.m1.context" in result.detail
+    assert "llama.cpp: --ctx-size" in result.detail
+    assert len(fake.requests) == 5 and fake.pending == 0  # compacted once, not again and again
+
+
+def test_a_first_request_too_long_with_nothing_to_compact_stops_at_once(workspace: Path, fake: FakeProvider) -> None:
+    fake.script(Fail(400, body=LLAMA_OVERFLOW))
+    overrides = {"model": "fake/m1", "provider": {"fake": provider_for(fake.base_url)}}
+    overrides["provider"]["fake"]["options"]["apiKey"] = "k"
+
+    async def main() -> Any:
+        async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt:
+            async with rt.agent() as agent:
+                return await agent.run("x " * 20_000)
+
+    result = asyncio.run(main())
+    assert result.stop_reason == "provider_error" and "set provider.fake.models.m1.context" in result.detail
+    assert len(fake.requests) == 1

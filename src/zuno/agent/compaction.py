@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from zuno import limits
 from zuno.agent.events import CompactionEvent
 from zuno.agent.items import Item
-from zuno.agent.types import Message, ModelRequest, ToolSpec, UserMessage
+from zuno.agent.types import Message, ModelRequest, ProviderError, ToolSpec, UserMessage
 
 if TYPE_CHECKING:
     from zuno.agent.loop import AgentLoop, _Turn
@@ -125,12 +125,16 @@ class Compactor:
                 return i
         return candidates[-1]
 
-    async def compact(self, turn: _Turn, request: ModelRequest) -> bool:
-        """Replace the older part of the window by a summary; False when nothing could be cut."""
+    async def compact(self, turn: _Turn, request: ModelRequest, *, shrink: bool = False) -> bool:
+        """Replace the older part of the window by a summary; False when nothing could be cut.
+        ``shrink``: the server refused the request as too long for its context (which is smaller
+        than the configured one), so at most half of the window is kept."""
         loop = self.loop
         marker, items = loop.transcript.window()
         cfg = loop.config.agent.compaction
         keep_chars = cfg.keep_fraction * loop.provider.context_tokens * 4
+        if shrink:
+            keep_chars = min(keep_chars, sum(_item_chars(it) for it in items) / 2)
         i = self.cut(items, keep_chars)
         if i == 0:
             return False
@@ -156,3 +160,15 @@ class Compactor:
         loop.store.add_event(loop.session.id, "agent-compaction", {"marker": n, "summarised": len(old)})
         loop.emit(CompactionEvent(n, len(old)))
         return True
+
+
+def overflow_advice(provider: Provider, error: ProviderError, estimate: int) -> str:
+    """The stop's detail when a request stays too long for the server after compacting: what the
+    server said, and the config key that makes Zuno compact before the server's limit."""
+    pid, _, name = provider.id.partition("/")
+    return (
+        f"{error} The request (~{estimate} tokens) is longer than the model's context, which Zuno takes "
+        f"to be {provider.context_tokens} tokens: set provider.{pid}.models.{name}.context to the server's "
+        "context size (llama.cpp: --ctx-size; Ollama: num_ctx), so that Zuno compacts before it, or give "
+        "the server a larger context."
+    )

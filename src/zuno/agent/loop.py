@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from zuno import limits
 from zuno.agent.call_ids import unique_call_ids
-from zuno.agent.compaction import Compactor, Estimator
+from zuno.agent.compaction import Compactor, Estimator, overflow_advice
 from zuno.agent.context import build_system
 from zuno.agent.events import (
     AgentEvent,
@@ -87,6 +87,7 @@ class _Turn:
     continuations: int = 0
     usage: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0})
     final_text: str = ""
+    overflowed: bool = False  # a request of this turn was refused as too long and compacted for
 
 
 class _Stop(Exception):
@@ -94,6 +95,15 @@ class _Stop(Exception):
         super().__init__(detail)
         self.reason: StopReason = reason
         self.detail = detail
+
+
+class _Overflow(Exception):
+    """A turn's request the server refused as longer than the model's context (``context_length``):
+    the turn compacts harder and sends it again, once."""
+
+    def __init__(self, error: ProviderError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class AgentLoop:
@@ -251,7 +261,14 @@ class AgentLoop:
             mode = self.transcript.state().mode
             sections = self._sections()
             request, context_digest = await self._request(turn, mode, sections)
-            fin = await self._send(turn, request, context_digest, "turn")
+            try:
+                fin = await self._send(turn, request, context_digest, "turn")
+            except _Overflow as e:
+                if turn.overflowed or not await self.compactor.compact(turn, request, shrink=True):
+                    advice = overflow_advice(self.provider, e.error, self.estimate(request))
+                    raise _Stop("provider_error", advice) from None
+                turn.overflowed = True
+                continue
             if fin.message.tool_calls:
                 turn.final_text = ""
                 await self._step(turn, fin.message.tool_calls)
@@ -374,6 +391,8 @@ class AgentLoop:
         except ProviderError as e:
             self.transcript.request_failed(req_id, e.category, str(e), e.attempts or tuple(outcome.attempts))
             self.emit(RequestEvent(req_id, purpose, "ended", len(outcome.attempts)))
+            if e.category == "context_length" and purpose == "turn":
+                raise _Overflow(e) from None
             raise _Stop("provider_error", str(e)) from None
         except Exception as e:  # an adapter's own failure is a value here too, never a traceback
             detail = f"provider {self.provider.id} ({self.provider.api}) failed: {type(e).__name__}"

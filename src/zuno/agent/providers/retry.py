@@ -161,14 +161,20 @@ def readable_page(body: str) -> str:
 # Failures that look transient by status but are not: an exhausted quota, and a request too
 # long for the model (the loop may compact and try again; a plain retry never helps).
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
-_CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
-_CONTEXT_PHRASES = ("prompt is too long", "context length", "context window", "maximum context")
+_CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length", "exceed_context_size_error"})
+_CONTEXT_PHRASES = (
+    "prompt is too long",
+    "context length",
+    "context window",
+    "maximum context",
+    "available context size",  # llama.cpp's server
+)
 
 
 def _refine(category: str, kind: str | None, msg: str | None, code: str | None) -> str:
     if code in _QUOTA_CODES or kind in _QUOTA_CODES:
         return "quota"
-    if code in _CONTEXT_CODES or (
+    if code in _CONTEXT_CODES or kind in _CONTEXT_CODES or (
         category == "bad_request" and msg is not None and any(p in msg.lower() for p in _CONTEXT_PHRASES)
     ):
         return "context_length"
