@@ -220,3 +220,18 @@ def test_a_tool_returning_a_dict_list_number_or_model_gives_the_model_json(works
         "{3}",
         "{'v': nan}",
     ]
+
+
+def test_the_state_of_a_session_that_does_not_exist_raises_as_the_cli_says(workspace: Path) -> None:
+    # Before, an empty Goal, Plan and Todo list came back for any id, as if the session existed.
+    from zuno.session_ids import SessionNotFound
+
+    async def main() -> None:
+        async with zuno.Runtime(root=workspace) as rt:
+            with pytest.raises(SessionNotFound, match="no session 'nope'"):
+                rt.state("nope")
+            async with rt.session("real") as s:
+                await s.step([{"name": "todo_update", "arguments": {"action": "add", "items": [{"title": "t"}]}}])
+            assert rt.state("real")["todo"]["revision"] >= 1
+
+    asyncio.run(main())

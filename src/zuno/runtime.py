@@ -211,10 +211,13 @@ class Runtime:
         return get_receipt(store, receipt_id) if store is not None else None
 
     def state(self, session_id: str) -> dict[str, Any]:
-        """A session's durable work state: its Goal, Plan and Todo list, as the get tools return them."""
+        """A session's durable work state: its Goal, Plan and Todo list, as the get tools return them.
+        Raises InvalidSessionId, or SessionNotFound when the store has no such session."""
         from zuno.tools.state.api import read_state
 
-        return read_state(self.store, validate_session_id(session_id))
+        sid = self.resolve_session(session_id)
+        assert sid is not None
+        return read_state(self.store, sid)
 
     async def aclose(self) -> None:
         try:
