@@ -73,8 +73,12 @@ def _cases(ws: Path, f: dict[str, Path]) -> list[tuple[tuple[str, ...], str | by
         (("batch", "-", "--new-session", "../x"), "[]", "is not valid"),
         (("call", "read", "{}", "--session", "ses_none"), None, "zuno sessions"),
         (("events", "--session", "ses_none"), None, "zuno sessions"),
-        (("batch", "-", "-c"), "[]", "no session to continue"),
-        (("events", "-c"), None, "no session to continue"),
+        (("batch", "-", "-c"), "[]", "no session to continue in"),
+        (("batch", "-", "-c"), "[]", ": leave out --continue to start one."),
+        (("events", "-c"), None, ": 'zuno run' or 'zuno call' starts one."),  # events cannot start one
+        (("show", "-c"), None, ": 'zuno run' or 'zuno call' starts one."),
+        (("show",), None, "zuno show takes a session ID or -c (the most recent session)"),
+        (("show", "ses_x", "-c"), None, "zuno show takes a session ID or -c"),
         # the rest
         (("receipt", "nope"), None, "not a verification receipt id"),
         (("receipt", "rcp_0000"), None, "no verification receipt"),

@@ -214,3 +214,22 @@ def test_show_of_a_session_no_model_drove_says_where_its_calls_are(workspace: Pa
         "see them with `zuno events --session cli-only`)"
     )
     assert json.loads(run_zuno("show", "--json", "cli-only").stdout)["items"] == []
+
+
+def test_show_dash_c_shows_the_most_recent_session(workspace: Path) -> None:
+    import subprocess
+    import sys
+
+    from conftest import zuno_env
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "zuno", *args, "--root", str(workspace)],
+            capture_output=True, text=True, env=zuno_env({}), timeout=60, check=False,
+        )
+
+    (workspace / "a.txt").write_text("a\n")
+    assert cli("call", "read", '{"path": "a.txt"}', "--new-session", "older").returncode == 0
+    assert cli("call", "read", '{"path": "a.txt"}', "--new-session", "newer").returncode == 0
+    p = cli("show", "-c")
+    assert p.returncode == 0 and "session newer" in p.stdout, p.stdout + p.stderr

@@ -115,6 +115,7 @@ def resolve_or_start(rt: Runtime, session_id: str | None, continue_latest: bool)
     try:
         return rt.resolve_session(session_id, continue_latest=continue_latest)
     except SessionNotFound as e:
-        if session_id is None:
-            raise
+        if session_id is None:  # -c with no session yet
+            no_session = f"there is no session to continue in {rt.db_path}: leave out --continue to start one."
+            raise SessionNotFound(no_session) from None
         raise SessionNotFound(f"{e} Or leave out --session to start a new one.") from None

@@ -187,7 +187,7 @@ class Runtime:
             latest = store.latest_session(str(self.root)) if store is not None else None
             if latest is None:
                 raise SessionNotFound(
-                    f"there is no session to continue in {self.db_path}: leave out --continue to start one."
+                    f"there is no session to continue in {self.db_path}: 'zuno run' or 'zuno call' starts one."
                 )
             return latest
         return None

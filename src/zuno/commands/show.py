@@ -22,7 +22,10 @@ RESULT_PREVIEW_CHARS = 400
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("show", help="show an agent session's transcript")
-    p.add_argument("session_id", metavar="ID")
+    p.add_argument("session_id", metavar="ID", nargs="?", default=None, help="the session ('zuno sessions' lists them)")
+    p.add_argument(
+        "-c", "--continue", dest="continue_latest", action="store_true", help="the most recent session, for ID"
+    )
     p.add_argument("--json", action="store_true", help="the transcript as JSON")
     add_common_arguments(p, session=False)
     p.set_defaults(func=cmd_show, imports=(*RUNTIME_IMPORTS, "zuno.agent.transcript"))
@@ -33,8 +36,13 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     rt = runtime_from_args(args)
     try:
+        if (args.session_id is None) == (not args.continue_latest):
+            raise UsageError(
+                "zuno show takes a session ID or -c (the most recent session), one of them: "
+                "'zuno sessions' lists the sessions."
+            )
         try:
-            sid = rt.resolve_session(args.session_id)
+            sid = rt.resolve_session(args.session_id, continue_latest=args.continue_latest)
         except (InvalidSessionId, SessionNotFound) as e:
             raise UsageError(str(e)) from None
         assert sid is not None
