@@ -96,3 +96,19 @@ async def test_a_nul_in_an_id_is_quoted_in_json(workspace: Path) -> None:
     async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
         (rec,) = (await s.step([{"name": "bg", "arguments": {"action": "wait", "taskID": "job\0x"}}])).results
     assert '"job\\u0000x"' in rec.text, rec.text
+
+
+async def test_a_tools_own_validation_sentence_follows_the_argument_after_a_colon(workspace: Path) -> None:
+    # Before: "argument 'key' a memory key is 1-100 characters …" (no verb joined them).
+    overrides = {"memory": {"enabled": True}, "tools": {"memory_update": True}}
+    async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt:
+        async with rt.session() as s:
+            st = await s.step(
+                [
+                    {"name": "memory_update", "arguments": {"action": "set", "key": "", "content": "x"}},
+                    {"name": "read", "arguments": {"path": 5}},
+                ]
+            )
+    key, path = (r.text for r in st.results)
+    assert "argument 'key': a memory key is 1-100 characters" in key
+    assert "argument 'path' must be a string (got 5)" in path

@@ -54,6 +54,15 @@ def _english(msg: str) -> str:
     return _PYTHON_NAMES.sub(lambda m: _JSON_NAMES[m.group(1)], msg).rstrip(".")
 
 
+_VERB_FIRST = re.compile(r"(must|is|are|cannot|can|should|has|have|needs?|may|only)\b")
+
+
+def _joined(msg: str) -> str:
+    """``msg`` after an argument's name: "argument 'x' must be …", but a tool's own message that
+    is a sentence of its own ("a memory key is …") after a colon."""
+    return f" {msg}" if _VERB_FIRST.match(msg) else f": {msg}"
+
+
 def _expected(schema: dict[str, Any]) -> str:
     """What a property takes, in JSON words."""
     if "enum" in schema:
@@ -136,7 +145,7 @@ def describe_validation(tool: Tool, err: ValidationError) -> str:
             else:
                 parts.append(f"argument 'action' must be one of: {listed} (got {json_repr(action_sent)})")
         else:
-            parts.append(f"argument '{loc}' {_english(e['msg'])} (got {json_repr(e.get('input'))})")
+            parts.append(f"argument '{loc}'{_joined(_english(e['msg']))} (got {json_repr(e.get('input'))})")
     return f"invalid arguments for {tool.name}: " + "; ".join(parts) + ". Correct the call and send it again."
 
 
