@@ -45,7 +45,14 @@ async def test_an_allowlist_replaces_the_default_surface(workspace: Path) -> Non
     async with zuno.Runtime(root=workspace, config_overrides=cfg) as rt, rt.session() as s:
         assert rt.surface.names() == ["read", "par_sleep"]
         (r,) = (await s.step([{"name": "write", "arguments": {"path": "a", "content": ""}}])).results
-        assert r.block_kind == "unavailable" and "allowlist" in r.text
+        assert r.block_kind == "unavailable" and "allowlist (agent.tools): add 'write' to it to offer it" in r.text
+
+
+async def test_a_registered_slot_that_is_off_says_how_to_offer_it(workspace: Path) -> None:
+    # Before: "a registered slot, not on the default surface", and nothing on how to switch it on.
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        (r,) = (await s.step([{"name": "task_context", "arguments": {"action": "get"}}])).results
+        assert r.block_kind == "unavailable" and '"tools": {"task_context": true} offers it' in r.text
 
 
 def test_unknown_names_in_tools_map_or_allowlist_are_config_errors(workspace: Path) -> None:

@@ -305,8 +305,8 @@ def build_surface(
     for name in known - set(tools) - set(disabled):
         if name in built and name not in wanted:
             disabled[name] = (
-                "not in the agent's tools allowlist"
+                f"not in the agent's tools allowlist (agent.tools): add {name!r} to it to offer it"
                 if allow is not None
-                else "a registered slot, not on the default surface"
+                else f'a registered slot, not on the default surface: "tools": {{"{name}": true}} offers it'
             )
     return Surface(profile, tools, disabled)
