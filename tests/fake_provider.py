@@ -43,8 +43,8 @@ included; ``id`` defaults to call_1, call_2 … (toolu_1 … on Anthropic)), ``u
 (Usage(input, output, cached): input counts all input tokens, cached ones included, as OpenAI's
 APIs do; Anthropic's wire input_tokens is sent as input - cached beside cache_read_input_tokens),
 ``stop_reason`` (the wire value; default per API: stop/tool_calls, end_turn/tool_use,
-completed), ``reasoning`` (Responses: a reasoning item with encrypted_content; Anthropic: a
-thinking block with a signature), ``web_search`` (WebSearch(query, urls): Anthropic
+completed), ``reasoning`` (Chat: reasoning_content deltas; Responses: a reasoning item with
+encrypted_content; Anthropic: a thinking block with a signature), ``web_search`` (WebSearch(query, urls): Anthropic
 server_tool_use + web_search_tool_result blocks; Responses a web_search_call item), ``delay_s``
 (sleep between SSE events), ``stall_s`` (sleep after the content, before the final events — for
 cancellation tests), ``cut`` (then close the connection without the final events: a stream that
@@ -426,6 +426,9 @@ def _chat_events(turn: Reply, model: str) -> Any:
         return None, _dump(d), bool(delta.get("content"))
 
     yield chunk({"role": "assistant", "content": ""})
+    if turn.reasoning is not None:  # DeepSeek's thinking mode (and llama.cpp, vLLM): before the answer
+        for piece in (turn.reasoning[:4], turn.reasoning[4:]):
+            yield chunk({"content": None, "reasoning_content": piece})
     for piece in turn.text_chunks():
         yield chunk({"content": piece})
     for i, (call, cid) in enumerate(zip(turn.calls, _ids(turn, "call_"), strict=True)):

@@ -590,3 +590,32 @@ def test_a_first_request_too_long_with_nothing_to_compact_stops_at_once(workspac
     result = asyncio.run(main())
     assert result.stop_reason == "provider_error" and "set provider.fake.models.m1.context" in result.detail
     assert len(fake.requests) == 1
+
+
+# -- a thinking model over Chat Completions (DeepSeek, llama.cpp, vLLM) -----------------------------
+
+
+def test_the_reasoning_of_an_answer_with_tool_calls_goes_back_with_it(workspace: Path, fake: FakeProvider) -> None:
+    # DeepSeek's thinking mode refuses (400) a request whose earlier tool-calling answer lacks its
+    # reasoning_content; before, Zuno dropped it, so the second request of every such turn failed.
+    (workspace / "a.txt").write_text("alpha\n")
+    fake.script(
+        Reply(calls=[Call("read", json.dumps({"path": "a.txt"}))], reasoning="I should read a.txt first."),
+        Reply("it says alpha", reasoning="The file holds alpha."),
+        Reply("again: alpha"),
+    )
+    write_config(workspace, provider_for(fake.base_url))
+    p = zuno_cli(workspace, "run", "what is in a.txt?", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["final_text"] == "it says alpha"  # the reasoning is not the answer
+    assert zuno_cli(workspace, "run", "--continue", "and now?", "--json").returncode == 0
+
+    def assistants(i: int) -> list[dict[str, Any]]:
+        return [m for m in fake.requests[i].body["messages"] if m["role"] == "assistant"]
+
+    (with_calls,) = assistants(1)
+    assert with_calls["reasoning_content"] == "I should read a.txt first." and with_calls["tool_calls"]
+    calls_again, final = assistants(2)  # the next turn, from the durable transcript
+    assert calls_again["reasoning_content"] == "I should read a.txt first."
+    assert final == {"role": "assistant", "content": "it says alpha"}  # no tool calls: not sent back

@@ -57,6 +57,11 @@ def openai_client(settings: ProviderSettings) -> openai.AsyncOpenAI:
     )
 
 
+OPAQUE_KEY = "openai-chat"  # AssistantMessage.opaque entries: {"api": OPAQUE_KEY, "field": ..., "text": ...}
+# The delta fields compatible servers stream a model's reasoning in (DeepSeek, llama.cpp and vLLM:
+# reasoning_content; OpenRouter, Ollama and newer vLLM: reasoning). Never shown as the answer.
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
 # What ``openai_events`` yields for the ``[DONE]`` that ends a Chat Completions stream.
 DONE = "[DONE]"
 
@@ -109,6 +114,11 @@ def chat_entry(m: Message) -> tuple[dict[str, Any], list[dict[str, Any]] | None]
     # content may be null only beside tool calls
     entry = {"role": "assistant", "content": (m.text or None) if m.tool_calls else m.text}
     if m.tool_calls:
+        # The reasoning of an answer with tool calls goes back in its own field: DeepSeek's thinking
+        # mode refuses (400) a later request without it; servers that sent it take it back.
+        for o in m.opaque:
+            if o.get("api") == OPAQUE_KEY and o.get("field") in REASONING_FIELDS and isinstance(o.get("text"), str):
+                entry[o["field"]] = o["text"]
         entry["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
             for c in m.tool_calls
@@ -242,6 +252,7 @@ class OpenAIChatProvider(StreamingProvider):
             options={"security": {"bearer_auth": True}},
         )
         text: list[str] = []
+        reasoning: dict[str, list[str]] = {}
         calls: dict[int, _Building] = {}
         usage = Usage()
         finish: str | None = None
@@ -262,6 +273,10 @@ class OpenAIChatProvider(StreamingProvider):
                     if content:
                         text.append(content)
                         yield TextDelta(content)
+                    for field in REASONING_FIELDS:
+                        thought = delta.get(field)
+                        if thought and isinstance(thought, str):
+                            reasoning.setdefault(field, []).append(thought)
                     for tc in delta.get("tool_calls") or ():
                         index = tc.get("index")
                         if index is None:
@@ -295,7 +310,8 @@ class OpenAIChatProvider(StreamingProvider):
         stop = _STOP.get(finish or "", "other")
         if tool_calls and stop == "end_turn":
             stop = "tool_calls"  # some compatible servers say "stop" after tool calls
-        yield Finished(AssistantMessage("".join(text), tool_calls), usage, stop, finish)
+        opaque = tuple({"api": OPAQUE_KEY, "field": f, "text": "".join(parts)} for f, parts in reasoning.items())
+        yield Finished(AssistantMessage("".join(text), tool_calls, opaque), usage, stop, finish)
 
     async def aclose(self) -> None:
         await self._client.close()
