@@ -602,6 +602,7 @@ def test_the_reasoning_of_an_answer_with_tool_calls_goes_back_with_it(workspace:
     fake.script(
         Reply(calls=[Call("read", json.dumps({"path": "a.txt"}))], reasoning="I should read a.txt first."),
         Reply("it says alpha", reasoning="The file holds alpha."),
+        Reply(calls=[Call("read", json.dumps({"path": "a.txt"}))]),  # DeepSeek at times sends none
         Reply("again: alpha"),
     )
     write_config(workspace, provider_for(fake.base_url))
@@ -619,3 +620,13 @@ def test_the_reasoning_of_an_answer_with_tool_calls_goes_back_with_it(workspace:
     calls_again, final = assistants(2)  # the next turn, from the durable transcript
     assert calls_again["reasoning_content"] == "I should read a.txt first."
     assert final == {"role": "assistant", "content": "it says alpha"}  # no tool calls: not sent back
+    # A tool-calling answer that came with no reasoning is sent back with an empty one.
+    assert assistants(3)[-1]["reasoning_content"] == "" and assistants(3)[-1]["tool_calls"]
+
+
+def test_a_server_that_sends_no_reasoning_gets_none_back(workspace: Path, fake: FakeProvider) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    fake.script(Reply(calls=[Call("read", json.dumps({"path": "a.txt"}))]), Reply("alpha"))
+    write_config(workspace, provider_for(fake.base_url))
+    assert zuno_cli(workspace, "run", "read a.txt", "--json").returncode == 0
+    assert "reasoning" not in json.dumps(fake.requests[1].body["messages"])

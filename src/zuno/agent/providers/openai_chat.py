@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,6 +188,10 @@ class OpenAIChatProvider(StreamingProvider):
         self._parts = wire_json.Parts()
         self._tools = wire_json.Once()
         self._grown = wire_json.Grown()
+        # The field this server streams reasoning in, once it has: a later tool-calling answer with
+        # no reasoning is sent back with an empty one (DeepSeek refuses the request otherwise).
+        self._reasoning_field: str | None = None
+        self._reasoning_scanned = 0  # messages of the history already looked at for it
 
     def _fields(self, request: ModelRequest, messages: Any, tools: Any) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -277,6 +281,7 @@ class OpenAIChatProvider(StreamingProvider):
                         thought = delta.get(field)
                         if thought and isinstance(thought, str):
                             reasoning.setdefault(field, []).append(thought)
+                            self._reasoning_field = field
                     for tc in delta.get("tool_calls") or ():
                         index = tc.get("index")
                         if index is None:
@@ -310,8 +315,23 @@ class OpenAIChatProvider(StreamingProvider):
         stop = _STOP.get(finish or "", "other")
         if tool_calls and stop == "end_turn":
             stop = "tool_calls"  # some compatible servers say "stop" after tool calls
+        if tool_calls and not reasoning and self._known_reasoning_field(request.messages) is not None:
+            reasoning[self._reasoning_field] = []  # type: ignore[index]
         opaque = tuple({"api": OPAQUE_KEY, "field": f, "text": "".join(parts)} for f, parts in reasoning.items())
         yield Finished(AssistantMessage("".join(text), tool_calls, opaque), usage, stop, finish)
+
+    def _known_reasoning_field(self, messages: Sequence[Message]) -> str | None:
+        """The field this server streams reasoning in: seen in this process, or in an answer of
+        the history (a resumed session). Each message is looked at once (the history only grows;
+        a compaction that shortens it starts the look again)."""
+        if self._reasoning_field is None:
+            start = self._reasoning_scanned if self._reasoning_scanned <= len(messages) else 0
+            for m in messages[start:]:
+                for o in m.opaque if isinstance(m, AssistantMessage) else ():
+                    if o.get("api") == OPAQUE_KEY and o.get("field") in REASONING_FIELDS:
+                        self._reasoning_field = o["field"]
+            self._reasoning_scanned = len(messages)
+        return self._reasoning_field
 
     async def aclose(self) -> None:
         await self._client.close()
