@@ -630,3 +630,49 @@ def test_a_server_that_sends_no_reasoning_gets_none_back(workspace: Path, fake: 
     write_config(workspace, provider_for(fake.base_url))
     assert zuno_cli(workspace, "run", "read a.txt", "--json").returncode == 0
     assert "reasoning" not in json.dumps(fake.requests[1].body["messages"])
+
+
+# -- an answer the provider paused (Anthropic's pause_turn, in a long hosted search) ----------------
+
+
+def test_a_paused_answer_is_sent_back_and_the_turn_goes_on(workspace: Path, fake: FakeProvider) -> None:
+    # Before, pause_turn read as an ordinary final: the turn ended with the half-done answer.
+    from fake_provider import WebSearch
+
+    fake.script(
+        Reply(text="Searching. ", web_search=WebSearch("asyncio timeout"), stop_reason="pause_turn"),
+        Reply(text="Found it: asyncio.timeout."),
+    )
+    overrides = {"model": "fake/m1", "provider": {"fake": provider_for(fake.root_url, "anthropic")}}
+    overrides["provider"]["fake"]["options"]["apiKey"] = "k"
+
+    async def main() -> Any:
+        async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt:
+            async with rt.agent() as agent:
+                return await agent.run("how do I time out a coroutine?")
+
+    result = asyncio.run(main())
+    assert result.stop_reason == "final" and result.final_text == "Searching. Found it: asyncio.timeout."
+    assert len(fake.requests) == 2
+    again = fake.requests[1].body["messages"]
+    # sent back as it was, the last message, with no user message after it
+    assert [m["role"] for m in again] == ["user", "assistant"]
+    assert [b["type"] for b in again[1]["content"]] == ["server_tool_use", "web_search_tool_result", "text"]
+
+
+def test_paused_answers_are_sent_back_a_bounded_number_of_times(workspace: Path, fake: FakeProvider) -> None:
+    from zuno import limits
+
+    n = limits.PAUSED_ANSWER_CONTINUATIONS
+    fake.script(*[Reply(text=f"{i} ", stop_reason="pause_turn") for i in range(n + 3)])
+    overrides = {"model": "fake/m1", "provider": {"fake": provider_for(fake.root_url, "anthropic")}}
+    overrides["provider"]["fake"]["options"]["apiKey"] = "k"
+
+    async def main() -> Any:
+        async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt:
+            async with rt.agent() as agent:
+                return await agent.run("go")
+
+    result = asyncio.run(main())
+    assert len(fake.requests) == n + 1 and result.stop_reason == "final"
+    assert result.final_text == "".join(f"{i} " for i in range(n + 1))

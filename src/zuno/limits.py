@@ -140,6 +140,9 @@ COMPACT_AT_FRACTION = 0.8
 COMPACT_KEEP_FRACTION = 0.3
 # Compactions tried before one request (a window that cannot shrink further is sent as it is).
 COMPACT_MAX_PASSES = 3
+# An answer the provider paused (Anthropic's pause_turn: a long hosted search) is sent back to go on
+# at most this many times in one turn; then the turn ends with the answer so far.
+PAUSED_ANSWER_CONTINUATIONS = 8
 # The user's own messages rebuilt into every request: each text and all of them together.
 USER_SOURCE_TEXT_MAX_CHARS = 4_000
 USER_SOURCES_MAX_CHARS = 16_000

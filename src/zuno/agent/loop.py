@@ -88,6 +88,8 @@ class _Turn:
     usage: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0})
     final_text: str = ""
     overflowed: bool = False  # a request of this turn was refused as too long and compacted for
+    pauses: int = 0  # answers the provider paused (and the turn sent back to go on)
+    paused_text: str = ""  # their text, which the final answer continues
 
 
 class _Stop(Exception):
@@ -270,10 +272,16 @@ class AgentLoop:
                 turn.overflowed = True
                 continue
             if fin.message.tool_calls:
-                turn.final_text = ""
+                turn.final_text = turn.paused_text = ""
                 await self._step(turn, fin.message.tool_calls)
                 continue
-            turn.final_text = fin.message.text
+            turn.final_text = turn.paused_text + fin.message.text
+            if fin.stop_reason == "paused" and turn.pauses < limits.PAUSED_ANSWER_CONTINUATIONS:
+                # The provider paused its own long server-side loop (Anthropic's pause_turn, in a
+                # hosted web search): the answer so far is sent back as it is, and it goes on.
+                turn.pauses += 1
+                turn.paused_text = turn.final_text
+                continue
             if fin.stop_reason == "max_tokens":
                 return "max_output_tokens", "the answer reached the model's output limit"
             decision = self._reconcile(turn, mode)

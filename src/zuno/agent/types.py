@@ -113,7 +113,8 @@ class Usage:
     cached_tokens: int = 0
 
 
-StopReason = Literal["end_turn", "tool_calls", "max_tokens", "content_filter", "other"]
+# "paused": the provider paused a long server-side loop (Anthropic's pause_turn); sent back, it goes on.
+StopReason = Literal["end_turn", "tool_calls", "max_tokens", "content_filter", "paused", "other"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,7 @@ EMPTY_TEXT = "(empty)"
 
 _STOP: dict[str, StopReason] = {
     "end_turn": "end_turn", "stop_sequence": "end_turn", "tool_use": "tool_calls", "max_tokens": "max_tokens",
-    "refusal": "content_filter", "model_context_window_exceeded": "max_tokens",
+    "refusal": "content_filter", "model_context_window_exceeded": "max_tokens", "pause_turn": "paused",
 }
 _OPAQUE_BLOCKS = frozenset({"thinking", "redacted_thinking", "server_tool_use", "web_search_tool_result"})
 
