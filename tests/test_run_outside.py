@@ -79,6 +79,7 @@ class RawServer:
     def __init__(self, *answers: tuple[int, str, bytes]) -> None:
         self.answers = list(answers)
         self.paths: list[str] = []
+        self.bodies: list[bytes] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -88,7 +89,7 @@ class RawServer:
                 return
 
             def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                outer.bodies.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
                 outer.paths.append(self.path)
                 exhausted = (500, "application/json", b'{"error": {"message": "no more"}}')
                 status, ctype, body = outer.answers.pop(0) if outer.answers else exhausted
@@ -676,3 +677,23 @@ def test_paused_answers_are_sent_back_a_bounded_number_of_times(workspace: Path,
     result = asyncio.run(main())
     assert len(fake.requests) == n + 1 and result.stop_reason == "final"
     assert result.final_text == "".join(f"{i} " for i in range(n + 1))
+
+
+def test_a_tool_calls_extra_content_goes_back_with_it(workspace: Path, raw: list[RawServer]) -> None:
+    # Gemini's OpenAI-compatible endpoint puts a thought signature in each tool call's
+    # extra_content and refuses (400) a later request whose tool call lacks it; before, it was dropped.
+    (workspace / "a.txt").write_text("alpha\n")
+    signature = {"google": {"thought_signature": "c2lnbmF0dXJl"}}
+    first, final = _read_call_then_final(
+        [{"index": 0, "id": "c1", "type": "function", "extra_content": signature,
+          "function": {"name": "read", "arguments": json.dumps({"path": "a.txt"})}}]
+    )
+    server = RawServer((200, "text/event-stream", first), (200, "text/event-stream", final))
+    raw.append(server)
+    write_config(workspace, provider_for(server.base("openai-chat")))
+    p = zuno_cli(workspace, "run", "read a.txt", "--json")
+    assert p.returncode == 0, p.stderr
+    sent = json.loads(server.bodies[1])["messages"]
+    (call,) = next(m for m in sent if m["role"] == "assistant")["tool_calls"]
+    assert call["extra_content"] == signature and call["id"] == "c1"
+    assert "extra_content" not in json.loads(server.bodies[0]).get("messages", [{}])[-1]

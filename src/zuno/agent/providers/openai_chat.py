@@ -116,14 +116,25 @@ def chat_entry(m: Message) -> tuple[dict[str, Any], list[dict[str, Any]] | None]
     if m.tool_calls:
         # The reasoning of an answer with tool calls goes back in its own field: DeepSeek's thinking
         # mode refuses (400) a later request without it; servers that sent it take it back.
+        extras: dict[str, Any] = {}
         for o in m.opaque:
-            if o.get("api") == OPAQUE_KEY and o.get("field") in REASONING_FIELDS and isinstance(o.get("text"), str):
+            if o.get("api") != OPAQUE_KEY:
+                continue
+            if o.get("field") in REASONING_FIELDS and isinstance(o.get("text"), str):
                 entry[o["field"]] = o["text"]
-        entry["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in m.tool_calls
-        ]
+            elif isinstance(o.get("call_extra"), dict):
+                extras = o["call_extra"]
+        entry["tool_calls"] = [_call_entry(c, extras.get(c.id)) for c in m.tool_calls]
     return entry, None
+
+
+def _call_entry(c: ToolCall, extra: Any) -> dict[str, Any]:
+    """A tool call as sent back: with the ``extra_content`` the server attached to it (Gemini's
+    thought signature, which its OpenAI-compatible endpoint refuses a later request without)."""
+    entry: dict[str, Any] = {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+    if isinstance(extra, dict):
+        entry["extra_content"] = extra
+    return entry
 
 
 def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
@@ -173,6 +184,7 @@ class _Building:
     name: str
     arguments: str = ""
     announced: bool = False
+    extra: dict[str, Any] | None = None  # the server's extra_content (Gemini: the thought signature)
 
 
 class OpenAIChatProvider(StreamingProvider):
@@ -291,6 +303,8 @@ class OpenAIChatProvider(StreamingProvider):
                             b = calls[index] = _Building(id=tc.get("id") or "", name="")
                         if tc.get("id") and not b.id:
                             b.id = tc["id"]
+                        if isinstance(tc.get("extra_content"), dict):
+                            b.extra = {**(b.extra or {}), **tc["extra_content"]}
                         fn = tc.get("function")
                         if isinstance(fn, dict):
                             if fn.get("name") and not b.announced:
@@ -318,6 +332,9 @@ class OpenAIChatProvider(StreamingProvider):
         if tool_calls and not reasoning and self._known_reasoning_field(request.messages) is not None:
             reasoning[self._reasoning_field] = []  # type: ignore[index]
         opaque = tuple({"api": OPAQUE_KEY, "field": f, "text": "".join(parts)} for f, parts in reasoning.items())
+        extras = {c.id: b.extra for c, (_, b) in zip(tool_calls, sorted(calls.items()), strict=True) if b.extra}
+        if extras:
+            opaque += ({"api": OPAQUE_KEY, "call_extra": extras},)
         yield Finished(AssistantMessage("".join(text), tool_calls, opaque), usage, stop, finish)
 
     def _known_reasoning_field(self, messages: Sequence[Message]) -> str | None:
