@@ -697,3 +697,32 @@ def test_a_tool_calls_extra_content_goes_back_with_it(workspace: Path, raw: list
     (call,) = next(m for m in sent if m["role"] == "assistant")["tool_calls"]
     assert call["extra_content"] == signature and call["id"] == "c1"
     assert "extra_content" not in json.loads(server.bodies[0]).get("messages", [{}])[-1]
+
+
+def test_openrouters_reasoning_details_are_joined_and_go_back_with_the_tool_calls(
+    workspace: Path, raw: list[RawServer]
+) -> None:
+    # OpenRouter streams reasoning_details in pieces (Gemini's thought signature among them) and
+    # needs them back on a tool-calling answer; before, they were dropped.
+    (workspace / "a.txt").write_text("alpha\n")
+
+    def details(*pieces: dict[str, Any]) -> bytes:
+        return chat_chunk({"reasoning": "".join(p.get("text", "") for p in pieces), "reasoning_details": list(pieces)})
+
+    head = details({"type": "reasoning.text", "index": 0, "text": "I will ", "format": "google-gemini-v1"})
+    head += details({"type": "reasoning.text", "index": 0, "text": "read it."})
+    head += details({"type": "reasoning.encrypted", "index": 1, "data": "ZW5j", "id": "tool_c1"})
+    first, final = _read_call_then_final(
+        [{"index": 0, "id": "c1", "type": "function", "function": {"name": "read", "arguments": '{"path": "a.txt"}'}}]
+    )
+    server = RawServer((200, "text/event-stream", head + first), (200, "text/event-stream", final))
+    raw.append(server)
+    write_config(workspace, provider_for(server.base("openai-chat")))
+    p = zuno_cli(workspace, "run", "read a.txt", "--json")
+    assert p.returncode == 0, p.stderr
+    sent = next(m for m in json.loads(server.bodies[1])["messages"] if m["role"] == "assistant")
+    assert sent["reasoning_details"] == [
+        {"type": "reasoning.text", "index": 0, "text": "I will read it.", "format": "google-gemini-v1"},
+        {"type": "reasoning.encrypted", "index": 1, "data": "ZW5j", "id": "tool_c1"},
+    ]
+    assert "reasoning" not in sent  # the details alone: "reasoning" is only their text

@@ -117,13 +117,17 @@ def chat_entry(m: Message) -> tuple[dict[str, Any], list[dict[str, Any]] | None]
         # The reasoning of an answer with tool calls goes back in its own field: DeepSeek's thinking
         # mode refuses (400) a later request without it; servers that sent it take it back.
         extras: dict[str, Any] = {}
-        for o in m.opaque:
-            if o.get("api") != OPAQUE_KEY:
-                continue
+        mine = [o for o in m.opaque if o.get("api") == OPAQUE_KEY]
+        details = next((o["details"] for o in mine if isinstance(o.get("details"), list)), None)
+        for o in mine:
+            # With structured details (OpenRouter), they alone go back: "reasoning" is their text.
             if o.get("field") in REASONING_FIELDS and isinstance(o.get("text"), str):
-                entry[o["field"]] = o["text"]
+                if details is None or o["field"] != "reasoning":
+                    entry[o["field"]] = o["text"]
             elif isinstance(o.get("call_extra"), dict):
                 extras = o["call_extra"]
+        if details is not None:
+            entry["reasoning_details"] = details
         entry["tool_calls"] = [_call_entry(c, extras.get(c.id)) for c in m.tool_calls]
     return entry, None
 
@@ -161,6 +165,24 @@ def _entry_bytes(m: Message) -> tuple[bytes, bytes | None]:
 
 def _user_of(runs: list[bytes]) -> bytes:
     return b'{"role":"user","content":[' + b",".join(runs) + b"]}"
+
+
+def _add_details(details: dict[tuple[str, int], dict[str, Any]], pieces: list[Any]) -> None:
+    """Stream pieces of OpenRouter's ``reasoning_details`` into whole entries, one per type and
+    index: their text, summary and (encrypted) data are concatenated, other fields (id, format,
+    signature) take the latest value. The entries go back as they came, on tool-calling answers."""
+    for piece in pieces:
+        if not isinstance(piece, dict) or not isinstance(piece.get("type"), str):
+            continue
+        index = piece.get("index") if isinstance(piece.get("index"), int) else 0
+        whole = details.setdefault((piece["type"], index), {"type": piece["type"], "index": index})
+        for k, v in piece.items():
+            if v is None or k in ("type", "index"):
+                continue
+            if k in ("text", "summary", "data") and isinstance(v, str):
+                whole[k] = whole.get(k, "") + v
+            else:
+                whole[k] = v
 
 
 def _unindexed(calls: dict[int, _Building], tc: dict[str, Any]) -> int:
@@ -269,6 +291,7 @@ class OpenAIChatProvider(StreamingProvider):
         )
         text: list[str] = []
         reasoning: dict[str, list[str]] = {}
+        reasoning_details: dict[tuple[str, int], dict[str, Any]] = {}  # OpenRouter's, in pieces
         calls: dict[int, _Building] = {}
         usage = Usage()
         finish: str | None = None
@@ -294,6 +317,8 @@ class OpenAIChatProvider(StreamingProvider):
                         if thought and isinstance(thought, str):
                             reasoning.setdefault(field, []).append(thought)
                             self._reasoning_field = field
+                    if isinstance(delta.get("reasoning_details"), list):
+                        _add_details(reasoning_details, delta["reasoning_details"])
                     for tc in delta.get("tool_calls") or ():
                         index = tc.get("index")
                         if index is None:
@@ -332,6 +357,8 @@ class OpenAIChatProvider(StreamingProvider):
         if tool_calls and not reasoning and self._known_reasoning_field(request.messages) is not None:
             reasoning[self._reasoning_field] = []  # type: ignore[index]
         opaque = tuple({"api": OPAQUE_KEY, "field": f, "text": "".join(parts)} for f, parts in reasoning.items())
+        if reasoning_details:
+            opaque += ({"api": OPAQUE_KEY, "details": list(reasoning_details.values())},)
         extras = {c.id: b.extra for c, (_, b) in zip(tool_calls, sorted(calls.items()), strict=True) if b.extra}
         if extras:
             opaque += ({"api": OPAQUE_KEY, "call_extra": extras},)
