@@ -46,6 +46,19 @@ def provider_for(base_url: str, api: str = "openai-chat", **options: Any) -> dic
     }
 
 
+def agent_run(workspace: Path, base_url: str, api: str, prompt: str) -> Any:
+    """One run of the Python API's agent against ``base_url`` (the fake, or a raw server)."""
+    overrides = {"model": "fake/m1", "provider": {"fake": provider_for(base_url, api)}}
+    overrides["provider"]["fake"]["options"]["apiKey"] = "k"
+
+    async def main() -> Any:
+        async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt:
+            async with rt.agent() as agent:
+                return await agent.run(prompt)
+
+    return asyncio.run(main())
+
+
 def fake_base(fake: FakeProvider, api: str) -> str:
     return fake.root_url if api == "anthropic" else fake.base_url
 
@@ -451,6 +464,19 @@ def _read_call_then_final(*tool_deltas: list[dict[str, Any]]) -> tuple[bytes, by
     return first, final
 
 
+def _two_answers(workspace: Path, raw: list[RawServer], first: bytes, final: bytes, prompt: str) -> tuple[Any, Any]:
+    """``zuno run --json`` against a raw server giving these two answers: the server, and the run's
+    JSON object with its durable events under "events"."""
+    server = RawServer((200, "text/event-stream", first), (200, "text/event-stream", final))
+    raw.append(server)
+    write_config(workspace, provider_for(server.base("openai-chat")))
+    p = zuno_cli(workspace, "run", prompt, "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    out["events"] = json.loads(zuno_cli(workspace, "events", "--session", out["session"], "--json").stdout)["events"]
+    return server, out
+
+
 @pytest.mark.parametrize(
     "deltas",
     [
@@ -474,18 +500,11 @@ def test_a_compatible_servers_tool_call_shapes_make_one_whole_call(
     workspace: Path, raw: list[RawServer], deltas: list[list[dict[str, Any]]]
 ) -> None:
     (workspace / "a.txt").write_text("alpha\n")
-    first, final = _read_call_then_final(*deltas)
-    server = RawServer((200, "text/event-stream", first), (200, "text/event-stream", final))
-    raw.append(server)
-    write_config(workspace, provider_for(server.base("openai-chat")))
-    p = zuno_cli(workspace, "run", "read a.txt", "--json")
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout)
+    _, out = _two_answers(workspace, raw, *_read_call_then_final(*deltas), "read a.txt")
     assert out["stop_reason"] == "final" and out["final_text"] == "read it" and out["steps"] == 1
-    events = json.loads(zuno_cli(workspace, "events", "--session", out["session"], "--json").stdout)
-    started = [e["data"]["tool"] for e in events["events"] if e["kind"] == "call-started"]
-    settled = [e["data"]["outcome"] for e in events["events"] if e["kind"] == "call-settled"]
-    assert (started, settled) == (["read"], ["ok"]), events
+    started = [e["data"]["tool"] for e in out["events"] if e["kind"] == "call-started"]
+    settled = [e["data"]["outcome"] for e in out["events"] if e["kind"] == "call-settled"]
+    assert (started, settled) == (["read"], ["ok"]), out
 
 
 @pytest.mark.parametrize("with_ids", [True, False])
@@ -499,16 +518,9 @@ def test_unindexed_whole_calls_one_per_delta_stay_separate_calls(
         head: dict[str, Any] = {"id": f"c{n}"} if with_ids else {}
         return [{**head, "type": "function", "function": {"name": "read", "arguments": json.dumps({"path": path})}}]
 
-    first, final = _read_call_then_final(whole(1, "a.txt"), whole(2, "b.txt"))
-    server = RawServer((200, "text/event-stream", first), (200, "text/event-stream", final))
-    raw.append(server)
-    write_config(workspace, provider_for(server.base("openai-chat")))
-    p = zuno_cli(workspace, "run", "read both", "--json")
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout)
-    events = json.loads(zuno_cli(workspace, "events", "--session", out["session"], "--json").stdout)
-    settled = [e["data"]["outcome"] for e in events["events"] if e["kind"] == "call-settled"]
-    assert settled == ["ok", "ok"], events
+    _, out = _two_answers(workspace, raw, *_read_call_then_final(whole(1, "a.txt"), whole(2, "b.txt")), "read both")
+    settled = [e["data"]["outcome"] for e in out["events"] if e["kind"] == "call-settled"]
+    assert settled == ["ok", "ok"], out
 
 
 # -- a server whose context is smaller than the configured one -------------------------------------
@@ -580,15 +592,7 @@ def test_a_request_still_too_long_after_compacting_stops_naming_the_context_key(
 
 def test_a_first_request_too_long_with_nothing_to_compact_stops_at_once(workspace: Path, fake: FakeProvider) -> None:
     fake.script(Fail(400, body=LLAMA_OVERFLOW))
-    overrides = {"model": "fake/m1", "provider": {"fake": provider_for(fake.base_url)}}
-    overrides["provider"]["fake"]["options"]["apiKey"] = "k"
-
-    async def main() -> Any:
-        async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt:
-            async with rt.agent() as agent:
-                return await agent.run("x " * 20_000)
-
-    result = asyncio.run(main())
+    result = agent_run(workspace, fake.base_url, "openai-chat", "x " * 20_000)
     assert result.stop_reason == "provider_error" and "set provider.fake.models.m1.context" in result.detail
     assert len(fake.requests) == 1
 
@@ -644,15 +648,7 @@ def test_a_paused_answer_is_sent_back_and_the_turn_goes_on(workspace: Path, fake
         Reply(text="Searching. ", web_search=WebSearch("asyncio timeout"), stop_reason="pause_turn"),
         Reply(text="Found it: asyncio.timeout."),
     )
-    overrides = {"model": "fake/m1", "provider": {"fake": provider_for(fake.root_url, "anthropic")}}
-    overrides["provider"]["fake"]["options"]["apiKey"] = "k"
-
-    async def main() -> Any:
-        async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt:
-            async with rt.agent() as agent:
-                return await agent.run("how do I time out a coroutine?")
-
-    result = asyncio.run(main())
+    result = agent_run(workspace, fake.root_url, "anthropic", "how do I time out a coroutine?")
     assert result.stop_reason == "final" and result.final_text == "Searching. Found it: asyncio.timeout."
     assert len(fake.requests) == 2
     again = fake.requests[1].body["messages"]
@@ -666,15 +662,7 @@ def test_paused_answers_are_sent_back_a_bounded_number_of_times(workspace: Path,
 
     n = limits.PAUSED_ANSWER_CONTINUATIONS
     fake.script(*[Reply(text=f"{i} ", stop_reason="pause_turn") for i in range(n + 3)])
-    overrides = {"model": "fake/m1", "provider": {"fake": provider_for(fake.root_url, "anthropic")}}
-    overrides["provider"]["fake"]["options"]["apiKey"] = "k"
-
-    async def main() -> Any:
-        async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt:
-            async with rt.agent() as agent:
-                return await agent.run("go")
-
-    result = asyncio.run(main())
+    result = agent_run(workspace, fake.root_url, "anthropic", "go")
     assert len(fake.requests) == n + 1 and result.stop_reason == "final"
     assert result.final_text == "".join(f"{i} " for i in range(n + 1))
 
