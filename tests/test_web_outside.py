@@ -102,3 +102,248 @@ async def test_a_timeout_alone_in_a_session_step_settles_the_call(workspace: Pat
         origin.routes["/slow"] = stall
         [rec] = await step(workspace, [fetch(f"http://localhost:{origin.port}/slow", timeout_ms=200)])
     assert rec["outcome"] == "error" and "timed out" in rec["text"], rec
+
+
+async def test_through_zuno_mcp_an_ip_literal_and_a_timeout_settle_as_results(workspace: Path) -> None:
+    """The same two failures through ``zuno mcp`` (the official SDK's client), where every
+    tools/call is a one-call step."""
+    from mcp_peers import zuno_client
+
+    async def stall(req: Request, w: asyncio.StreamWriter) -> bytes | None:
+        await asyncio.sleep(30)
+        return None
+
+    async with Origin() as origin:
+        origin.routes["/"] = response(200, b"over mcp")
+        origin.routes["/slow"] = stall
+        async with zuno_client(workspace, "legacy", config=ALLOW) as c:
+            ok = await c.call_tool("webfetch", {"url": origin.url("127.0.0.1")})
+            slow = await c.call_tool("webfetch", {"url": origin.url("127.0.0.1", "/slow"), "timeout_ms": 300})
+    assert not ok.is_error and "over mcp" in ok.content[0].text
+    assert slow.is_error and slow.structured_content["outcome"] == "error"
+    assert "timed out" in slow.content[0].text
+
+
+# --- what a failed connection says -------------------------------------------------------------
+
+
+def _dead_port() -> int:
+    from webhelp import free_port
+
+    return free_port()
+
+
+async def test_a_refused_connection_says_connection_refused(workspace: Path) -> None:
+    """Before: ``could not connect to localhost (127.0.0.1:PORT: OSError)`` — anyio's wrapper
+    hid the errno, so the message named no cause and a refusal was not retried as transient."""
+    port = _dead_port()
+    rc, rec, _ = await zcall(workspace, {"url": f"http://localhost:{port}/"})
+    assert rc == 1 and rec["outcome"] == "error" and "Connection refused" in rec["text"], rec["text"]
+    assert "OSError" not in rec["text"] and "failed 3 times" in rec["text"]
+
+
+async def test_a_dead_proxy_names_the_cause_and_the_variable_to_fix(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: ``could not connect to http proxy 127.0.0.1:PORT (OSError)``. The target is on
+    loopback, so even a wrong fallback could not leave the machine (the no-fallback rule itself
+    is tested inside a network namespace in web_netns_cases.py)."""
+    async with Origin() as origin:
+        origin.routes["/"] = response(200, b"direct would have worked")
+        monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{_dead_port()}")
+        [rec] = await step(workspace, [fetch(f"http://localhost:{origin.port}/")])
+        assert origin.connections == 0
+    text = rec["text"]
+    assert rec["outcome"] == "error" and "Connection refused" in text and "OSError" not in text, text
+    assert "not falling back to a direct connection" in text and "unset http_proxy" in text
+
+
+async def _asks_credentials(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await reader.readuntil(b"\r\n\r\n")
+    writer.write(b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=x\r\n\r\n")
+    await writer.drain()
+    writer.close()
+
+
+async def test_a_proxy_asking_for_credentials_says_how_to_give_them(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: ``refused the credentials (407)`` although none had been sent."""
+    server = await asyncio.start_server(_asks_credentials, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with Origin() as origin:
+            monkeypatch.setenv("HTTP_PROXY", f"127.0.0.1:{port}")
+            [bare] = await step(workspace, [fetch(f"http://localhost:{origin.port}/")])
+            monkeypatch.setenv("HTTP_PROXY", f"http://me:wrong@127.0.0.1:{port}")
+            [wrong] = await step(workspace, [fetch(f"http://localhost:{origin.port}/")])
+            assert origin.connections == 0
+    finally:
+        server.close()
+    assert "asks for credentials (HTTP 407) and HTTP_PROXY carries none" in bare["text"], bare["text"]
+    assert f"http://USER:PASSWORD@127.0.0.1:{port}" in bare["text"]
+    assert "refused the credentials in HTTP_PROXY (HTTP 407)" in wrong["text"] and "wrong" not in wrong["text"]
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("http://[bad", "not closed by ']'"),
+        ("http://[::1", "not closed by ']'"),
+        ("http://[nothex]:3128", "is not an IPv6 address"),
+        ("http://pro xy:3128", "is not a host name or address"),
+    ],
+)
+async def test_a_malformed_proxy_url_is_named_with_its_variable_and_form(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, value: str, said: str
+) -> None:
+    """Before: ``http://[bad`` became the host ``ba`` on port 1080 and failed as ``http proxy
+    ba:1080 did not resolve``."""
+    monkeypatch.setenv("https_proxy", value)
+    [rec] = await step(workspace, [fetch("https://localhost:1/")])
+    assert rec["outcome"] == "error" and said in rec["text"], rec["text"]
+    assert "https_proxy" in rec["text"] and "scheme://[user:password@]host[:port]" in rec["text"]
+
+
+# --- HTTP errors ---------------------------------------------------------------------------------
+
+
+async def test_an_http_error_shows_the_start_of_its_body(workspace: Path) -> None:
+    """Before: only ``answered HTTP 404`` — the page's hint or the API's error message, which
+    the model needs to correct its call, was never read."""
+    page = b"<html><body><h1>Not here</h1><p>The docs moved to <a href='/v2/docs'>v2</a>.</p></body></html>"
+    api = b'{"error": {"code": "bad_param", "message": "per_page must be <= 100"}}'
+    async with Origin() as origin:
+        origin.routes["/old"] = response(404, page, "text/html; charset=utf-8")
+        origin.routes["/api"] = response(422, api, "application/json")
+        origin.routes["/long"] = response(400, b"x" * 100_000)
+        origin.routes["/bin"] = response(500, b"\x00\x01\x02" * 100, "application/octet-stream")
+        base = f"http://localhost:{origin.port}"
+        recs = await step(
+            workspace, [fetch(f"{base}/old"), fetch(f"{base}/api"), fetch(f"{base}/long"), fetch(f"{base}/bin")]
+        )
+    old, bad, long, binary = (r["text"] for r in recs)
+    assert "HTTP 404" in old and "# Not here" in old and f"[v2]({base}/v2/docs)" in old, old
+    assert "per_page must be <= 100" in bad and recs[1]["metadata"]["status"] == 422
+    assert "[... the rest of the body is not shown]" in long and len(long) < 3000
+    assert "HTTP 500" in binary and "\x00" not in binary and "response body" not in binary
+
+
+async def test_a_429_asking_for_a_long_wait_is_not_retried_and_names_the_wait(workspace: Path) -> None:
+    """Before: retried twice at once (the runtime's backoff is under a second) against a server
+    that had asked for 120 s, and the wait was not named."""
+    async with Origin() as origin:
+        origin.routes["/limited"] = response(429, b"rate limited", Retry_After="120")
+        origin.routes["/briefly"] = response(503, b"busy", Retry_After="0")
+        base = f"http://localhost:{origin.port}"
+        [limited] = await step(workspace, [fetch(f"{base}/limited")])
+        assert len(origin.requests) == 1
+        [briefly] = await step(workspace, [fetch(f"{base}/briefly")])
+        assert len(origin.requests) == 1 + 3  # a wait shorter than the backoff: retried as before
+    assert "it asks to wait 120 s before trying again (Retry-After)" in limited["text"], limited["text"]
+    assert "rate limited" in limited["text"] and "failed 3 times" not in limited["text"]
+    assert "failed 3 times" in briefly["text"]
+
+
+async def test_retry_after_as_an_http_date() -> None:
+    import email.utils
+    import time
+
+    from zuno.tools.web.engine import retry_after_s
+
+    later = email.utils.formatdate(time.time() + 90, usegmt=True)
+    wait = retry_after_s(later)
+    assert wait is not None and 80 < wait <= 91
+    assert retry_after_s("soon") is None and retry_after_s("") is None and retry_after_s("5") == 5
+
+
+# --- timeouts ------------------------------------------------------------------------------------
+
+
+async def test_a_timeout_is_not_retried_so_the_call_keeps_its_deadline(workspace: Path) -> None:
+    """Before: a TLS-phase (or connect, resolve, proxy handshake) timeout was transient, so a call
+    with timeout_ms 120000 — the per-call maximum — could run three times that."""
+    accepted = 0
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal accepted
+        accepted += 1
+        await asyncio.sleep(30)
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        [rec] = await step(workspace, [fetch(f"https://localhost:{port}/", timeout_ms=300)])
+    finally:
+        server.close()
+    assert accepted == 1, accepted
+    text = rec["text"]
+    assert "in the TLS phase" in text and "It was not retried" in text and "never reached" in text, text
+
+
+# --- what a page becomes -------------------------------------------------------------------------
+
+
+async def test_a_stray_byte_does_not_turn_a_utf8_page_into_mojibake(workspace: Path) -> None:
+    """Before: one invalid byte failed the strict UTF-8 decode and charset-normalizer's guess
+    read the whole page as another charset (``GrĂĽĂźe aus KĂ¶ln``)."""
+    text = "Grüße aus Köln, mit vielen Umlauten: äöü ÄÖÜ ß. " * 200
+    body = text.encode() + b"\xff trailing"
+    async with Origin() as origin:
+        origin.routes["/plain"] = response(200, body, "text/plain")
+        origin.routes["/declared"] = response(200, body, "text/plain; charset=utf-8")
+        base = f"http://localhost:{origin.port}"
+        recs = await step(workspace, [fetch(f"{base}/plain"), fetch(f"{base}/declared")])
+    for rec in recs:
+        assert rec["outcome"] == "ok", rec["text"]
+        assert "Grüße aus Köln" in rec["text"] and "\ufffd trailing" in rec["text"], rec["text"][:300]
+        assert rec["metadata"]["charset"] == "utf-8 (with replacements)"
+
+
+async def test_a_mislabelled_page_is_still_guessed(workspace: Path) -> None:
+    """The stray-byte rule does not stop a page whose bytes are mostly another charset from
+    being read as that charset (a Windows-1251 page declared UTF-8)."""
+    body = ("Съешь же ещё этих мягких французских булок, да выпей чаю. " * 30).encode("cp1251")
+    async with Origin() as origin:
+        origin.routes["/"] = response(200, body, "text/plain; charset=utf-8")
+        [rec] = await step(workspace, [fetch(f"http://localhost:{origin.port}/")])
+    assert "французских булок" in rec["text"], rec["text"][:300]
+
+
+async def test_inline_data_urls_are_shortened_so_the_page_text_stays_inline(workspace: Path) -> None:
+    """Before: a page with one 500 KB base64 image came back as 1 MB of Markdown, withheld into an
+    artifact, its two words of text with it."""
+    data = "data:image/png;base64," + "iVBORw0KGgo" * 50_000
+    small = "data:image/gif;base64,R0lGODlhAQABAAAAACw="
+    html = (
+        f'<html><body><p>before</p><img src="{data}" alt="chart"><a href="{data}">download</a>'
+        f'<img src="{small}" alt="dot"><p>after</p></body></html>'
+    ).encode()
+    async with Origin() as origin:
+        origin.routes["/"] = response(200, html, "text/html; charset=utf-8")
+        rc, rec, _ = await zcall(workspace, {"url": f"http://localhost:{origin.port}/"})
+    text = rec["text"]
+    assert rc == 0 and rec["outcome"] == "ok" and "withheld" not in text and len(text) < 2000, text[:500]
+    assert "before" in text and "after" in text
+    assert f"![chart](data:image/png;base64,...({len(data)}-characters-of-inline-data-omitted))" in text
+    assert f"![dot]({small})" in text  # short inline data is kept as it is
+
+
+async def test_tables_code_blocks_and_declarations_convert_faithfully(workspace: Path) -> None:
+    """Before: a | in a cell split the column; a code block's language was dropped; a ``` inside
+    a block ended it; ``<?xml ...?>`` came back as page text."""
+    html = b"""<?xml version="1.0" encoding="utf-8"?><!DOCTYPE html><html><body><!-- build 42 -->
+<table><tr><th>Operator</th><th>Meaning</th></tr><tr><td><code>a | b</code></td><td>or</td></tr></table>
+<pre><code class="language-python">def f():
+    return 1
+</code></pre>
+<div class="highlight highlight-source-shell"><pre>cargo build</pre></div>
+<pre><code>Write a fence as ```lang</code></pre></body></html>"""
+    async with Origin() as origin:
+        origin.routes["/"] = response(200, html, "application/xhtml+xml")
+        [rec] = await step(workspace, [fetch(f"http://localhost:{origin.port}/")])
+    text = rec["text"]
+    assert "| `a \\| b` | or |" in text, text
+    assert "```python\ndef f():\n    return 1\n```" in text and "```shell\ncargo build\n```" in text
+    assert "````\nWrite a fence as ```lang\n````" in text
+    assert "xml version" not in text and "build 42" not in text and "DOCTYPE" not in text

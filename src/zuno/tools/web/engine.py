@@ -13,8 +13,10 @@ time.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import os
 import ssl
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urljoin
@@ -24,7 +26,7 @@ import httpcore
 from zuno import limits
 from zuno.tools.web.addresses import IPNetwork, parse_networks
 from zuno.tools.web.backend import PinnedBackend, Progress
-from zuno.tools.web.content import UNDECLARED, ContentType, Inflater, refusal_for, sniff
+from zuno.tools.web.content import UNDECLARED, ContentType, Inflater, error_excerpt, refusal_for, sniff
 from zuno.tools.web.errors import (
     AddressRefused,
     ConnectFailed,
@@ -43,9 +45,10 @@ from zuno.tools.web.urls import Target, parse_target
 USER_AGENT = "Zuno-webfetch/0.1"
 ACCEPT = "text/markdown, text/html;q=0.9, text/plain;q=0.9, application/json;q=0.8, */*;q=0.5"
 REDIRECTS = (301, 302, 303, 307, 308)
-# A timeout before the server was reached may be a passing network fault; a server that was
-# reached but is slow to answer would be as slow again, so those are not retried.
-TRANSIENT_TIMEOUT_PHASES = frozenset({"resolve", "connect", "proxy handshake", "TLS"})
+# A timeout is never retried: one deadline covers the whole call (the spec's per-call maximum is
+# 120 s), and a retry would start the whole wait again. These phases time out before the server
+# answered anything.
+UNREACHED_PHASES = frozenset({"resolve", "connect", "proxy handshake", "TLS"})
 CREDENTIAL_HEADERS = ("authorization", "cookie", "proxy-authorization")
 # Headers a caller may not set: the request's framing, its routing and its Host are Zuno's.
 RESERVED_HEADERS = frozenset(
@@ -113,6 +116,56 @@ def _tls_context() -> ssl.SSLContext:
     ctx.check_hostname = True
     ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """Retry-After as seconds from now: delay-seconds or an HTTP-date; None when absent or unusable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _status_error(target: Target, resp: _Response, ctype: ContentType) -> HttpStatusError:
+    status = resp.status
+    message = f"{target.url} answered HTTP {status} {resp.reason}".rstrip()
+    transient: bool | None = None
+    wait = retry_after_s(resp.header("retry-after")) if status in (429, 503) else None
+    if wait is not None and wait > max(limits.SAFE_RETRY_BACKOFF_S):
+        # The runtime's backoff is shorter than the wait the server asks for: a retry now would
+        # only be refused again.
+        transient = False
+        message += (
+            f"; it asks to wait {wait:.0f} s before trying again (Retry-After), so it was not retried. "
+            "Fetch it again after that wait, or use another source."
+        )
+    body = error_excerpt(resp.body, ctype, target.url, limits.WEBFETCH_ERROR_BODY_CHARS)
+    if body:
+        message += f"\nThe response body:\n{body}"
+    return HttpStatusError(message, status, body=body, transient=transient)
+
+
+async def _error_body(response: httpcore.Response, result: _Response) -> bytes:
+    """The start of an HTTP error's body (an API's error JSON, a 404 page): bounded, best effort."""
+    try:
+        inflater = Inflater(result.header("content-encoding"), limits.WEBFETCH_ERROR_BODY_BYTES, "")
+    except FetchError:
+        return b""
+    parts: list[bytes] = []
+    try:
+        async for chunk in response.aiter_stream():
+            parts.append(inflater.feed(chunk))
+    except (FetchError, httpcore.RemoteProtocolError, httpcore.NetworkError):
+        pass
+    return b"".join(parts)
 
 
 class Fetcher:
@@ -198,10 +251,7 @@ class Fetcher:
                         continue
                     ctype = ContentType.parse(resp.header("content-type"))
                     if resp.status >= 400:
-                        raise HttpStatusError(
-                            f"{target.url} answered HTTP {resp.status} {resp.reason}".rstrip(),
-                            resp.status,
-                        )
+                        raise _status_error(target, resp, ctype)
                     return Fetched(
                         url=first.url,
                         final_url=target.url,
@@ -216,10 +266,16 @@ class Fetcher:
                         addresses=addresses,
                     )
         except TimeoutError:
+            advice = (
+                "the server was never reached: check the host, the port and the proxy settings"
+                if progress.phase in UNREACHED_PHASES
+                else f"the server is slow: a larger timeout_ms (at most {limits.WEBFETCH_MAX_TIMEOUT_MS}) may help"
+            )
             raise FetchTimeout(
                 f"fetching {chain[-1]} timed out after {progress.elapsed():.2f} s (limit {timeout_s:g} s) "
-                f"in the {progress.phase} phase, route {progress.route}",
-                transient=progress.phase in TRANSIENT_TIMEOUT_PHASES,
+                f"in the {progress.phase} phase, route {progress.route}. It was not retried (the call's whole "
+                f"timeout was spent); {advice}.",
+                transient=False,
             ) from None
 
     def _next_hop(self, current: Target, location: str, chain: list[str]) -> Target:
@@ -323,6 +379,7 @@ class Fetcher:
                     if why:
                         raise ContentRefused(why)
                 if response.status >= 400 and not follow_body:
+                    result.body = await _error_body(response, result)
                     return result, validated
                 inflater = Inflater(result.header("content-encoding"), max_bytes, target.url)
                 parts: list[bytes] = []
