@@ -347,3 +347,28 @@ async def test_tables_code_blocks_and_declarations_convert_faithfully(workspace:
     assert "```python\ndef f():\n    return 1\n```" in text and "```shell\ncargo build\n```" in text
     assert "````\nWrite a fence as ```lang\n````" in text
     assert "xml version" not in text and "build 42" not in text and "DOCTYPE" not in text
+
+
+# --- redirects -------------------------------------------------------------------------------------
+
+
+async def test_a_raw_utf8_location_is_followed_to_the_page_it_names(workspace: Path) -> None:
+    """Before: the Location bytes were read as Latin-1 and percent-encoded again, so
+    ``Location: /café`` (raw UTF-8, as many servers send it) went to ``/caf%C3%83%C2%A9``."""
+    async with Origin() as origin:
+        origin.routes["/old"] = b"HTTP/1.1 301 Moved\r\nLocation: /caf\xc3\xa9/men\xc3\xbc\r\nContent-Length: 0\r\n\r\n"
+        origin.routes["/caf%C3%A9/men%C3%BC"] = response(200, b"the menu")
+        rc, rec, _ = await zcall(workspace, {"url": f"http://localhost:{origin.port}/old"})
+    assert rc == 0 and rec["text"].endswith("the menu"), rec["text"]
+    assert rec["metadata"]["finalUrl"].endswith("/caf%C3%A9/men%C3%BC")
+
+
+async def test_a_location_with_a_tab_is_refused_like_any_url(workspace: Path) -> None:
+    """Before: urljoin silently dropped the tab (``/a<TAB>b`` was followed to ``/ab``), though a
+    tab in a URL is refused everywhere else: parsers disagree about it."""
+    async with Origin() as origin:
+        origin.routes["/t"] = b"HTTP/1.1 302 Found\r\nLocation: /a\tb\r\nContent-Length: 0\r\n\r\n"
+        origin.routes["/ab"] = response(200, b"should not be reached")
+        [rec] = await step(workspace, [fetch(f"http://localhost:{origin.port}/t")])
+        assert [r.target for r in origin.requests] == ["/t"]
+    assert rec["outcome"] == "error" and "control character U+0009" in rec["text"], rec["text"]

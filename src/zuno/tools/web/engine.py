@@ -13,6 +13,7 @@ time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import os
 import ssl
@@ -40,7 +41,7 @@ from zuno.tools.web.errors import (
 )
 from zuno.tools.web.proxy_env import proxy_for
 from zuno.tools.web.resolver import Resolver, SystemResolver, Validated, validate_answer
-from zuno.tools.web.urls import Target, parse_target
+from zuno.tools.web.urls import Target, check_characters, parse_target
 
 USER_AGENT = "Zuno-webfetch/0.1"
 ACCEPT = "text/markdown, text/html;q=0.9, text/plain;q=0.9, application/json;q=0.8, */*;q=0.5"
@@ -286,6 +287,12 @@ class Fetcher:
                 "Fetch the final URL directly if it is the one you want."
             )
         try:
+            # A server sends a non-ASCII Location as raw UTF-8 (browsers and curl read it so); the
+            # header arrived decoded as Latin-1.
+            with contextlib.suppress(UnicodeError):
+                location = location.encode("latin-1").decode("utf-8")
+            # urljoin silently drops tabs and line breaks; they are refused as in any URL.
+            check_characters(location)
             nxt = parse_target(urljoin(current.url, location))
         except FetchError as e:
             raise RedirectRefused(f"the redirect chain {shown} -> {location!r} is refused: {e.message}") from None

@@ -77,7 +77,7 @@ def _show(url: str) -> str:
     return repr(url) if len(url) <= 300 else repr(url[:300] + "...")
 
 
-def _check_characters(url: str) -> None:
+def check_characters(url: str) -> None:
     for i, ch in enumerate(url):
         o = ord(ch)
         if o < 0x20 or o == 0x7F or 0x80 <= o <= 0x9F:
@@ -178,7 +178,7 @@ def _encode_path(rest: str) -> str:
 def parse_target(url: str) -> Target:
     if not isinstance(url, str) or not url:
         raise UrlRefused("url is empty. Give an http:// or https:// URL.")
-    _check_characters(url)
+    check_characters(url)
     m = _SCHEME.match(url)
     if not m:
         raise _refuse(url, "it has no scheme", "Write http:// or https:// in front.")
