@@ -372,3 +372,27 @@ async def test_a_location_with_a_tab_is_refused_like_any_url(workspace: Path) ->
         [rec] = await step(workspace, [fetch(f"http://localhost:{origin.port}/t")])
         assert [r.target for r in origin.requests] == ["/t"]
     assert rec["outcome"] == "error" and "control character U+0009" in rec["text"], rec["text"]
+
+
+async def test_a_protocol_break_says_what_broke(workspace: Path) -> None:
+    """Before: only ``broke the HTTP protocol (RemoteProtocolError)``, the same for a server that
+    hung up (a request line too long for it), one that spoke no HTTP, and a body cut short."""
+
+    async def hang_up(req: Request, w: asyncio.StreamWriter) -> bytes | None:
+        return None
+
+    async def cut_short(req: Request, w: asyncio.StreamWriter) -> bytes | None:
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nshort")
+        await w.drain()
+        return None
+
+    async with Origin() as origin:
+        origin.routes["/hangup"] = hang_up
+        origin.routes["/garbage"] = b"NOT HTTP AT ALL\r\n\r\n"
+        origin.routes["/short"] = cut_short
+        base = f"http://localhost:{origin.port}"
+        recs = await step(workspace, [fetch(f"{base}/hangup"), fetch(f"{base}/garbage"), fetch(f"{base}/short")])
+    hung, garbage, short = (r["text"] for r in recs)
+    assert "Server disconnected without sending a response" in hung, hung
+    assert "illegal status line" in garbage, garbage
+    assert "received 5 bytes, expected 1000" in short, short

@@ -119,6 +119,12 @@ def _tls_context() -> ssl.SSLContext:
     return ctx
 
 
+def _detail(e: BaseException) -> str:
+    """httpcore's own words ("Server disconnected without sending a response."), bounded."""
+    text = " ".join(str(e).split())[:200]
+    return f": {text}" if text else ""
+
+
 def retry_after_s(value: str | None) -> float | None:
     """Retry-After as seconds from now: delay-seconds or an HTTP-date; None when absent or unusable."""
     if not value:
@@ -364,7 +370,8 @@ class Fetcher:
                 raise
             except (httpcore.RemoteProtocolError, httpcore.LocalProtocolError) as e:
                 raise ProtocolFailed(
-                    f"{target.origin} broke the HTTP protocol ({type(e).__name__}) in the {progress.phase} phase",
+                    f"{target.origin} broke the HTTP protocol in the {progress.phase} phase "
+                    f"({type(e).__name__}{_detail(e)})",
                     transient=True,
                 ) from None
             except (httpcore.NetworkError, OSError) as e:
@@ -406,7 +413,8 @@ class Fetcher:
                             parts.append(data)
                 except (httpcore.RemoteProtocolError, httpcore.NetworkError) as e:
                     raise ProtocolFailed(
-                        f"the body from {target.origin} broke off after {inflater.total} bytes ({type(e).__name__})",
+                        f"the body from {target.origin} broke off after {inflater.total} bytes "
+                        f"({type(e).__name__}{_detail(e)})",
                         transient=True,
                     ) from None
                 result.body = b"".join(parts)
