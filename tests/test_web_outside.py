@@ -396,3 +396,53 @@ async def test_a_protocol_break_says_what_broke(workspace: Path) -> None:
     assert "Server disconnected without sending a response" in hung, hung
     assert "illegal status line" in garbage, garbage
     assert "received 5 bytes, expected 1000" in short, short
+
+
+# --- web_search ------------------------------------------------------------------------------------
+
+
+def _brave(port: int, prefix: str = "") -> dict[str, Any]:
+    return {
+        "web_search": {
+            "providers": {"b": {"type": "brave", "base_url": f"http://127.0.0.1:{port}{prefix}", "api_key_env": "ZK"}}
+        }
+    }
+
+
+async def test_brave_titles_and_snippets_come_back_as_plain_text(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: a title's <strong> highlighting and every HTML entity (&#x27;, &amp;) came through
+    as markup; only the description's tags were removed."""
+    monkeypatch.setenv("ZK", "k-123")
+    hit = {
+        "title": "Rust&#x27;s <strong>async</strong> book &amp; more",
+        "url": "https://rust-lang.example/async",
+        "description": "Why <strong>async</strong> isn&#x27;t magic &lt;3",
+    }
+    body = json.dumps({"web": {"results": [hit]}}).encode()
+    async with Origin() as origin:
+        origin.routes["/res/v1/web/search"] = response(200, body, "application/json")
+        [rec] = await step(
+            workspace, [{"name": "web_search", "arguments": {"queries": ["rust async"]}}], **_brave(origin.port)
+        )
+    assert rec["outcome"] == "ok", rec["text"]
+    assert "1. Rust's async book & more" in rec["text"] and "Why async isn't magic <3" in rec["text"], rec["text"]
+
+
+async def test_a_search_rate_limit_with_a_long_retry_after_is_not_retried_and_a_401_names_the_key(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: a 429 asking for 30 s was retried at once (three requests per query) with no word
+    of the wait; a 401 named no fix."""
+    monkeypatch.setenv("ZK", "k-123")
+    async with Origin() as origin:
+        origin.routes["/limited/res/v1/web/search"] = response(429, b"{}", "application/json", Retry_After="30")
+        origin.routes["/denied/res/v1/web/search"] = response(401, b"{}", "application/json")
+        call = [{"name": "web_search", "arguments": {"queries": ["q"]}}]
+        [limited] = await step(workspace, call, **_brave(origin.port, "/limited"))
+        assert len(origin.requests) == 1
+        [denied] = await step(workspace, call, **_brave(origin.port, "/denied"))
+    assert "It asks to wait 30 s before trying again (Retry-After), so it was not retried." in limited["text"]
+    assert "Check its API key (web_search.providers.b: api_key or api_key_env)." in denied["text"], denied["text"]
+    assert "k-123" not in limited["text"] + denied["text"]
