@@ -446,3 +446,27 @@ async def test_a_search_rate_limit_with_a_long_retry_after_is_not_retried_and_a_
     assert "It asks to wait 30 s before trying again (Retry-After), so it was not retried." in limited["text"]
     assert "Check its API key (web_search.providers.b: api_key or api_key_env)." in denied["text"], denied["text"]
     assert "k-123" not in limited["text"] + denied["text"]
+
+
+# --- permission subject ----------------------------------------------------------------------------
+
+
+async def test_a_deny_rule_cannot_be_dodged_by_dot_segments_or_escapes(workspace: Path) -> None:
+    """Before: the canonical URL (the permission subject) kept ``/public/../admin/`` and
+    ``/%61dmin/`` as spelled, so a deny rule on ``/admin/*`` did not match them — and a server
+    reads both as /admin/. Now the path is normalised (RFC 3986 6.2.2) before rules see it and
+    before it is sent."""
+    async with Origin() as origin:
+        origin.routes["/admin/keys"] = response(200, b"the keys")
+        origin.routes["/docs"] = response(200, b"the docs")
+        base = f"http://localhost:{origin.port}"
+        cfg = {
+            **ALLOW,
+            "permission": {"rules": [{"tool": "webfetch", "pattern": "http://localhost:*/admin/*", "action": "deny"}]},
+        }
+        spellings = ["/public/../admin/keys", "/%61dmin/keys", "/public/%2e%2e/admin/keys", "/./admin/./keys"]
+        recs = await step(workspace, [fetch(base + s) for s in spellings] + [fetch(f"{base}/a/b/../../docs")], **cfg)
+        assert [r.target for r in origin.requests] == ["/docs"]
+    for rec in recs[:-1]:
+        assert rec["outcome"] == "blocked" and rec["block_kind"] == "denied", rec["text"]
+    assert recs[-1]["outcome"] == "ok" and recs[-1]["metadata"]["finalUrl"] == f"{base}/docs"
