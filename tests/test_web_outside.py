@@ -470,3 +470,17 @@ async def test_a_deny_rule_cannot_be_dodged_by_dot_segments_or_escapes(workspace
     for rec in recs[:-1]:
         assert rec["outcome"] == "blocked" and rec["block_kind"] == "denied", rec["text"]
     assert recs[-1]["outcome"] == "ok" and recs[-1]["metadata"]["finalUrl"] == f"{base}/docs"
+
+
+async def test_a_pdf_or_image_served_as_text_is_refused_by_its_signature(workspace: Path) -> None:
+    """Before: a PDF (or PNG, or a .gz) served as text/plain came back as pages of binary
+    garbage with NUL bytes in it; only an undeclared or non-text type was sniffed."""
+    async with Origin() as origin:
+        origin.routes["/paper.pdf"] = response(200, b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\x00\x01", "text/plain")
+        origin.routes["/logo"] = response(200, b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "text/html")
+        origin.routes["/nul"] = response(200, b"a log line\x00with a NUL", "text/plain")
+        base = f"http://localhost:{origin.port}"
+        pdf, png, nul = await step(workspace, [fetch(f"{base}/paper.pdf"), fetch(f"{base}/logo"), fetch(f"{base}/nul")])
+    assert pdf["outcome"] == "error" and "is a PDF" in pdf["text"] and "pdftotext" in pdf["text"], pdf["text"]
+    assert png["outcome"] == "error" and "is an image (image/png)" in png["text"], png["text"]
+    assert nul["outcome"] == "ok" and "a log line" in nul["text"]  # declared text with a NUL stays text

@@ -406,7 +406,11 @@ class Fetcher:
                                 sniffed = True
                                 ctype = ContentType.parse(result.header("content-type"))
                                 kind = sniff(data[:8192])
-                                if kind and (ctype.mime in UNDECLARED or not ctype.is_text):
+                                # A file signature (%PDF-, PNG, ZIP, ...) decides whatever type was
+                                # declared (a PDF served as text/plain is still a PDF); NUL bytes
+                                # only when the type said nothing or was not text.
+                                binary_hint = kind == "application/octet-stream"
+                                if kind and (not binary_hint or ctype.mime in UNDECLARED or not ctype.is_text):
                                     why = refusal_for(kind, target.url)
                                     if why:
                                         raise ContentRefused(why)
