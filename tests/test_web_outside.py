@@ -484,3 +484,18 @@ async def test_a_pdf_or_image_served_as_text_is_refused_by_its_signature(workspa
     assert pdf["outcome"] == "error" and "is a PDF" in pdf["text"] and "pdftotext" in pdf["text"], pdf["text"]
     assert png["outcome"] == "error" and "is an image (image/png)" in png["text"], png["text"]
     assert nul["outcome"] == "ok" and "a log line" in nul["text"]  # declared text with a NUL stays text
+
+
+async def test_relative_links_resolve_against_the_pages_base_href(workspace: Path) -> None:
+    """Before: links were made absolute against the page's URL even when the page names another
+    base with <base href>, as documentation sites generated into a subdirectory do."""
+    html = b"""<html><head><base href="/docs/v2/"></head><body>
+<a href="install.html">Install</a> <a href="../v1/old.html">Old</a> <img src="img/arch.png" alt="arch">
+</body></html>"""
+    async with Origin() as origin:
+        origin.routes["/p"] = response(200, html, "text/html")
+        base = f"http://localhost:{origin.port}"
+        [rec] = await step(workspace, [fetch(f"{base}/p")])
+    text = rec["text"]
+    assert f"[Install]({base}/docs/v2/install.html)" in text and f"[Old]({base}/docs/v1/old.html)" in text, text
+    assert f"![arch]({base}/docs/v2/img/arch.png)" in text

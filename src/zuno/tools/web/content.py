@@ -289,6 +289,15 @@ def html_to_markdown(html: str, base_url: str | None = None) -> str:
 
     soup = BeautifulSoup(html, "html.parser")
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
+    base = soup.find("base", href=True)
+    if base_url and base is not None and isinstance(base.get("href"), str):
+        # Relative links resolve against the page's <base href> when it has one (HTML's rule).
+        try:
+            joined = urljoin(base_url, base["href"].strip())
+        except ValueError:
+            joined = ""
+        if joined.lower().startswith(("http://", "https://")):
+            base_url = joined
     for tag in soup(_DROP_TAGS):
         tag.decompose()
     for node in soup.find_all(string=lambda s: isinstance(s, Comment | Declaration | Doctype | ProcessingInstruction)):
