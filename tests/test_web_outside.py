@@ -499,3 +499,23 @@ async def test_relative_links_resolve_against_the_pages_base_href(workspace: Pat
     text = rec["text"]
     assert f"[Install]({base}/docs/v2/install.html)" in text and f"[Old]({base}/docs/v1/old.html)" in text, text
     assert f"![arch]({base}/docs/v2/img/arch.png)" in text
+
+
+async def test_a_sphinx_page_keeps_its_code_blocks_and_loses_its_permalinks(workspace: Path) -> None:
+    """Before: Sphinx's ``highlight-python`` block lost its language, a line-numbered block
+    (Pygments' highlighttable) became a one-row table of flattened text (``| ``` 1 2 ``` | ...``),
+    and every heading ended in a ``[¶](#id)`` link."""
+    html = b"""<html><body><h2 id="usage">Usage<a class="headerlink" href="#usage">\xc2\xb6</a></h2>
+<div class="highlight-python notranslate"><div class="highlight"><pre><span class="k">import</span> zuno
+</pre></div></div>
+<table class="highlighttable"><tr><td class="linenos"><div class="linenodiv"><pre>1
+2</pre></div></td><td class="code"><div class="highlight"><pre>x = 1
+y = 2
+</pre></div></td></tr></table></body></html>"""
+    async with Origin() as origin:
+        origin.routes["/"] = response(200, html, "text/html; charset=utf-8")
+        [rec] = await step(workspace, [fetch(f"http://localhost:{origin.port}/")])
+    text = rec["text"]
+    assert "## Usage\n" in text and "\xb6" not in text, text
+    assert "```python\nimport zuno\n```" in text
+    assert "```\nx = 1\ny = 2\n```" in text and "| ---" not in text

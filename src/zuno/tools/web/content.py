@@ -237,10 +237,14 @@ def _code_language(el: Any) -> str | None:
     """The language a code block declares: class language-X / lang-X on the <pre> or its <code>,
     or highlight-source-X on the block around it (GitHub)."""
     code = el.find("code")
+    around = ("highlight-source-", "language-", "highlight-")  # GitHub; Sphinx's "highlight-python"
+    parent = el.parent
+    grandparent = parent.parent if parent is not None else None
     for node, prefixes in (
         (el, ("language-", "lang-")),
         (code, ("language-", "lang-")),
-        (el.parent, ("highlight-source-", "language-")),
+        (parent, around),
+        (grandparent, around),
     ):
         classes = node.get("class") if node is not None and hasattr(node, "get") else None
         for c in classes or []:
@@ -273,6 +277,21 @@ def _converter() -> Any:
     return Converter(heading_style="ATX", bullets="-", strong_em_symbol="*", code_language_callback=_code_language)
 
 
+_GUTTER_CLASSES = frozenset({"linenos", "gutter", "rouge-gutter", "line-numbers", "lineno"})
+
+
+def _unwrap_numbered_code(soup: Any) -> None:
+    """A code block laid out as a table of line numbers beside the code (Pygments' highlighttable,
+    Rouge's gutter) becomes the code block alone: as a Markdown table it was one row of
+    flattened text."""
+    for table in soup.find_all("table"):
+        cells = table.find_all(["td", "th"])
+        gutters = [c for c in cells if _GUTTER_CLASSES & set(c.get("class") or [])]
+        rest = [c for c in cells if c not in gutters]
+        if gutters and len(rest) == 1 and rest[0].find("pre") is not None:
+            table.replace_with(rest[0].find("pre"))
+
+
 def _shorten_inline_data(value: str) -> str | None:
     """A long data: URL shortened to its media type and size; None when it is short enough."""
     if len(value) <= limits.WEBFETCH_INLINE_DATA_CHARS:
@@ -300,6 +319,9 @@ def html_to_markdown(html: str, base_url: str | None = None) -> str:
             base_url = joined
     for tag in soup(_DROP_TAGS):
         tag.decompose()
+    _unwrap_numbered_code(soup)
+    for a in soup.find_all("a", class_="headerlink"):
+        a.decompose()  # Sphinx / MkDocs "¶" permalinks beside every heading
     for node in soup.find_all(string=lambda s: isinstance(s, Comment | Declaration | Doctype | ProcessingInstruction)):
         node.extract()  # <?xml ...?>, <!DOCTYPE>, comments: not page text
     for tag, attr in (("a", "href"), ("img", "src")):
