@@ -519,3 +519,24 @@ y = 2
     assert "## Usage\n" in text and "\xb6" not in text, text
     assert "```python\nimport zuno\n```" in text
     assert "```\nx = 1\ny = 2\n```" in text and "| ---" not in text
+
+
+async def test_an_error_whose_body_stalls_still_reports_its_status(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading an error's body must not turn a 404 into a timeout: what came in time is shown."""
+    from zuno import limits
+
+    monkeypatch.setattr(limits, "WEBFETCH_ERROR_BODY_WAIT_S", 0.2)
+
+    async def stall(req: Request, w: asyncio.StreamWriter) -> bytes | None:
+        w.write(b"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\nno such page")
+        await w.drain()
+        await asyncio.sleep(30)
+        return None
+
+    async with Origin() as origin:
+        origin.routes["/gone"] = stall
+        [rec] = await step(workspace, [fetch(f"http://localhost:{origin.port}/gone", timeout_ms=20_000)])
+    assert rec["outcome"] == "error" and "HTTP 404" in rec["text"] and "no such page" in rec["text"], rec["text"]
+    assert "timed out" not in rec["text"]

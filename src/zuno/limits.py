@@ -241,6 +241,8 @@ PROVIDER_TIMEOUT_MAX_MS = 3_600_000
 # needs to correct its call).
 WEBFETCH_ERROR_BODY_BYTES = 64 * 1024
 WEBFETCH_ERROR_BODY_CHARS = 2000
+# ... and waited for at most this long (a stalled error body must not turn the status into a timeout).
+WEBFETCH_ERROR_BODY_WAIT_S = 2.0
 # Inline data (a data: URL in an image or link) kept in the Markdown: a longer one is shortened to
 # its media type (a base64 image is noise to a model and can push the page text into an artifact).
 WEBFETCH_INLINE_DATA_CHARS = 256

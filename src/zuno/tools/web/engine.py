@@ -168,9 +168,11 @@ async def _error_body(response: httpcore.Response, result: _Response) -> bytes:
         return b""
     parts: list[bytes] = []
     try:
-        async for chunk in response.aiter_stream():
-            parts.append(inflater.feed(chunk))
-    except (FetchError, httpcore.RemoteProtocolError, httpcore.NetworkError):
+        # A body that stalls must not turn a plain 404 into a timeout: what came in time is shown.
+        async with asyncio.timeout(limits.WEBFETCH_ERROR_BODY_WAIT_S):
+            async for chunk in response.aiter_stream():
+                parts.append(inflater.feed(chunk))
+    except (FetchError, httpcore.RemoteProtocolError, httpcore.NetworkError, TimeoutError):
         pass
     return b"".join(parts)
 
