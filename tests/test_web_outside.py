@@ -540,3 +540,34 @@ async def test_an_error_whose_body_stalls_still_reports_its_status(
         [rec] = await step(workspace, [fetch(f"http://localhost:{origin.port}/gone", timeout_ms=20_000)])
     assert rec["outcome"] == "error" and "HTTP 404" in rec["text"] and "no such page" in rec["text"], rec["text"]
     assert "timed out" not in rec["text"]
+
+
+# --- TLS -------------------------------------------------------------------------------------------
+
+
+async def test_tls_failures_say_what_to_do(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: an untrusted certificate said only "did not verify: unable to get local issuer
+    certificate", and https:// to a plain-HTTP port "the TLS handshake with localhost failed:
+    SSLError"."""
+    from webhelp import CA
+
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    ca = CA()
+
+    async def plain_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(100)
+        writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(plain_http, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with Origin(ca.server_context()) as origin:
+            untrusted, plain = await step(
+                workspace, [fetch(f"https://localhost:{origin.port}/"), fetch(f"https://localhost:{port}/")]
+            )
+    finally:
+        server.close()
+    assert "did not verify" in untrusted["text"] and "SSL_CERT_FILE" in untrusted["text"], untrusted["text"]
+    assert "WRONG_VERSION_NUMBER" in plain["text"] and "use an http:// URL" in plain["text"], plain["text"]

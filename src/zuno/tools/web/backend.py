@@ -151,10 +151,17 @@ class Stream(httpcore.AsyncNetworkStream):
             tls = await TLSStream.wrap(self._s, hostname=hostname, ssl_context=ssl_context, standard_compatible=False)
         except ssl.SSLCertVerificationError as e:
             await self._s.aclose()
-            raise TlsFailed(f"the certificate of {hostname} did not verify: {e.verify_message}") from e
+            raise TlsFailed(
+                f"the certificate of {hostname} did not verify: {e.verify_message}. Verification is never "
+                "skipped: for a server with a private CA, point SSL_CERT_FILE (or SSL_CERT_DIR) at a bundle "
+                "that holds it; check the URL's host name and the machine's clock otherwise."
+            ) from e
         except (ssl.SSLError, anyio.EndOfStream, anyio.BrokenResourceError, OSError) as e:
             await self._s.aclose()
-            raise TlsFailed(f"the TLS handshake with {hostname} failed: {type(e).__name__}") from e
+            why = getattr(e, "reason", None) or type(e).__name__
+            plain = why in ("WRONG_VERSION_NUMBER", "UNKNOWN_PROTOCOL", "HTTP_REQUEST", "RECORD_LAYER_FAILURE")
+            hint = " The server answered in plain HTTP: use an http:// URL for it." if plain else ""
+            raise TlsFailed(f"the TLS handshake with {hostname} failed ({why}).{hint}") from e
         self._progress.phase = "headers"
         return Stream(tls, self._progress, hostname)
 
