@@ -571,3 +571,35 @@ async def test_tls_failures_say_what_to_do(workspace: Path, monkeypatch: pytest.
         server.close()
     assert "did not verify" in untrusted["text"] and "SSL_CERT_FILE" in untrusted["text"], untrusted["text"]
     assert "WRONG_VERSION_NUMBER" in plain["text"] and "use an http:// URL" in plain["text"], plain["text"]
+
+
+# --- configuration ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        ("10.0.0.0/33", "is not a valid CIDR"),
+        ("*.corp.example", "wildcards are not supported"),
+        ("exa mple", "is neither an IP address, a CIDR nor a hostname"),
+    ],
+)
+async def test_an_allow_private_entry_that_can_match_nothing_is_a_config_error(
+    workspace: Path, entry: str, said: str
+) -> None:
+    """Before: the entry was taken as a hostname that matches nothing, and the fetch was denied
+    with the advice to add the host to webfetch.allow_private — where the user had just put it."""
+    (workspace / "zuno.json").write_text(json.dumps({"webfetch": {"allow_private": [entry]}}))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "zuno", "call", "webfetch", '{"url": "http://localhost:1/"}',
+        cwd=workspace, env=zuno_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 2 and out == b"", (out, err)
+    assert "webfetch.allow_private" in err.decode() and said in err.decode(), err.decode()
+
+
+async def test_valid_allow_private_entries_still_load(workspace: Path) -> None:
+    entries = ["docs.internal", "fd00::/8", "[::1]", "10.1.2.3", "bücher.example", "192.168.0.0/16"]
+    async with zuno.Runtime(root=workspace, config_overrides={"webfetch": {"allow_private": entries}}) as rt:
+        assert rt.config.webfetch.allow_private == entries
