@@ -603,3 +603,21 @@ async def test_valid_allow_private_entries_still_load(workspace: Path) -> None:
     entries = ["docs.internal", "fd00::/8", "[::1]", "10.1.2.3", "bücher.example", "192.168.0.0/16"]
     async with zuno.Runtime(root=workspace, config_overrides={"webfetch": {"allow_private": entries}}) as rt:
         assert rt.config.webfetch.allow_private == entries
+
+
+async def test_a_body_declared_over_the_cap_is_refused_before_it_is_read(workspace: Path) -> None:
+    """Before: a response declaring 200 MB was streamed until the cap (or, here, until the server
+    stalled and the call timed out) before it was refused."""
+
+    async def huge(req: Request, w: asyncio.StreamWriter) -> bytes | None:
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 200000000\r\n\r\n" + b"x" * 1000)
+        await w.drain()
+        await asyncio.sleep(30)
+        return None
+
+    async with Origin() as origin:
+        origin.routes["/iso"] = huge
+        [rec] = await step(workspace, [fetch(f"http://localhost:{origin.port}/iso", timeout_ms=10_000)])
+    text = rec["text"]
+    assert rec["outcome"] == "error" and "200000000 bytes (its Content-Length)" in text, text
+    assert "refused before it was read" in text and "webfetch.max_bytes" in text

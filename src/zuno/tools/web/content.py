@@ -146,6 +146,13 @@ class Inflater:
             return zlib.decompressobj(zlib.MAX_WBITS)
         return None
 
+    def refuse_declared(self, length: int) -> None:
+        raise BodyTooLarge(
+            f"the body of {self.url} is {length} bytes (its Content-Length), over the {self.max_bytes}-byte cap "
+            "(webfetch.max_bytes); it was refused before it was read. Fetch a smaller resource, or download it "
+            "with the shell tool."
+        )
+
     def _count(self, n: int) -> None:
         self.total += n
         if self.total > self.max_bytes:

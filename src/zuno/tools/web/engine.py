@@ -398,6 +398,10 @@ class Fetcher:
                     result.body = await _error_body(response, result)
                     return result, validated
                 inflater = Inflater(result.header("content-encoding"), max_bytes, target.url)
+                declared = (result.header("content-length") or "").strip()
+                if inflater.encoding in ("identity", "") and declared.isdigit() and int(declared) > max_bytes:
+                    # Refused before a byte of it is read: the body says how long it is.
+                    inflater.refuse_declared(int(declared))
                 parts: list[bytes] = []
                 sniffed = False
                 try:
