@@ -621,3 +621,30 @@ async def test_a_body_declared_over_the_cap_is_refused_before_it_is_read(workspa
     text = rec["text"]
     assert rec["outcome"] == "error" and "200000000 bytes (its Content-Length)" in text, text
     assert "refused before it was read" in text and "webfetch.max_bytes" in text
+
+
+async def test_a_socks5_proxy_that_requires_credentials_says_how_to_give_them(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: "accepts none of the offered authentication methods", naming neither the variable
+    nor the fix."""
+
+    async def wants_auth(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        _ver, n = await reader.readexactly(2)
+        await reader.readexactly(n)
+        writer.write(b"\x05\xff")  # no acceptable method: it wants user/password
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(wants_auth, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with Origin() as origin:
+            monkeypatch.setenv("ALL_PROXY", f"socks5://127.0.0.1:{port}")
+            [rec] = await step(workspace, [fetch(f"http://localhost:{origin.port}/")])
+            assert origin.connections == 0
+    finally:
+        server.close()
+    text = rec["text"]
+    assert "asks for credentials (SOCKS5: no method without them) and ALL_PROXY carries none" in text, text
+    assert f"socks5://USER:PASSWORD@127.0.0.1:{port}" in text

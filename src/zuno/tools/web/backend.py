@@ -412,7 +412,7 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
                 raise ProxyFailed(_credentials_refused(proxy, "(SOCKS5 user/password)"))
         elif choice[1] != 0x00:
             raise ProxyFailed(
-                _credentials_refused(proxy, "(no SOCKS5 method offered)")
+                _credentials_refused(proxy, "(SOCKS5: no method without them)")
                 if proxy.username is None
                 else f"{proxy} accepts none of the offered authentication methods (none, user/password); "
                 "not falling back to a direct connection"
