@@ -114,7 +114,8 @@ ACCEPTED = [
     ("http://[::1]:9/", "http", "::1", 9, "/", "::1"),
     ("http://[0:0:0:0:0:ffff:7f00:1]/", "http", "::ffff:7f00:1", 80, "/", "::ffff:7f00:1"),
     ("http://[::ffff:127.0.0.1]/", "http", "::ffff:7f00:1", 80, "/", "::ffff:7f00:1"),
-    ("http://example.com/%2e%2e/%5C", "http", "example.com", 80, "/%2e%2e/%5C", None),
+    # %2e%2e is ".." to a server: normalised away (ninth round), so a rule sees the path served.
+    ("http://example.com/%2e%2e/%5C", "http", "example.com", 80, "/%5C", None),
     ("http://example.com:080/", "http", "example.com", 80, "/", None),
 ]
 

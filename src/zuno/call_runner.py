@@ -8,6 +8,7 @@ and its settled entry and record made ready for the step's book. A cancellation 
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -26,29 +27,15 @@ from zuno.tool import Refused, Services, ToolContext, ToolOutput, TransientError
 from zuno.workspace import Workspace
 
 
-async def _resume(coro: Any, yielded: Any) -> Any:
-    """Drive, in this task, a coroutine another task started and that then waited on ``yielded``,
-    as a task of its own would have: each future it waits on is awaited here, and a cancellation
-    of this task reaches it the way a task delivers one (from the future it waits on, or thrown)."""
-    while True:
-        error: BaseException | None = None
-        try:
-            if yielded is None:  # a bare yield: one turn of the loop
-                await asyncio.sleep(0)
-            elif asyncio.isfuture(yielded):
-                yielded._asyncio_future_blocking = False  # taken, as a task takes it
-                await yielded  # its outcome is the coroutine's to take, when it resumes
-            else:
-                error = RuntimeError(f"a tool's coroutine yielded {yielded!r}, not a future")
-        except asyncio.CancelledError as e:
-            if not (asyncio.isfuture(yielded) and yielded.cancelled()):
-                error = e  # this task was cancelled: throw it in, as a task would
-        except Exception:  # the future failed: the coroutine takes that from the future itself
-            pass
-        try:
-            yielded = coro.send(None) if error is None else coro.throw(error)
-        except StopIteration as e:
-            return e.value
+def _start_task(coro: Any) -> asyncio.Task[Any]:
+    """The tool's own task, started eagerly where asyncio can (3.12+: a tool that finishes without
+    waiting, a small read, is done before this returns and is never scheduled). Its first part
+    must run in the task that runs the rest: a deadline (``asyncio.timeout``) or an anyio cancel
+    scope (httpcore, the MCP SDK) belongs to the task it was entered in."""
+    loop = asyncio.get_running_loop()
+    if sys.version_info >= (3, 12):
+        return asyncio.Task(coro, loop=loop, eager_start=True)  # type: ignore[call-arg,unused-ignore]
+    return loop.create_task(coro)
 
 
 @dataclass(kw_only=True, eq=False)
@@ -246,8 +233,8 @@ class CallRunner:
         self, task: asyncio.Task[Any], ctx: ToolContext, adm: Admitted, st: StepState, direct: bool
     ) -> tuple[Any, Exception | None, bool]:
         """Run the tool: (output, exception, cancelled). In a run of overlapping calls it runs in
-        its call's task (which only the step cancels); in the step's own task it is started there
-        and, if it has to wait, goes on in a task of its own (``_run_direct``)."""
+        its call's task (which only the step cancels); a one-call run's tool runs in a task of its
+        own that the step's task awaits (``_run_direct``)."""
         if direct:
             return await self._run_direct(ctx, adm, st)
         base = task.cancelling()
@@ -265,20 +252,10 @@ class CallRunner:
         return out, exc, cancelled
 
     async def _run_direct(self, ctx: ToolContext, adm: Admitted, st: StepState) -> tuple[Any, Exception | None, bool]:
-        """The tool of a one-call run, started eagerly in the step's own task: a tool that finishes
-        without waiting (a small read) needs no task at all. One that waits goes on in a task of its
-        own, exactly as if it had started there: a cancellation of the step's task from outside is
-        the step's to absorb (the tool gets the step's cancel, never the caller's)."""
-        coro = adm.tool.run(ctx, adm.args)
-        try:
-            yielded = coro.send(None)
-        except StopIteration as e:
-            return e.value, None, False
-        except asyncio.CancelledError:
-            return None, None, True
-        except Exception as e:
-            return None, e, False
-        inner = asyncio.get_running_loop().create_task(_resume(coro, yielded))
+        """The tool of a one-call run, in a task of its own awaited by the step's task: a
+        cancellation of the step's task from outside is the step's to absorb (the tool gets the
+        step's cancel, never the caller's), even when a tool takes its own cancellation back."""
+        inner = _start_task(adm.tool.run(ctx, adm.args))
         st.running[inner] = 0
         try:
             while not inner.done():

@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from zuno import limits
 
@@ -185,6 +186,17 @@ class WebfetchConfig(_Strict):
     # CIDRs and hostnames that may be fetched although their addresses are not public. Exactly
     # these are widened; every use is named in the result's metadata.
     allow_private: list[str] = Field(default_factory=list)
+
+    @field_validator("allow_private")
+    @classmethod
+    def _entries_can_match(cls, entries: list[str]) -> list[str]:
+        if entries:
+            from zuno.tools.web.addresses import allow_private_problem
+
+            for entry in entries:
+                if (why := allow_private_problem(entry)) is not None:
+                    raise PydanticCustomError("allow_private", why)
+        return entries
 
 
 class WebSearchProviderConfig(_Strict):

@@ -240,3 +240,14 @@ PROVIDER_MAX_RETRIES_CEILING = 10
 PROVIDER_TIMEOUT_DEFAULT_MS = 300_000
 PROVIDER_CONNECT_TIMEOUT_DEFAULT_MS = 15_000
 PROVIDER_TIMEOUT_MAX_MS = 3_600_000
+
+# webfetch, ninth round: an HTTP error's body is read up to this many (decoded) bytes and shown in
+# the error up to this many characters (an API's JSON error or a 404 page's hint is what the model
+# needs to correct its call).
+WEBFETCH_ERROR_BODY_BYTES = 64 * 1024
+WEBFETCH_ERROR_BODY_CHARS = 2000
+# ... and waited for at most this long (a stalled error body must not turn the status into a timeout).
+WEBFETCH_ERROR_BODY_WAIT_S = 2.0
+# Inline data (a data: URL in an image or link) kept in the Markdown: a longer one is shortened to
+# its media type (a base64 image is noise to a model and can push the page text into an artifact).
+WEBFETCH_INLINE_DATA_CHARS = 256

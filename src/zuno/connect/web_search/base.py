@@ -9,11 +9,15 @@ into one (those often quote the URL).
 
 from __future__ import annotations
 
+import html
 import json
 import logging
+import re
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from zuno import limits
 
 log = logging.getLogger("zuno.web_search")
 
@@ -42,10 +46,24 @@ class Endpoint:
 
 
 class SearchFailure(Exception):
-    def __init__(self, endpoint: Endpoint, category: str, status: int | None = None, hint: str = "") -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        category: str,
+        status: int | None = None,
+        hint: str = "",
+        retry_after_s: float | None = None,
+    ) -> None:
         self.endpoint = endpoint
         self.category = category
         self.status = status
+        self.retry_after_s = retry_after_s
+        if not hint and category == "auth":
+            hint = f"Check its API key (web_search.providers.{endpoint.provider}: api_key or api_key_env)."
+        if retry_after_s is not None and retry_after_s > max(limits.SAFE_RETRY_BACKOFF_S):
+            hint = (
+                f"{hint} " if hint else ""
+            ) + f"It asks to wait {retry_after_s:.0f} s before trying again (Retry-After), so it was not retried."
         self.hint = hint
         status_text = f", HTTP {status}" if status is not None else ""
         tail = f" {hint}" if hint else ""
@@ -53,6 +71,9 @@ class SearchFailure(Exception):
 
     @property
     def transient(self) -> bool:
+        # A retry sooner than the provider asked for would only be refused again.
+        if self.retry_after_s is not None and self.retry_after_s > max(limits.SAFE_RETRY_BACKOFF_S):
+            return False
         return self.category in TRANSIENT_CATEGORIES
 
     def diagnostics(self) -> dict[str, Any]:
@@ -71,6 +92,7 @@ class SearchFailure(Exception):
 class Reply:
     status: int
     body: bytes
+    retry_after_s: float | None = None  # a 429 / 503's Retry-After, in seconds from now
 
 
 class Requester(Protocol):
@@ -134,7 +156,8 @@ async def call(
         raise failure from None
     category = status_category(reply.status)
     if category is not None:
-        failure = SearchFailure(endpoint, category, reply.status)
+        wait = reply.retry_after_s if reply.status in (429, 503) else None
+        failure = SearchFailure(endpoint, category, reply.status, retry_after_s=wait)
         _log(failure)
         raise failure
     try:
@@ -161,3 +184,11 @@ def _log(failure: SearchFailure) -> None:
 
 def text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
+
+
+_TAGS = re.compile(r"<[^>]+>")
+
+
+def plain(value: Any) -> str:
+    """A provider's highlighted text as plain text: tags (<strong>) removed, entities (&#x27;) decoded."""
+    return html.unescape(_TAGS.sub("", text(value))).strip()

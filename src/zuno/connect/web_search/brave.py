@@ -1,21 +1,19 @@
 """Brave Search API: ``GET /res/v1/web/search?q=..&count=..`` with ``X-Subscription-Token``.
 
 The answer's ``web.results[]`` carry ``title``, ``url`` and ``description`` (with <strong>
-highlighting, removed here).
+highlighting and HTML entities, both removed here).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from zuno import limits
-from zuno.connect.web_search.base import Endpoint, Hit, Requester, call, text
+from zuno.connect.web_search.base import Endpoint, Hit, Requester, call, plain, text
 
 DEFAULT_BASE_URL = "https://api.search.brave.com"
 PATH = "/res/v1/web/search"
-_TAGS = re.compile(r"<[^>]+>")
 
 
 @dataclass
@@ -41,5 +39,5 @@ class BraveProvider:
         hits = []
         for r in results if isinstance(results, list) else []:
             if isinstance(r, dict) and text(r.get("url")):
-                hits.append(Hit(text(r.get("title")), text(r.get("url")), _TAGS.sub("", text(r.get("description")))))
+                hits.append(Hit(plain(r.get("title")), text(r.get("url")), plain(r.get("description"))))
         return hits

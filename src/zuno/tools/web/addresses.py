@@ -142,6 +142,33 @@ def embedded(ip: IPAddress) -> list[tuple[str, ipaddress.IPv4Address]]:
     return []
 
 
+def allow_private_problem(entry: str) -> str | None:
+    """Why an ``allow_private`` entry can match nothing (a typo'd CIDR, a wildcard), or None."""
+    text = entry.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    try:
+        ipaddress.ip_network(text, strict=False)
+        return None
+    except ValueError:
+        pass
+    if "/" in text:
+        return (
+            f"{entry!r} is not a valid CIDR: write an address and a prefix length "
+            "(0..32 for IPv4, 0..128 for IPv6), e.g. 10.20.0.0/16"
+        )
+    if "*" in text:
+        return (
+            f"{entry!r}: wildcards are not supported; a hostname matches exactly that name, so name each "
+            "one, or give the network its addresses are in as a CIDR"
+        )
+    try:
+        idna.encode(text.lower().rstrip("."), uts46=True, std3_rules=True)
+    except (idna.IDNAError, UnicodeError, ValueError):
+        return f"{entry!r} is neither an IP address, a CIDR nor a hostname"
+    return None
+
+
 def parse_networks(entries: list[str]) -> tuple[list[IPNetwork], list[str]]:
     """Split ``allow_private`` into networks (CIDRs or single addresses) and hostnames."""
     nets: list[IPNetwork] = []

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import ipaddress
+import os
 import select
 import socket
 import ssl
@@ -76,6 +77,28 @@ class Progress:
         return time.monotonic() - self.started
 
 
+def _credentials_refused(proxy: Proxy, how: str) -> str:
+    """A proxy that wants credentials: none configured, or the configured ones refused."""
+    host = f"[{proxy.host}]" if ":" in proxy.host else proxy.host
+    if proxy.username is None:
+        return (
+            f"{proxy} asks for credentials {how} and {proxy.source or 'its setting'} carries none; not falling back "
+            f"to a direct connection. Write them into {proxy.source or 'the proxy URL'} as "
+            f"{proxy.scheme}://USER:PASSWORD@{host}:{proxy.port} (percent-encode special characters)."
+        )
+    return (
+        f"{proxy} refused the credentials in {proxy.source or 'the proxy URL'} {how}; not falling back to a direct "
+        "connection. Correct the user and password there (percent-encoded)."
+    )
+
+
+def _os_error_text(e: OSError) -> str:
+    """The cause, as "Connection refused" (not asyncio's "Connect call failed ('127.0.0.1', 80)")."""
+    if e.errno:
+        return os.strerror(e.errno)
+    return e.strerror or type(e).__name__
+
+
 def _ip_text(ip: IPAddress) -> str:
     return f"[{ip}]" if ip.version == 6 else str(ip)
 
@@ -128,10 +151,17 @@ class Stream(httpcore.AsyncNetworkStream):
             tls = await TLSStream.wrap(self._s, hostname=hostname, ssl_context=ssl_context, standard_compatible=False)
         except ssl.SSLCertVerificationError as e:
             await self._s.aclose()
-            raise TlsFailed(f"the certificate of {hostname} did not verify: {e.verify_message}") from e
+            raise TlsFailed(
+                f"the certificate of {hostname} did not verify: {e.verify_message}. Verification is never "
+                "skipped: for a server with a private CA, point SSL_CERT_FILE (or SSL_CERT_DIR) at a bundle "
+                "that holds it; check the URL's host name and the machine's clock otherwise."
+            ) from e
         except (ssl.SSLError, anyio.EndOfStream, anyio.BrokenResourceError, OSError) as e:
             await self._s.aclose()
-            raise TlsFailed(f"the TLS handshake with {hostname} failed: {type(e).__name__}") from e
+            why = getattr(e, "reason", None) or type(e).__name__
+            plain = why in ("WRONG_VERSION_NUMBER", "UNKNOWN_PROTOCOL", "HTTP_REQUEST", "RECORD_LAYER_FAILURE")
+            hint = " The server answered in plain HTTP: use an http:// URL for it." if plain else ""
+            raise TlsFailed(f"the TLS handshake with {hostname} failed ({why}).{hint}") from e
         self._progress.phase = "headers"
         return Stream(tls, self._progress, hostname)
 
@@ -195,7 +225,14 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
 
     async def _dial(self, ip: IPAddress, port: int) -> anyio.abc.SocketStream:
         self.progress.dialled.append(str(ip))
-        return await anyio.connect_tcp(str(ip), port)
+        try:
+            return await anyio.connect_tcp(str(ip), port)
+        except OSError as e:
+            # anyio wraps the one attempt's error in "All connection attempts failed": the
+            # cause says what happened (refused, unreachable, ...), and decides whether it passes.
+            if isinstance(e.__cause__, OSError):
+                raise e.__cause__ from None
+            raise
 
     async def _direct(self) -> anyio.abc.ByteStream:
         """Happy eyeballs over the validated answer (RFC 8305): families interleaved, a new
@@ -232,7 +269,7 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
                         refused_or_reset = refused_or_reset or isinstance(
                             exc, ConnectionRefusedError | ConnectionResetError
                         )
-                        errors.append(f"{_ip_text(ip)}:{port}: {exc.strerror or type(exc).__name__}")
+                        errors.append(f"{_ip_text(ip)}:{port}: {_os_error_text(exc)}")
                     else:
                         raise exc
         finally:
@@ -277,9 +314,12 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
                     stream = await self._dial(pip, proxy.port)
                     break
                 except OSError as e:
-                    last = e.strerror or type(e).__name__
+                    last = _os_error_text(e)
             if stream is None:
-                raise ProxyFailed(f"could not connect to {proxy} ({last}); not falling back to a direct connection")
+                raise ProxyFailed(
+                    f"could not connect to {proxy} ({last}); not falling back to a direct connection. "
+                    f"Start that proxy, or correct or unset {proxy.source}."
+                )
             self.progress.phase = "proxy handshake"
             try:
                 if proxy.kind == "https":
@@ -336,7 +376,7 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
             raise ProxyFailed(f"{proxy} sent a malformed CONNECT reply")
         status = int(parts[1])
         if status == 407:
-            raise ProxyFailed(f"{proxy} refused the credentials (407); not falling back to a direct connection")
+            raise ProxyFailed(_credentials_refused(proxy, "(HTTP 407)"))
         if status in (502, 503, 504):
             raise _TargetUnreachable(f"CONNECT answered {status}")
         if not 200 <= status < 300:
@@ -361,7 +401,7 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
             raise ProxyFailed(f"{proxy} is not a SOCKS5 proxy")
         if choice[1] == 0x02:
             if proxy.username is None:
-                raise ProxyFailed(f"{proxy} asked for credentials none were configured")
+                raise ProxyFailed(_credentials_refused(proxy, "(SOCKS5 user/password)"))
             u = proxy.username.encode("utf-8")
             p = (proxy.password or "").encode("utf-8")
             if len(u) > 255 or len(p) > 255:
@@ -369,9 +409,14 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
             await stream.send(bytes([1, len(u)]) + u + bytes([len(p)]) + p)
             auth = await _receive_exactly(stream, 2)
             if auth[1] != 0:
-                raise ProxyFailed(f"{proxy} refused the credentials; not falling back to a direct connection")
+                raise ProxyFailed(_credentials_refused(proxy, "(SOCKS5 user/password)"))
         elif choice[1] != 0x00:
-            raise ProxyFailed(f"{proxy} accepts none of the offered authentication methods")
+            raise ProxyFailed(
+                _credentials_refused(proxy, "(SOCKS5: no method without them)")
+                if proxy.username is None
+                else f"{proxy} accepts none of the offered authentication methods (none, user/password); "
+                "not falling back to a direct connection"
+            )
         atyp = 1 if ip.version == 4 else 4
         await stream.send(bytes([5, 1, 0, atyp]) + ip.packed + struct.pack(">H", self.target.port))
         head = await _receive_exactly(stream, 4)

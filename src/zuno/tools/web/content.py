@@ -16,7 +16,9 @@ import codecs
 import re
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
+from zuno import limits
 from zuno.tools.web.errors import BodyTooLarge, ProtocolFailed
 
 _TEXT_TYPES = (
@@ -144,6 +146,13 @@ class Inflater:
             return zlib.decompressobj(zlib.MAX_WBITS)
         return None
 
+    def refuse_declared(self, length: int) -> None:
+        raise BodyTooLarge(
+            f"the body of {self.url} is {length} bytes (its Content-Length), over the {self.max_bytes}-byte cap "
+            "(webfetch.max_bytes); it was refused before it was read. Fetch a smaller resource, or download it "
+            "with the shell tool."
+        )
+
     def _count(self, n: int) -> None:
         self.total += n
         if self.total > self.max_bytes:
@@ -187,6 +196,8 @@ class Inflater:
         return bytes(out)
 
 
+# At most one invalid sequence per this many characters is read as stray bytes of the charset tried.
+STRAY_BYTES_RATIO = 100
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.I)
 
 
@@ -206,9 +217,18 @@ def decode(body: bytes, ctype: ContentType) -> tuple[str, str]:
     for name in candidates:
         try:
             codec = codecs.lookup(name).name
-            return body.decode(codec), codec
-        except (LookupError, UnicodeDecodeError):
+        except LookupError:
             continue
+        try:
+            return body.decode(codec), codec
+        except UnicodeDecodeError:
+            pass
+        # A few invalid bytes in a page that is otherwise this charset (a stray byte, a cut
+        # multi-byte character) become U+FFFD, as a browser shows them; a guess from the bytes
+        # would read the whole page as some other charset instead.
+        text = body.decode(codec, errors="replace")
+        if text.count("\ufffd") * STRAY_BYTES_RATIO <= len(text):
+            return text, f"{codec} (with replacements)"
     from charset_normalizer import from_bytes
 
     best = from_bytes(body[: 1 << 20]).best()
@@ -220,29 +240,128 @@ def decode(body: bytes, ctype: ContentType) -> tuple[str, str]:
 _DROP_TAGS = ["script", "style", "noscript", "template", "svg", "iframe", "object", "embed", "canvas", "head"]
 
 
+def _code_language(el: Any) -> str | None:
+    """The language a code block declares: class language-X / lang-X on the <pre> or its <code>,
+    or highlight-source-X on the block around it (GitHub)."""
+    code = el.find("code")
+    around = ("highlight-source-", "language-", "highlight-")  # GitHub; Sphinx's "highlight-python"
+    parent = el.parent
+    grandparent = parent.parent if parent is not None else None
+    for node, prefixes in (
+        (el, ("language-", "lang-")),
+        (code, ("language-", "lang-")),
+        (parent, around),
+        (grandparent, around),
+    ):
+        classes = node.get("class") if node is not None and hasattr(node, "get") else None
+        for c in classes or []:
+            for prefix in prefixes:
+                if c.startswith(prefix) and re.fullmatch(r"[A-Za-z0-9_+#.-]+", c[len(prefix) :]):
+                    return c[len(prefix) :]
+    return None
+
+
+def _converter() -> Any:
+    from markdownify import MarkdownConverter
+
+    class Converter(MarkdownConverter):  # type: ignore[misc]
+        def convert_td(self, el: Any, text: str, parent_tags: Any) -> str:
+            # A | inside a cell would end the cell: escaped, as GFM tables require.
+            return str(super().convert_td(el, text.replace("|", "\\|"), parent_tags))
+
+        def convert_th(self, el: Any, text: str, parent_tags: Any) -> str:
+            return str(super().convert_th(el, text.replace("|", "\\|"), parent_tags))
+
+        def convert_pre(self, el: Any, text: str, parent_tags: Any) -> str:
+            out = str(super().convert_pre(el, text, parent_tags))
+            runs = [len(r) for r in re.findall(r"`{3,}", text)]
+            if runs and out.startswith("\n\n```") and out.endswith("\n```\n\n"):
+                # The code holds a ``` fence itself: a longer fence keeps the block whole.
+                fence = "`" * (max(runs) + 1)
+                out = f"\n\n{fence}{out[5:-5]}{fence}\n\n"
+            return out
+
+    return Converter(heading_style="ATX", bullets="-", strong_em_symbol="*", code_language_callback=_code_language)
+
+
+_GUTTER_CLASSES = frozenset({"linenos", "gutter", "rouge-gutter", "line-numbers", "lineno"})
+
+
+def _unwrap_numbered_code(soup: Any) -> None:
+    """A code block laid out as a table of line numbers beside the code (Pygments' highlighttable,
+    Rouge's gutter) becomes the code block alone: as a Markdown table it was one row of
+    flattened text."""
+    for table in soup.find_all("table"):
+        cells = table.find_all(["td", "th"])
+        gutters = [c for c in cells if _GUTTER_CLASSES & set(c.get("class") or [])]
+        rest = [c for c in cells if c not in gutters]
+        if gutters and len(rest) == 1 and rest[0].find("pre") is not None:
+            table.replace_with(rest[0].find("pre"))
+
+
+def _shorten_inline_data(value: str) -> str | None:
+    """A long data: URL shortened to its media type and size; None when it is short enough."""
+    if len(value) <= limits.WEBFETCH_INLINE_DATA_CHARS:
+        return None
+    head = value.split(",", 1)[0][:64]
+    return f"{head},...({len(value)}-characters-of-inline-data-omitted)"
+
+
 def html_to_markdown(html: str, base_url: str | None = None) -> str:
     """Readable Markdown; relative links and images are made absolute against ``base_url``."""
     from urllib.parse import urljoin
 
-    from bs4 import BeautifulSoup
-    from markdownify import MarkdownConverter
+    from bs4 import BeautifulSoup, Comment, Declaration, Doctype, ProcessingInstruction
 
     soup = BeautifulSoup(html, "html.parser")
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
+    base = soup.find("base", href=True)
+    if base_url and base is not None and isinstance(base.get("href"), str):
+        # Relative links resolve against the page's <base href> when it has one (HTML's rule).
+        try:
+            joined = urljoin(base_url, base["href"].strip())
+        except ValueError:
+            joined = ""
+        if joined.lower().startswith(("http://", "https://")):
+            base_url = joined
     for tag in soup(_DROP_TAGS):
         tag.decompose()
-    if base_url:
-        for tag, attr in (("a", "href"), ("img", "src")):
-            for el in soup.find_all(tag):
-                value = el.get(attr)
-                if isinstance(value, str) and value and not value.startswith(("#", "data:", "javascript:")):
-                    try:
-                        el[attr] = urljoin(base_url, value)
-                    except ValueError:
-                        pass
-    text = MarkdownConverter(heading_style="ATX", bullets="-", strong_em_symbol="*").convert_soup(soup)
+    _unwrap_numbered_code(soup)
+    for a in soup.find_all("a", class_="headerlink"):
+        a.decompose()  # Sphinx / MkDocs "¶" permalinks beside every heading
+    for node in soup.find_all(string=lambda s: isinstance(s, Comment | Declaration | Doctype | ProcessingInstruction)):
+        node.extract()  # <?xml ...?>, <!DOCTYPE>, comments: not page text
+    for tag, attr in (("a", "href"), ("img", "src")):
+        for el in soup.find_all(tag):
+            value = el.get(attr)
+            if not isinstance(value, str) or not value:
+                continue
+            if value[:5].lower() == "data:":
+                short = _shorten_inline_data(value)
+                if short is not None:
+                    el[attr] = short
+            elif base_url and not value.startswith(("#", "javascript:")):
+                try:
+                    el[attr] = urljoin(base_url, value)
+                except ValueError:
+                    pass
+    text = _converter().convert_soup(soup)
     text = re.sub(r"[ \t]+\n", "\n", text)
     text = re.sub(r"\n{3,}", "\n\n", text).strip()
     if title and not text.startswith("# "):
         text = f"# {title}\n\n{text}"
     return text + "\n"
+
+
+def error_excerpt(body: bytes, ctype: ContentType, url: str, limit: int) -> str:
+    """The start of an HTTP error's body as text (HTML as Markdown), at most ``limit`` characters;
+    empty for an empty or binary body."""
+    if not body.strip() or sniff(body[:8192]) is not None:
+        return ""
+    text, _ = decode(body, ctype)
+    if ctype.is_html:
+        text = html_to_markdown(text, url)
+    text = text.strip()
+    if len(text) > limit:
+        text = f"{text[:limit]}\n[... the rest of the body is not shown]"
+    return text

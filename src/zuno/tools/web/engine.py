@@ -13,8 +13,11 @@ time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import email.utils
 import os
 import ssl
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urljoin
@@ -24,7 +27,7 @@ import httpcore
 from zuno import limits
 from zuno.tools.web.addresses import IPNetwork, parse_networks
 from zuno.tools.web.backend import PinnedBackend, Progress
-from zuno.tools.web.content import UNDECLARED, ContentType, Inflater, refusal_for, sniff
+from zuno.tools.web.content import UNDECLARED, ContentType, Inflater, error_excerpt, refusal_for, sniff
 from zuno.tools.web.errors import (
     AddressRefused,
     ConnectFailed,
@@ -38,14 +41,15 @@ from zuno.tools.web.errors import (
 )
 from zuno.tools.web.proxy_env import proxy_for
 from zuno.tools.web.resolver import Resolver, SystemResolver, Validated, validate_answer
-from zuno.tools.web.urls import Target, parse_target
+from zuno.tools.web.urls import Target, check_characters, parse_target
 
 USER_AGENT = "Zuno-webfetch/0.1"
 ACCEPT = "text/markdown, text/html;q=0.9, text/plain;q=0.9, application/json;q=0.8, */*;q=0.5"
 REDIRECTS = (301, 302, 303, 307, 308)
-# A timeout before the server was reached may be a passing network fault; a server that was
-# reached but is slow to answer would be as slow again, so those are not retried.
-TRANSIENT_TIMEOUT_PHASES = frozenset({"resolve", "connect", "proxy handshake", "TLS"})
+# A timeout is never retried: one deadline covers the whole call (the spec's per-call maximum is
+# 120 s), and a retry would start the whole wait again. These phases time out before the server
+# answered anything.
+UNREACHED_PHASES = frozenset({"resolve", "connect", "proxy handshake", "TLS"})
 CREDENTIAL_HEADERS = ("authorization", "cookie", "proxy-authorization")
 # Headers a caller may not set: the request's framing, its routing and its Host are Zuno's.
 RESERVED_HEADERS = frozenset(
@@ -113,6 +117,64 @@ def _tls_context() -> ssl.SSLContext:
     ctx.check_hostname = True
     ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
+
+
+def _detail(e: BaseException) -> str:
+    """httpcore's own words ("Server disconnected without sending a response."), bounded."""
+    text = " ".join(str(e).split())[:200]
+    return f": {text}" if text else ""
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """Retry-After as seconds from now: delay-seconds or an HTTP-date; None when absent or unusable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _status_error(target: Target, resp: _Response, ctype: ContentType) -> HttpStatusError:
+    status = resp.status
+    message = f"{target.url} answered HTTP {status} {resp.reason}".rstrip()
+    transient: bool | None = None
+    wait = retry_after_s(resp.header("retry-after")) if status in (429, 503) else None
+    if wait is not None and wait > max(limits.SAFE_RETRY_BACKOFF_S):
+        # The runtime's backoff is shorter than the wait the server asks for: a retry now would
+        # only be refused again.
+        transient = False
+        message += (
+            f"; it asks to wait {wait:.0f} s before trying again (Retry-After), so it was not retried. "
+            "Fetch it again after that wait, or use another source."
+        )
+    body = error_excerpt(resp.body, ctype, target.url, limits.WEBFETCH_ERROR_BODY_CHARS)
+    if body:
+        message += f"\nThe response body:\n{body}"
+    return HttpStatusError(message, status, body=body, transient=transient)
+
+
+async def _error_body(response: httpcore.Response, result: _Response) -> bytes:
+    """The start of an HTTP error's body (an API's error JSON, a 404 page): bounded, best effort."""
+    try:
+        inflater = Inflater(result.header("content-encoding"), limits.WEBFETCH_ERROR_BODY_BYTES, "")
+    except FetchError:
+        return b""
+    parts: list[bytes] = []
+    try:
+        # A body that stalls must not turn a plain 404 into a timeout: what came in time is shown.
+        async with asyncio.timeout(limits.WEBFETCH_ERROR_BODY_WAIT_S):
+            async for chunk in response.aiter_stream():
+                parts.append(inflater.feed(chunk))
+    except (FetchError, httpcore.RemoteProtocolError, httpcore.NetworkError, TimeoutError):
+        pass
+    return b"".join(parts)
 
 
 class Fetcher:
@@ -198,10 +260,7 @@ class Fetcher:
                         continue
                     ctype = ContentType.parse(resp.header("content-type"))
                     if resp.status >= 400:
-                        raise HttpStatusError(
-                            f"{target.url} answered HTTP {resp.status} {resp.reason}".rstrip(),
-                            resp.status,
-                        )
+                        raise _status_error(target, resp, ctype)
                     return Fetched(
                         url=first.url,
                         final_url=target.url,
@@ -216,10 +275,16 @@ class Fetcher:
                         addresses=addresses,
                     )
         except TimeoutError:
+            advice = (
+                "the server was never reached: check the host, the port and the proxy settings"
+                if progress.phase in UNREACHED_PHASES
+                else f"the server is slow: a larger timeout_ms (at most {limits.WEBFETCH_MAX_TIMEOUT_MS}) may help"
+            )
             raise FetchTimeout(
                 f"fetching {chain[-1]} timed out after {progress.elapsed():.2f} s (limit {timeout_s:g} s) "
-                f"in the {progress.phase} phase, route {progress.route}",
-                transient=progress.phase in TRANSIENT_TIMEOUT_PHASES,
+                f"in the {progress.phase} phase, route {progress.route}. It was not retried (the call's whole "
+                f"timeout was spent); {advice}.",
+                transient=False,
             ) from None
 
     def _next_hop(self, current: Target, location: str, chain: list[str]) -> Target:
@@ -230,6 +295,12 @@ class Fetcher:
                 "Fetch the final URL directly if it is the one you want."
             )
         try:
+            # A server sends a non-ASCII Location as raw UTF-8 (browsers and curl read it so); the
+            # header arrived decoded as Latin-1.
+            with contextlib.suppress(UnicodeError):
+                location = location.encode("latin-1").decode("utf-8")
+            # urljoin silently drops tabs and line breaks; they are refused as in any URL.
+            check_characters(location)
             nxt = parse_target(urljoin(current.url, location))
         except FetchError as e:
             raise RedirectRefused(f"the redirect chain {shown} -> {location!r} is refused: {e.message}") from None
@@ -301,7 +372,8 @@ class Fetcher:
                 raise
             except (httpcore.RemoteProtocolError, httpcore.LocalProtocolError) as e:
                 raise ProtocolFailed(
-                    f"{target.origin} broke the HTTP protocol ({type(e).__name__}) in the {progress.phase} phase",
+                    f"{target.origin} broke the HTTP protocol in the {progress.phase} phase "
+                    f"({type(e).__name__}{_detail(e)})",
                     transient=True,
                 ) from None
             except (httpcore.NetworkError, OSError) as e:
@@ -323,8 +395,13 @@ class Fetcher:
                     if why:
                         raise ContentRefused(why)
                 if response.status >= 400 and not follow_body:
+                    result.body = await _error_body(response, result)
                     return result, validated
                 inflater = Inflater(result.header("content-encoding"), max_bytes, target.url)
+                declared = (result.header("content-length") or "").strip()
+                if inflater.encoding in ("identity", "") and declared.isdigit() and int(declared) > max_bytes:
+                    # Refused before a byte of it is read: the body says how long it is.
+                    inflater.refuse_declared(int(declared))
                 parts: list[bytes] = []
                 sniffed = False
                 try:
@@ -335,14 +412,19 @@ class Fetcher:
                                 sniffed = True
                                 ctype = ContentType.parse(result.header("content-type"))
                                 kind = sniff(data[:8192])
-                                if kind and (ctype.mime in UNDECLARED or not ctype.is_text):
+                                # A file signature (%PDF-, PNG, ZIP, ...) decides whatever type was
+                                # declared (a PDF served as text/plain is still a PDF); NUL bytes
+                                # only when the type said nothing or was not text.
+                                binary_hint = kind == "application/octet-stream"
+                                if kind and (not binary_hint or ctype.mime in UNDECLARED or not ctype.is_text):
                                     why = refusal_for(kind, target.url)
                                     if why:
                                         raise ContentRefused(why)
                             parts.append(data)
                 except (httpcore.RemoteProtocolError, httpcore.NetworkError) as e:
                     raise ProtocolFailed(
-                        f"the body from {target.origin} broke off after {inflater.total} bytes ({type(e).__name__})",
+                        f"the body from {target.origin} broke off after {inflater.total} bytes "
+                        f"({type(e).__name__}{_detail(e)})",
                         transient=True,
                     ) from None
                 result.body = b"".join(parts)

@@ -1,10 +1,10 @@
 """Typed failures of a fetch. Each names its category and whether it may pass (transient).
 
 Transient (the runtime may retry a Safe call after a backoff): a temporary resolver failure
-(EAI_AGAIN), a timeout before the server answered anything (resolve, connect, proxy handshake,
-TLS), a connection reset or refused by the target, a response broken off mid-way, and the HTTP
-statuses 408, 429, 502, 503 and 504. A timeout waiting for headers or body is not: a server that
-slow would be as slow again. Everything else is not: a refused URL or address, a
+(EAI_AGAIN), a connection reset or refused by the target, a response broken off mid-way, and the
+HTTP statuses 408, 429, 502, 503 and 504 (429 and 503 not when Retry-After asks for a longer wait
+than the backoff). A timeout is not, in any phase: one deadline covers the whole call, and a retry
+would start the whole wait again. Everything else is not: a refused URL or address, a
 certificate failure, a proxy that fails (a configuration problem, and it never falls back to a
 direct connection), a body over the cap, a content type refused, a redirect rule, other statuses.
 """
@@ -53,7 +53,7 @@ class TlsFailed(FetchError):
 
 class FetchTimeout(FetchError):
     category = "timeout"
-    transient = True
+    transient = True  # a search provider's (web_search); webfetch raises it with transient=False
 
 
 class RedirectRefused(FetchError):
@@ -73,8 +73,8 @@ class ContentRefused(FetchError):
 class HttpStatusError(FetchError):
     category = "http_status"
 
-    def __init__(self, message: str, status: int, body: str = "") -> None:
-        super().__init__(message, transient=status in (408, 429, 502, 503, 504))
+    def __init__(self, message: str, status: int, body: str = "", transient: bool | None = None) -> None:
+        super().__init__(message, transient=status in (408, 429, 502, 503, 504) if transient is None else transient)
         self.status = status
         self.body = body
 

@@ -59,7 +59,10 @@ def parse_proxy(value: str, source: str) -> Proxy:
         scheme, _, text = text.partition("://")
         scheme = scheme.lower()
     if scheme not in PROXY_SCHEMES:
-        raise ProxyFailed(f"{source}: the proxy scheme {scheme!r} is not one of {', '.join(PROXY_SCHEMES)}")
+        raise ProxyFailed(
+            f"{source}: the proxy scheme {scheme!r} is not one of {', '.join(PROXY_SCHEMES)}. "
+            f"Write {source} as scheme://[user:password@]host[:port] with one of those."
+        )
     text = text.split("/", 1)[0]
     username = password = None
     if "@" in text:
@@ -67,21 +70,31 @@ def parse_proxy(value: str, source: str) -> Proxy:
         user, sep, pw = userinfo.partition(":")
         username = unquote(user)
         password = unquote(pw) if sep else None
+    form = f"Write {source} as scheme://[user:password@]host[:port]"
     if text.startswith("["):
         close = text.find("]")
-        host, rest = text[1:close], text[close + 1 :]
-        port_text = rest[1:] if rest.startswith(":") else ""
+        rest = text[close + 1 :] if close > 0 else ""
+        if close < 0 or (rest and not rest.startswith(":")):
+            raise ProxyFailed(f"{source}: the proxy's bracketed IPv6 address is not closed by ']'. {form}.")
+        host = text[1:close]
+        port_text = rest[1:]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ProxyFailed(f"{source}: the proxy host [{host}] is not an IPv6 address. {form}.") from None
     else:
         host, _, port_text = text.partition(":")
+        if any(c in host for c in "[]@ \t\\"):
+            raise ProxyFailed(f"{source}: the proxy host {host!r} is not a host name or address. {form}.")
     if not host:
-        raise ProxyFailed(f"{source}: the proxy has no host")
+        raise ProxyFailed(f"{source}: the proxy has no host. {form}.")
     default = 443 if scheme == "https" else 1080
     try:
         port = int(port_text) if port_text else default
     except ValueError:
-        raise ProxyFailed(f"{source}: the proxy port is not a number") from None
+        raise ProxyFailed(f"{source}: the proxy port is not a number. {form}.") from None
     if not 1 <= port <= 65535:
-        raise ProxyFailed(f"{source}: the proxy port {port} is out of range")
+        raise ProxyFailed(f"{source}: the proxy port {port} is out of range (1..65535). {form}.")
     return Proxy(scheme, host.lower(), port, username, password, source)
 
 

@@ -71,7 +71,9 @@ class WebSearchTool(Tool):
             resp = await engine.request_configured(
                 url, method=method, headers=headers, content=content, timeout_s=timeout_s, max_bytes=max_bytes
             )
-            return Reply(resp.status, resp.body)
+            from zuno.tools.web.engine import retry_after_s
+
+            return Reply(resp.status, resp.body, retry_after_s(resp.header("retry-after")))
 
         count = args.max_results or cfg.max_results
         allowed = [*cfg.allowed_domains, *(args.allowed_domains or [])]

@@ -77,7 +77,7 @@ def _show(url: str) -> str:
     return repr(url) if len(url) <= 300 else repr(url[:300] + "...")
 
 
-def _check_characters(url: str) -> None:
+def check_characters(url: str) -> None:
     for i, ch in enumerate(url):
         o = ord(ch)
         if o < 0x20 or o == 0x7F or 0x80 <= o <= 0x9F:
@@ -175,10 +175,46 @@ def _encode_path(rest: str) -> str:
     return "".join(out)
 
 
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def _unescape_unreserved(m: re.Match[str]) -> str:
+    ch = chr(int(m.group(1), 16))
+    return ch if ch in _UNRESERVED else f"%{m.group(1).upper()}"
+
+
+def _remove_dot_segments(path: str) -> str:
+    """RFC 3986 5.2.4 on an absolute path: "/a/./b/../c" is "/a/c"; never above the root."""
+    segments = path.split("/")
+    out: list[str] = []
+    for i, seg in enumerate(segments):
+        last = i == len(segments) - 1
+        if seg in (".", ".."):
+            if seg == ".." and len(out) > 1:
+                out.pop()
+            if last:
+                out.append("")
+            continue
+        out.append(seg)
+    return "/".join(out)
+
+
+def normalize_path(tail: str) -> str:
+    """The path of an encoded path-and-query in its one spelling (RFC 3986 6.2.2): escapes of
+    unreserved characters decoded ("%61dmin" is "admin", "%2e%2e" is ".."), other escapes in
+    upper case, dot segments removed. Servers read every spelling as this one, so a permission
+    pattern on the canonical URL cannot be dodged by "/public/../admin". The query is left as
+    sent."""
+    path, sep, query = tail.partition("?")
+    path = _remove_dot_segments(_ESCAPE.sub(_unescape_unreserved, path))
+    return path + sep + query
+
+
 def parse_target(url: str) -> Target:
     if not isinstance(url, str) or not url:
         raise UrlRefused("url is empty. Give an http:// or https:// URL.")
-    _check_characters(url)
+    check_characters(url)
     m = _SCHEME.match(url)
     if not m:
         raise _refuse(url, "it has no scheme", "Write http:// or https:// in front.")
@@ -225,4 +261,4 @@ def parse_target(url: str) -> Target:
     tail = tail.partition("#")[0]
     if not tail.startswith("/"):
         tail = "/" + tail
-    return Target(scheme, host, port or _DEFAULT_PORT[scheme], _encode_path(tail), ip)
+    return Target(scheme, host, port or _DEFAULT_PORT[scheme], normalize_path(_encode_path(tail)), ip)
