@@ -250,3 +250,22 @@ async def test_a_misnamed_tool_is_answered_with_the_tool_meant(workspace: Path) 
             result = await s.step([{"name": "webfetch", "arguments": {}}, {"name": "str_replace", "arguments": {}}])
     assert "Did you mean 'web_fetch'?" in result.results[0].text
     assert "Did you mean 'edit'?" in result.results[1].text
+
+
+async def test_arguments_encoded_twice_are_read_as_the_object_they_hold(workspace: Path) -> None:
+    # Some open models send the arguments' JSON as a JSON string; before, "must be a JSON object, not a string".
+    (workspace / "a.txt").write_text("alpha\n")
+    twice = json.dumps(json.dumps({"path": "a.txt"}))
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        ok, text, broken = (
+            await s.step(
+                [
+                    {"name": "read", "arguments": twice},
+                    {"name": "read", "arguments": json.dumps("a.txt")},  # a string that is no object
+                    {"name": "read", "arguments": json.dumps('{"path": ')},  # an object cut short
+                ]
+            )
+        ).results
+    assert ok.outcome == "ok" and ok.text == "1\talpha"
+    for r in (text, broken):
+        assert r.block_kind == "invalid_arguments" and "must be a JSON object, not a string" in r.text

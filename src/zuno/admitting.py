@@ -9,6 +9,7 @@ call runs here; the approval a permission rule asks for is the only thing record
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -169,6 +170,11 @@ class Admission:
                     BlockKind.invalid_arguments,
                     f"arguments for {name} are nested too deeply to read; send flat arguments.",
                 )
+            if isinstance(arguments, str) and arguments.lstrip().startswith("{"):
+                # Encoded twice (some open models send the object's JSON as a JSON string): the
+                # object is unambiguous, so it is read rather than refused.
+                with contextlib.suppress(json.JSONDecodeError, RecursionError):
+                    arguments = json.loads(arguments)
             # Parsed, the usual arguments (ASCII strings and scalars, an object or two deep) are
             # within bounds and valid Unicode as they stand; any others are measured in full.
             plain = plain_call(arguments)
