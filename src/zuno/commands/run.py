@@ -21,7 +21,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zuno.agent.prompt_check import prompt_problem
 from zuno.cli_support import (
     EXIT_INTERRUPTED,
     EXIT_NOT_OK,
@@ -84,6 +83,8 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
 def _checked_prompt(prompt: str, where: str) -> str:
     """The prompt as given, or a UsageError (nothing run) when it is blank or not UTF-8 (an
     argument or a pipe holding bytes that are not text reach Python as lone surrogates)."""
+    from zuno.agent.prompt_check import prompt_problem  # light; not loaded by the printing commands
+
     problem = prompt_problem(prompt)
     if problem is not None:
         raise UsageError(f"the prompt {where} {problem}")
