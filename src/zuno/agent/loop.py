@@ -126,6 +126,7 @@ class AgentLoop:
         self._visible: tuple[tuple[object, ...], list[Tool], tuple[tuple[ToolSpec, ...], tuple[HostedTool, ...]]] | None
         self._visible = None
         self._hidden: dict[str, str] = {}
+        self._call_ids: set[str] | None = None
         self.estimate = Estimator()
 
     # -- control --------------------------------------------------------------------------------
@@ -383,7 +384,10 @@ class AgentLoop:
         finally:
             timer.cancel()
             self._stream_task = None
-        fin = unique_call_ids(fin)  # before anything records or pairs the calls
+        if fin.message.tool_calls:  # unique in the session before anything records or pairs the calls
+            used = self._used_call_ids()
+            fin = unique_call_ids(fin, used)
+            used.update(c.id for c in fin.message.tool_calls)
         self.last_request_id = req_id
         # A response whose calls are all read-only is committed with their results, one commit
         # less per step: nothing it asks for can have an effect before that commit.
@@ -399,6 +403,19 @@ class AgentLoop:
         ):
             turn.usage[k] += v
         return fin
+
+    def _used_call_ids(self) -> set[str]:
+        """The call ids the session already has (its dispatched calls, from any transport, and its
+        transcript's results), read once; the loop adds each answer's ids (the session is its own
+        while it runs)."""
+        if self._call_ids is None:
+            rows = self.store.query(
+                "SELECT call_id FROM calls WHERE session_id = ? UNION"
+                " SELECT call_id FROM agent_items WHERE session_id = ? AND call_id IS NOT NULL",
+                (self.session.id, self.session.id),
+            )
+            self._call_ids = {str(r[0]) for r in rows}
+        return self._call_ids
 
     def _read_only_calls(self, calls: Sequence[ToolCall]) -> bool:
         """Can none of these calls have an effect? (A call of an unknown tool is refused.)"""
