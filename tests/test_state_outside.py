@@ -123,3 +123,85 @@ def test_an_identical_call_with_a_reused_id_in_a_later_turn_is_not_a_silent_repl
     run_json(workspace, "--continue", "add a step")
     plan = shown(workspace, "plan", first["session"])
     assert plan["revision"] == 2 and [s["title"] for s in plan["plan"]["steps"]] == ["a", "b"]
+
+
+# -- the user resumes a paused Goal ----------------------------------------------------------------
+
+
+def test_a_goal_paused_for_no_progress_is_resumed_by_the_user_and_goal_mode_continues(
+    workspace: Path, fake: FakeProvider
+) -> None:
+    """Every refusal and doc told the user to '/goal resume' a paused Goal, but no command did:
+    after a no_progress pause the Goal stayed paused for good (Goal mode never continued again,
+    and only a model replacing the Goal could get out of it)."""
+    configure(workspace, fake)
+    goal = json.dumps({"action": "create", "objective": "ship it", "criteria": [{"text": "done"}]})
+    fake.script(Reply(calls=[Call("goal_update", goal)]), Reply(text="one"), Reply(text="two"), Reply(text="three"))
+    out = run_json(workspace, "--mode", "goal", "go")
+    sid = out["session"]
+    assert out["stop_reason"] == "no_progress"
+    assert shown(workspace, "goal", sid)["goal"]["pause_reason"]["kind"] == "no_progress"
+    p = zuno_cli(workspace, "goal", "resume", "--session", sid)
+    assert p.returncode == 0, p.stderr
+    assert "Goal resumed" in p.stdout and f"zuno resume {sid}" in p.stdout
+    resumed = shown(workspace, "goal", sid)
+    assert resumed["goal"]["status"] == "active" and "pause_reason" not in resumed["goal"]
+    # Resuming again changes nothing and says why (exit 1).
+    again = zuno_cli(workspace, "goal", "resume", "--json")
+    assert again.returncode == 1 and json.loads(again.stdout)["resumed"] is False
+    assert "active, not paused" in json.loads(again.stdout)["message"]
+    # The resumed Goal is continued again, its count started afresh (three more finals to pause).
+    fake.script(Reply(text="four"), Reply(text="five"), Reply(text="six"))
+    out = run_json(workspace, "--continue", "keep going")
+    assert out["stop_reason"] == "no_progress" and out["final_text"] == "six"
+    sysmsg = fake.requests[-3].body["messages"][0]["content"]
+    assert "Goal (revision 3, active): ship it" in sysmsg
+
+
+def test_goal_resume_without_a_goal_or_a_session_says_so(workspace: Path) -> None:
+    p = zuno_cli(workspace, "goal", "resume")
+    assert p.returncode == 2 and "no session to continue" in p.stderr and "Traceback" not in p.stderr
+    made = zuno_cli(workspace, "call", "plan_get", "{}")
+    assert made.returncode == 0
+    p = zuno_cli(workspace, "goal", "resume")
+    assert p.returncode == 1 and "has no Goal: nothing to resume" in p.stderr
+
+
+def test_slash_goal_resume_in_the_interactive_session(workspace: Path, fake: FakeProvider) -> None:
+    from test_run_terminal import Pty
+
+    configure(workspace, fake)
+    made = zuno_cli(workspace, "call", "goal_update",
+                    json.dumps({"action": "create", "objective": "g", "criteria": [{"text": "c"}]}))
+    assert made.returncode == 0
+    paused = zuno_cli(workspace, "call", "goal_update", json.dumps(
+        {"action": "pause", "expected_revision": 1, "reason": {"kind": "user_requested"}}), "-c")
+    assert paused.returncode == 0
+    term = Pty(workspace, "--continue")
+    term.until(b"zuno> ")
+    term.write(b"/goal resume\r")
+    term.until(b"Goal resumed")
+    term.write(b"/goal resume\r")
+    term.until(b"not paused")
+    term.write(b"/exit\r")
+    assert term.finish() == 0
+    assert fake.requests == []  # nothing was sent to the model
+    p = zuno_cli(workspace, "goal", "--json")
+    assert json.loads(p.stdout)["goal"]["status"] == "active"
+
+
+def test_a_model_cannot_replace_a_paused_goal_to_get_out_of_the_pause(workspace: Path) -> None:
+    """goal_update create over a paused Goal made a new active one: the model resumed itself."""
+    create = {"action": "create", "objective": "g", "criteria": [{"text": "c"}]}
+    assert zuno_cli(workspace, "call", "goal_update", json.dumps(create)).returncode == 0
+    pause = {"action": "pause", "expected_revision": 1, "reason": {"kind": "blocked", "detail": "no key"}}
+    assert zuno_cli(workspace, "call", "goal_update", json.dumps(pause), "-c").returncode == 0
+    p = zuno_cli(workspace, "call", "goal_update", json.dumps({**create, "expected_revision": 2}), "-c")
+    assert p.returncode == 1
+    assert "[refused: GoalPaused]" in p.stdout and "zuno goal resume" in p.stdout and "abandon" in p.stdout
+    assert json.loads(zuno_cli(workspace, "goal", "--json").stdout)["goal"]["status"] == "paused"
+    # Abandoning it first is the model's way to a new objective.
+    abandon = {"action": "abandon", "expected_revision": 2, "reason": "obsolete"}
+    assert zuno_cli(workspace, "call", "goal_update", json.dumps(abandon), "-c").returncode == 0
+    p = zuno_cli(workspace, "call", "goal_update", json.dumps({**create, "expected_revision": 3}), "-c")
+    assert p.returncode == 0, p.stdout

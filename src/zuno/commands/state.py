@@ -1,8 +1,9 @@
 """``zuno plan``, ``zuno goal``, ``zuno todo``: print a session's current durable work state.
 
     zuno plan [--session ID | --continue] [--json] [--root DIR] [--db FILE]
+    zuno goal resume [--session ID | --continue] [--json]   (the user resumes a paused Goal)
 
-Read-only: the store is opened read-only and is never created; a workspace without a store has
+Printing is read-only: the store is opened read-only and is never created; a workspace without a store has
 no sessions. Exit 0 with the state (also "no plan yet"); 2 for a bad or unknown session id.
 """
 
@@ -152,4 +153,12 @@ def add_parser(sub: Any) -> None:
             help="the workspace's most recent session (the default)",
         )
         p.add_argument("--json", action="store_true", help="print the state as JSON")
-        p.set_defaults(func=lambda a, k=kind: _run(k, a))
+        if kind == "goal":  # the one write: the user resumes a paused Goal (commands/goal_resume.py)
+            p.add_argument("op", nargs="?", choices=("resume",), help="resume: resume the paused Goal")
+        p.set_defaults(func=lambda a, k=kind: _goal_op(a) if getattr(a, "op", None) else _run(k, a))
+
+
+def _goal_op(args: argparse.Namespace) -> int:
+    from zuno.commands.goal_resume import run
+
+    return run(args)
