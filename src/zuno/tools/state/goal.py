@@ -145,6 +145,17 @@ def unsatisfied(store: Any, session_id: str, body: dict[str, Any]) -> list[dict[
 
 def apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
     check_revision(doc, a.expected_revision, "Goal", "goal_get", creating=a.action == "create")
+    if a.action == "create" and doc.body is not None and doc.body["status"] == "paused":
+        # A new Goal over a paused one would resume work the user has not resumed.
+        why = str((doc.body.get("pause_reason") or {}).get("kind") or "paused")
+        raise StateRefusal(
+            "GoalPaused",
+            f"the Goal is paused ({why}); a new Goal cannot replace it while it is.",
+            "Leave it paused: only the user resumes a paused Goal (/goal resume, zuno goal resume). If its "
+            "objective is obsolete, abandon it (action abandon, with a reason) before creating a new one.",
+            status="paused",
+            pauseReason=why,
+        )
     if a.action == "create":
         body: dict[str, Any] = {"next": 0}
         body.update(objective=a.objective, status="active", pause_reason=None, owner=agent, criteria=[])
