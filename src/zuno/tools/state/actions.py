@@ -112,7 +112,10 @@ def mutate_for_call(
 
 def mutation_head(label: str, result: dict[str, Any], replayed: bool) -> str:
     """The first line of a mutation's result: ``[plan patch: revision 4]``."""
-    return f"[{label}: revision {result['revision']}" + (" · repeated delivery, applied once]" if replayed else "]")
+    head = f"[{label}: revision {result['revision']}"
+    if result.get("unchanged"):
+        head += " · nothing changed: the document already said this"
+    return head + (" · repeated delivery, applied once]" if replayed else "]")
 
 
 def mutation_output(label: str, result: dict[str, Any], replayed: bool, document: str, **facts: Any) -> ToolOutput:
