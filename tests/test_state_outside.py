@@ -6,6 +6,7 @@ the loopback model server (real wire formats), `zuno call` with the inputs model
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,8 +15,13 @@ from typing import Any
 
 import pytest
 
+import agent_double as ad
+import zuno
+from zuno.agent.types import ModelRequest
+
 from conftest import zuno_env
 from fake_provider import Call, FakeProvider, Reply
+from statehelp import call
 
 SECRET = "sk-state-outside-7d1e"
 
@@ -205,3 +211,74 @@ def test_a_model_cannot_replace_a_paused_goal_to_get_out_of_the_pause(workspace:
     assert zuno_cli(workspace, "call", "goal_update", json.dumps(abandon), "-c").returncode == 0
     p = zuno_cli(workspace, "call", "goal_update", json.dumps({**create, "expected_revision": 3}), "-c")
     assert p.returncode == 0, p.stdout
+
+
+# -- a mutation that changes nothing ---------------------------------------------------------------
+
+
+async def test_a_patch_that_changes_nothing_keeps_the_revision_and_the_fingerprint(workspace: Path) -> None:
+    """A status set to itself, or a patch naming only an id, wrote a new revision: plan_get's
+    progressFingerprint changed with nothing changed, and the model's next expected_revision had
+    to follow a change that never happened."""
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        await call(s, "plan_update", {"action": "create", "objective": "o", "steps": [{"title": "a"}]})
+        await call(s, "todo_update", {"action": "add", "items": [{"title": "t", "status": "in_progress"}]})
+        before = (await call(s, "plan_get")).metadata["progressFingerprint"]
+        for args in ({"id": "s1", "status": "pending"}, {"id": "s1"}, {"id": "s1", "title": "a"}):
+            rec = await call(s, "plan_update", {"action": "patch", "expected_revision": 1, "steps": [args]})
+            assert rec.outcome == "ok" and rec.metadata["revision"] == 1, rec.text
+            assert rec.text.startswith("[plan patch: revision 1 · nothing changed")
+        assert (await call(s, "plan_get")).metadata["progressFingerprint"] == before
+        rec = await call(s, "todo_update",
+                         {"action": "patch", "expected_revision": 1, "items": [{"id": "t1", "status": "in_progress"}]})
+        assert rec.outcome == "ok" and rec.metadata["revision"] == 1
+        # A real change still makes a new revision.
+        rec = await call(s, "plan_update",
+                         {"action": "patch", "expected_revision": 1, "steps": [{"id": "s1", "status": "in_progress"}]})
+        assert rec.metadata["revision"] == 2 and "nothing changed" not in rec.text
+
+
+async def test_no_op_updates_every_cycle_do_not_defeat_no_progress(workspace: Path) -> None:
+    """A model that re-sends the same status each cycle looked like progress to the Goal's
+    fingerprint (a new revision every time): the Goal never paused with no_progress and the turn
+    ran to the continuation limit."""
+    def script(req: ModelRequest, i: int) -> Any:
+        if i == 0:
+            return ad.calls(
+                ad.call("goal_update", {"action": "create", "objective": "g", "criteria": [{"text": "c"}]}),
+                ad.call("plan_update", {"action": "create", "objective": "p",
+                                     "steps": [{"title": "a", "status": "in_progress"}]}),
+            )
+        if i % 2 == 1:  # every cycle: the same status again, at the revision the context shows
+            rev = int(re.search(r"Plan \(revision (\d+);", req.system).group(1))  # type: ignore[union-attr]
+            return ad.calls(ad.call("plan_update", {"action": "patch", "expected_revision": rev,
+                                              "steps": [{"id": "s1", "status": "in_progress"}]}))
+        return ad.say("still on it")
+
+    overrides = {"agent": {"limits": {"continuations": 8}}}
+    async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt:
+        async with rt.agent(provider=ad.ScriptedProvider(script), mode="goal") as agent:
+            result = await agent.run("pursue it")
+    assert result.stop_reason == "no_progress", result.detail
+
+
+# -- refusals in the model's terms -----------------------------------------------------------------
+
+
+async def test_todo_refusals_name_the_todo_action_and_a_twice_named_item(workspace: Path) -> None:
+    """A patch of a Todo list that does not exist said 'Create it first (action create)' —
+    todo_update has no action create; and a patch naming t1 twice was refused as an invalid
+    transition of a 'completed (terminal)' item that was in fact pending."""
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        rec = await call(s, "todo_update",
+                         {"action": "patch", "expected_revision": 1, "items": [{"id": "t1", "status": "completed"}]})
+        assert rec.metadata["refusal"]["kind"] == "NotFound"
+        assert "action add" in rec.text and "action create" not in rec.text
+        rec = await call(s, "plan_update", {"action": "patch", "expected_revision": 1, "steps": [{"id": "s1"}]})
+        assert "action create" in rec.text  # the Plan's own creating action
+        await call(s, "todo_update", {"action": "add", "items": [{"title": "a"}, {"title": "b", "depends_on": ["t1"]}]})
+        rec = await call(s, "todo_update", {"action": "patch", "expected_revision": 1, "items": [
+            {"id": "t1", "status": "completed"}, {"id": "t1", "status": "cancelled"}]})
+        assert rec.metadata["refusal"]["kind"] == "DuplicateTodo" and "t1 is named twice" in rec.text
+        rec = await call(s, "todo_update", {"action": "remove", "expected_revision": 1, "ids": ["t1"]})
+        assert "t2 depends on an item being removed" in rec.text

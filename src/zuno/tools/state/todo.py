@@ -165,7 +165,14 @@ def _adopt(item: dict[str, Any], agent: str) -> None:
 
 
 def apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    check_revision(doc, a.expected_revision, "Todo list", "todo_get", creating=a.action == "add" and doc.revision == 0)
+    check_revision(
+        doc,
+        a.expected_revision,
+        "Todo list",
+        "todo_get",
+        creating=a.action == "add" and doc.revision == 0,
+        create_action="add",
+    )
     body = json.loads(json.dumps(doc.body)) if doc.body is not None else _empty()
     items: list[dict[str, Any]] = body["items"]
     changed: list[str] = []
@@ -192,6 +199,15 @@ def apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str
             changed.append(item["id"])
     elif a.action == "patch":
         by_id = {i["id"]: i for i in items}
+        named = [p.id for p in a.items]
+        twice = sorted({n for n in named if named.count(n) > 1})
+        if twice:
+            raise StateRefusal(
+                "DuplicateTodo",
+                f"todo {', '.join(twice)} is named twice in one patch.",
+                "Name each item once, with every field it should change.",
+                todoIds=twice,
+            )
         for p in a.items:
             item = by_id.get(p.id)
             if item is None:
@@ -225,7 +241,7 @@ def apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str
         if needed:
             raise StateRefusal(
                 "StillDependedOn",
-                f"{', '.join(needed)} depend on an item being removed.",
+                f"{', '.join(needed)} {'depends' if len(needed) == 1 else 'depend'} on an item being removed.",
                 "Change their depends_on first.",
                 dependents=needed,
             )
