@@ -30,7 +30,9 @@ MODE_INSTRUCTIONS: dict[Mode, str] = {
     ),
     "goal": (
         "Mode: Goal. Pursue the active Goal: while it has runnable work you are continued automatically "
-        "after each answer; repeated answers with no progress pause the Goal."
+        "after each answer; repeated answers with no progress pause the Goal. Runnable work is an in_progress "
+        "Plan step or a Todo you own whose dependencies are completed (a Goal with no open Plan or Todo work "
+        "is itself the work); blocked or unowned work alone is not, and a running background job is waited for."
     ),
 }
 
