@@ -282,3 +282,64 @@ async def test_todo_refusals_name_the_todo_action_and_a_twice_named_item(workspa
         assert rec.metadata["refusal"]["kind"] == "DuplicateTodo" and "t1 is named twice" in rec.text
         rec = await call(s, "todo_update", {"action": "remove", "expected_revision": 1, "ids": ["t1"]})
         assert "t2 depends on an item being removed" in rec.text
+
+
+# -- automatic continuation requires runnable work -------------------------------------------------
+
+
+async def _goal_turn(
+    root: Path, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch, prompt: str, again: bool = False
+) -> Any:
+    """One Goal-mode run of the in-process agent against the loopback server (zuno.json's model)."""
+    monkeypatch.setenv("FAKE_KEY", SECRET)
+    overrides = {"permission": {"rules": [{"tool": "shell", "action": "allow"}]}}
+    async with zuno.Runtime(root=root, config_overrides=overrides) as rt:
+        async with rt.agent(mode="goal", wait_background=False, continue_latest=again) as agent:
+            return await agent.run(prompt)
+
+
+async def test_a_goal_whose_only_work_is_blocked_is_not_continued(
+    workspace: Path, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'An unowned Plan or blocked Todo alone is insufficient': the active Goal counted as runnable
+    work by itself, so a Goal whose one Todo was blocked was continued answer after answer and
+    then paused as no_progress — the user saw 'no progress' for work that was plainly blocked."""
+    configure(workspace, fake)
+    goal = json.dumps({"action": "create", "objective": "ship", "criteria": [{"text": "released"}]})
+    todo = json.dumps({"action": "add", "items": [{"title": "wait for the key", "status": "blocked"}]})
+    fake.script(Reply(calls=[Call("goal_update", goal), Call("todo_update", todo)]),
+                Reply(text="blocked: I need the signing key"))
+    result = await _goal_turn(workspace, fake, monkeypatch, "release it")
+    assert result.stop_reason == "final" and result.final_text == "blocked: I need the signing key"
+    assert len(fake.requests) == 2
+    assert shown(workspace, "goal", result.session)["goal"]["status"] == "active"
+    # An unowned pending Plan is no runnable work either; adopting a step (in_progress) is.
+    plan = json.dumps({"action": "create", "objective": "p", "steps": [{"title": "sign"}]})
+    adopt = json.dumps({"action": "patch", "expected_revision": 1, "steps": [{"id": "s1", "status": "in_progress"}]})
+    fake.script(Reply(calls=[Call("plan_update", plan)]), Reply(text="planned"),
+                Reply(calls=[Call("plan_update", adopt)]), Reply(text="signing"), Reply(text="signing"),
+                Reply(text="signing"))
+    result = await _goal_turn(workspace, fake, monkeypatch, "plan it", again=True)
+    assert result.stop_reason == "final" and result.final_text == "planned"
+    result = await _goal_turn(workspace, fake, monkeypatch, "start", again=True)
+    assert result.stop_reason == "no_progress" and fake.pending == 0
+    assert "Goal continuation" in json.dumps(fake.requests[-1].body)
+
+
+async def test_a_running_background_job_is_waited_for_not_bypassed_by_a_goal_continuation(
+    workspace: Path, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'does not bypass ... unsettled Jobs': with a build running in the background the Goal was
+    continued anyway — the model was asked again and again while the job ran, and the Goal was
+    paused as no_progress before the build had even finished."""
+    configure(workspace, fake)
+    goal = json.dumps({"action": "create", "objective": "ship", "criteria": [{"text": "built"}]})
+    plan = json.dumps({"action": "create", "objective": "p", "steps": [{"title": "build", "status": "in_progress"}]})
+    build = json.dumps({"command": "sleep 5; echo built", "run_in_background": True})
+    fake.script(Reply(calls=[Call("goal_update", goal), Call("plan_update", plan)]),
+                Reply(calls=[Call("shell", build)]), Reply(text="waiting for the build"),
+                Reply(text="a"), Reply(text="b"), Reply(text="c"))
+    result = await _goal_turn(workspace, fake, monkeypatch, "build it")
+    assert result.stop_reason == "waiting_background", result.detail
+    assert result.final_text == "waiting for the build" and len(fake.requests) == 3
+    assert shown(workspace, "goal", result.session)["goal"]["status"] == "active"

@@ -532,6 +532,11 @@ class AgentLoop:
         if self._completion_pending():
             return "wake"  # a background completion arrived meanwhile (callback-first)
         waiting = self._waiting_background(sections)
+        if waiting is not None:
+            # An unsettled Job is not bypassed by a Goal continuation: the turn waits for it (its
+            # completion wakes the session) rather than asking the model again meanwhile.
+            self.store.add_event(self.session.id, "waiting_background", {"detail": waiting})
+            return "waiting_background", waiting
         goal = next((s for s in sections if s.goal_active), None)
         if mode == "goal" and goal is not None:
             observed = self._observe_goal()
@@ -544,9 +549,6 @@ class AgentLoop:
                         f"{self.config.agent.limits.continuations})"
                     )
                 return "goal"
-        if waiting is not None:
-            self.store.add_event(self.session.id, "waiting_background", {"detail": waiting})
-            return "waiting_background", waiting
         return "final", "an ordinary final ends the cycle; unfinished work stays as it is"
 
     def _observe_goal(self) -> tuple[StopReason, str] | None:
