@@ -343,3 +343,22 @@ async def test_a_running_background_job_is_waited_for_not_bypassed_by_a_goal_con
     assert result.stop_reason == "waiting_background", result.detail
     assert result.final_text == "waiting for the build" and len(fake.requests) == 3
     assert shown(workspace, "goal", result.session)["goal"]["status"] == "active"
+
+
+async def test_plan_mode_says_maintain_when_the_plan_was_made_outside_the_loop(
+    workspace: Path, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Plan made by `zuno call` (or MCP, or batch) in the session still got 'Plan: Required ...
+    plan_update (action create)' in Plan mode: the model was told to replace a Plan that exists."""
+    configure(workspace, fake)
+    monkeypatch.setenv("FAKE_KEY", SECRET)
+    fake.script(Reply(text="the plan stands"))
+    async with zuno.Runtime(root=workspace) as rt:
+        async with rt.session() as s:
+            await call(s, "plan_update", {"action": "create", "objective": "o", "steps": [{"title": "a"}]})
+            sid = s.id
+        async with rt.agent(mode="plan", session_id=sid) as agent:
+            result = await agent.run("review the plan")
+    assert result.stop_reason == "final"
+    system = fake.requests[0].body["messages"][0]["content"]
+    assert "Plan: Maintain." in system and "Plan: Required." not in system

@@ -285,7 +285,10 @@ class AgentLoop:
                 sections=sections,
                 sources=self.transcript.user_sources(),
                 extra=self.config.agent.instructions,
-                plan_mutated=bool(self.transcript.state().data.get("plan_mutated")),
+                # Maintain once the session's Plan has a committed revision, however it was made (an
+                # earlier turn, `zuno call`, another transport): its section is in the context.
+                plan_mutated=bool(self.transcript.state().data.get("plan_mutated"))
+                or any(s.name == "plan" for s in sections),
             )
             request = ModelRequest(
                 model=self.provider.id.split("/", 1)[-1],
