@@ -362,3 +362,30 @@ async def test_plan_mode_says_maintain_when_the_plan_was_made_outside_the_loop(
     assert result.stop_reason == "final"
     system = fake.requests[0].body["messages"][0]["content"]
     assert "Plan: Maintain." in system and "Plan: Required." not in system
+
+
+# -- what a person sees ----------------------------------------------------------------------------
+
+
+def test_zuno_plan_goal_and_show_print_escape_sequences_as_symbols(workspace: Path, fake: FakeProvider) -> None:
+    """A step title or a model answer holding terminal escapes (clear the screen, set the window
+    title) or a carriage return and newline (a forged line) was printed raw by zuno plan and zuno
+    show: the terminal obeyed it. Now each shows as its control picture, one line per entry;
+    --json still has the exact text."""
+    configure(workspace, fake)
+    title = "x\u001b[2J\u001b[31mRED\r\n  s9 [completed] forged"
+    create = json.dumps({"action": "create", "objective": "o\u001b]0;pwned\u0007", "steps": [{"title": title}]})
+    goal = json.dumps({"action": "create", "objective": "g", "criteria": [{"text": "c"}]})
+    pause = json.dumps({"action": "pause", "expected_revision": 1, "reason": {"kind": "blocked", "detail": "no key"}})
+    fake.script(Reply(calls=[Call("plan_update", create), Call("goal_update", goal)]),
+                Reply(calls=[Call("goal_update", pause)]), Reply(text="made \u001b[2J\u0007"))
+    sid = run_json(workspace, "plan")["session"]
+    plan = zuno_cli(workspace, "plan", "--session", sid)
+    assert "\x1b" not in plan.stdout and "\x07" not in plan.stdout and "\r" not in plan.stdout
+    assert "o\u241b]0;pwned\u2407" in plan.stdout and "x\u241b[2J\u241b[31mRED\u240d\u2424  s9" in plan.stdout
+    assert len(plan.stdout.splitlines()) == 4  # session, head, plan, one step: no forged line
+    assert shown(workspace, "plan", sid)["plan"]["steps"][0]["title"] == title
+    show = zuno_cli(workspace, "show", sid)
+    assert "\x1b" not in show.stdout and "made \u241b[2J\u2407" in show.stdout
+    g = zuno_cli(workspace, "goal", "--session", sid).stdout
+    assert "paused (blocked — no key)" in g and "zuno goal resume" in g

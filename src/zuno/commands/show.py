@@ -42,7 +42,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         if args.json:
             print_json(transcript_json(t))
         else:
-            print(render(t), end="")
+            from zuno.commands.terminal_markdown import visible_controls
+
+            print(visible_controls(render(t)), end="")  # the model's escape sequences are shown, never obeyed
             if not t.items():
                 print(no_conversation(len(rt.store.calls(sid)), sid))
         return EXIT_OK

@@ -75,8 +75,12 @@ def _plan_text(view: dict[str, Any]) -> list[str]:
 
 def _goal_text(view: dict[str, Any]) -> list[str]:
     g = view["goal"]
-    status = g["status"] + (f" ({g['pause_reason']['kind']})" if g.get("pause_reason") else "")
+    pause = g.get("pause_reason") or {}
+    why = pause.get("kind", "") + (f" — {pause['detail']}" if pause.get("detail") else "")
+    status = g["status"] + (f" ({why})" if pause else "")
     lines = [f"Goal (revision {view['revision']}, {status}): {g['objective']}"]
+    if g.get("abandon_reason"):
+        lines.append(f"  abandoned: {g['abandon_reason']}")
     for c in g["criteria"]:
         ev = (
             f" — evidence {c['evidence']}"
@@ -84,6 +88,8 @@ def _goal_text(view: dict[str, Any]) -> list[str]:
             else (" — requires evidence" if c["requires_evidence"] else "")
         )
         lines.append(f"  [{'x' if c['satisfied'] else ' '}] {c['id']} {c['text']}{ev}")
+    if g["status"] == "paused":
+        lines.append("  only you resume it: zuno goal resume (or /goal resume in zuno run)")
     return lines
 
 
@@ -133,9 +139,12 @@ def _run(kind: str, args: argparse.Namespace) -> int:
     if view[field] is None:
         print(f"session {sid}: no {kind} yet")
         return EXIT_OK
+    from zuno.commands.terminal_markdown import visible_controls
+
     render = {"plan": _plan_text, "goal": _goal_text, "todo": _todo_text}[kind]
     print(f"session {sid}")
-    print("\n".join(render(view)))
+    # One line per entry: a newline or an escape sequence in a title is shown, never obeyed.
+    print("\n".join(visible_controls(line.replace("\n", "\u2424")) for line in render(view)))
     return EXIT_OK
 
 
