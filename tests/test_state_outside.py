@@ -389,3 +389,18 @@ def test_zuno_plan_goal_and_show_print_escape_sequences_as_symbols(workspace: Pa
     assert "\x1b" not in show.stdout and "made \u241b[2J\u2407" in show.stdout
     g = zuno_cli(workspace, "goal", "--session", sid).stdout
     assert "paused (blocked — no key)" in g and "zuno goal resume" in g
+
+
+async def test_blank_titles_and_objectives_are_refused_naming_the_field(workspace: Path) -> None:
+    """A title of spaces (what a model sends when it has nothing to say) passed min_length and
+    made a step, a Todo, a Goal nobody can read."""
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        cases = [
+            ("plan_update", {"action": "create", "objective": "  ", "steps": [{"title": "\n\t"}]}, "objective"),
+            ("todo_update", {"action": "add", "items": [{"title": " "}]}, "items.0.title"),
+            ("goal_update", {"action": "create", "objective": "g", "criteria": [{"text": "   "}]}, "criteria.0.text"),
+        ]
+        for name, args, field in cases:
+            rec = await call(s, name, args)
+            assert rec.outcome == "blocked" and f"argument '{field}' must not be blank" in rec.text, rec.text
+        assert (await call(s, "todo_update", {"action": "add", "items": [{"title": "a b"}]})).outcome == "ok"

@@ -17,7 +17,16 @@ from pydantic import Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import docstore, evidence
-from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner, mutate_for_call, mutation_output
+from zuno.tools.state.actions import (
+    MUTATION,
+    READ,
+    ActionTool,
+    Text,
+    action_union,
+    inner,
+    mutate_for_call,
+    mutation_output,
+)
 from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
 from zuno.tools.state.plan import agent_of, scope_of
 
@@ -31,7 +40,7 @@ ModelPauseKind = Literal["user_requested", "blocked"]
 
 
 class NewCriterion(ToolArgs):
-    text: str = Field(min_length=1, max_length=1000)
+    text: Text = Field(min_length=1, max_length=1000)
     requires_evidence: bool = False
 
 
@@ -47,7 +56,7 @@ class ModelPauseReason(ToolArgs):
 
 class Create(ToolArgs):
     action: Literal["create"]
-    objective: str = Field(min_length=1, max_length=2000)
+    objective: Text = Field(min_length=1, max_length=2000)
     criteria: list[NewCriterion] = Field(min_length=1, max_length=50)
     expected_revision: int | None = Field(None, ge=0)
 
@@ -95,7 +104,7 @@ class Complete(ToolArgs):
 class Abandon(ToolArgs):
     action: Literal["abandon"]
     expected_revision: int = Field(ge=1)
-    reason: str = Field(min_length=1, max_length=1000)
+    reason: Text = Field(min_length=1, max_length=1000)
 
 
 ACTIONS = ["create", "add_criteria", "satisfy", "pause", "complete", "abandon"]

@@ -15,7 +15,16 @@ from pydantic import Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import docstore
-from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner, mutate_for_call, mutation_output
+from zuno.tools.state.actions import (
+    MUTATION,
+    READ,
+    ActionTool,
+    Text,
+    action_union,
+    inner,
+    mutate_for_call,
+    mutation_output,
+)
 from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
 from zuno.tools.state.plan import agent_of, scope_of
 
@@ -33,7 +42,7 @@ MAX_TODOS = 200
 
 
 class NewTodo(ToolArgs):
-    title: str = Field(min_length=1, max_length=1000)
+    title: Text = Field(min_length=1, max_length=1000)
     status: TodoStatus = "pending"
     owner: str | None = None
     depends_on: list[str] = Field(default_factory=list, description="Ids to complete first")
@@ -42,7 +51,7 @@ class NewTodo(ToolArgs):
 
 class TodoPatch(ToolArgs):
     id: str
-    title: str | None = Field(None, min_length=1, max_length=1000)
+    title: Text | None = Field(None, min_length=1, max_length=1000)
     status: TodoStatus | None = None
     owner: str | None = None
     depends_on: list[str] | None = None
@@ -81,7 +90,7 @@ class TodoUpdateArgs(RootModel[action_union(Add, Patch, Remove)]):  # type: igno
 
 
 class WriteItem(ToolArgs):
-    content: str = Field(min_length=1, max_length=1000)
+    content: Text = Field(min_length=1, max_length=1000)
     status: TodoStatus = "pending"
     id: str | None = Field(None, description="Keep an existing item's id; omit for a new item.")
     depends_on: list[str] = Field(default_factory=list)
