@@ -404,3 +404,29 @@ async def test_blank_titles_and_objectives_are_refused_naming_the_field(workspac
             rec = await call(s, name, args)
             assert rec.outcome == "blocked" and f"argument '{field}' must not be blank" in rec.text, rec.text
         assert (await call(s, "todo_update", {"action": "add", "items": [{"title": "a b"}]})).outcome == "ok"
+
+
+async def test_evidence_cited_as_the_shell_shows_it_is_the_receipt_id(workspace: Path) -> None:
+    """shell shows '[verification rcp_…]' and the refusal told the model to 'cite the
+    [verification rcp_…] id'; a model that copied the bracket (or the id with a space) was refused
+    as 'not a verification receipt id'."""
+    overrides = {"permission": {"rules": [{"tool": "shell", "action": "allow"}]}}
+    async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt, rt.session() as s:
+        criteria = [{"text": "tests pass", "requires_evidence": True}, {"text": "lint", "requires_evidence": True}]
+        await call(s, "goal_update", {"action": "create", "objective": "g", "criteria": criteria})
+        shell = await call(s, "shell", {"command": "true"})
+        rid = re.search(r"\[verification (rcp_\w+)\]", shell.text).group(1)  # type: ignore[union-attr]
+        rec = await call(s, "goal_update", {"action": "satisfy", "expected_revision": 1, "criterion_id": "c1",
+                                            "evidence": f"[verification {rid}]"})
+        assert rec.outcome == "ok", rec.text
+        rec = await call(s, "goal_update", {"action": "satisfy", "expected_revision": 2, "criterion_id": "c2",
+                                            "evidence": f" {rid}\n"})
+        assert rec.outcome == "ok", rec.text
+        goal = await call(s, "goal_get")
+        assert [c["evidence"] for c in json.loads(goal.text)["goal"]["criteria"]] == [rid, rid]
+        # Anything else is still refused, naming what was sent.
+        await call(s, "goal_update", {"action": "add_criteria", "expected_revision": 3,
+                                      "criteria": [{"text": "docs", "requires_evidence": True}]})
+        rec = await call(s, "goal_update", {"action": "satisfy", "expected_revision": 4, "criterion_id": "c3",
+                                            "evidence": f"see {rid}"})
+        assert rec.metadata["refusal"]["kind"] == "EvidenceRejected" and f"'see {rid}'" in rec.text

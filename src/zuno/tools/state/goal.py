@@ -11,9 +11,10 @@ Statuses: active, paused (with a typed reason), completed, abandoned (the last t
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Literal
+import re
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, RootModel
+from pydantic import AfterValidator, Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import docstore, evidence
@@ -67,13 +68,26 @@ class AddCriteria(ToolArgs):
     criteria: list[NewCriterion] = Field(min_length=1, max_length=50)
 
 
+# The receipt a shell result shows as "[verification rcp_…]": models copy the whole bracket, or the
+# id with the whitespace around it. Either is taken as the id itself; anything else stays as sent
+# (and is refused by the evidence check, naming it).
+_CITED_RECEIPT = re.compile(r"\[?\s*(?:verification\s+)?(rcp_[0-9A-Za-z_]+)\s*\]?")
+
+
+def _receipt_id(value: str | None) -> str | None:
+    if value is None:
+        return None
+    m = _CITED_RECEIPT.fullmatch(value.strip())
+    return m.group(1) if m else value
+
+
 class Satisfy(ToolArgs):
     """Mark a criterion satisfied: with a receipt id when it requires evidence."""
 
     action: Literal["satisfy"]
     expected_revision: int = Field(ge=1)
     criterion_id: str
-    evidence: str | None = Field(None, description="A receipt id rcp_…")
+    evidence: Annotated[str | None, AfterValidator(_receipt_id)] = Field(None, description="A receipt id rcp_…")
     note: str | None = Field(None, max_length=1000)
 
 
@@ -202,8 +216,8 @@ def apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> t
                 raise StateRefusal(
                     "EvidenceRejected",
                     f"criterion {c['id']} needs evidence: {v.detail}.",
-                    "Run the verification with shell and cite the [verification rcp_…] id it returns, after your "
-                    "last change.",
+                    "Run the verification with shell after your last change and send the rcp_… id of the "
+                    "[verification rcp_…] line it returns as evidence.",
                     criterion=c["id"],
                     reason=v.reason,
                     evidence=a.evidence,
