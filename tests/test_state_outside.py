@@ -430,3 +430,20 @@ async def test_evidence_cited_as_the_shell_shows_it_is_the_receipt_id(workspace:
         rec = await call(s, "goal_update", {"action": "satisfy", "expected_revision": 4, "criterion_id": "c3",
                                             "evidence": f"see {rid}"})
         assert rec.metadata["refusal"]["kind"] == "EvidenceRejected" and f"'see {rid}'" in rec.text
+
+
+def test_zuno_show_ends_with_the_sessions_state_as_it_is_now(workspace: Path) -> None:
+    """zuno show listed the transcript only: the Goal, Plan and Todo as they stand (a Goal paused
+    by the host, a Plan changed by `zuno call`) were nowhere but in old tool results."""
+    steps = [{"title": "a", "status": "in_progress"}, {"title": "b"}]
+    assert zuno_cli(workspace, "call", "plan_update",
+                    json.dumps({"action": "create", "objective": "o\nforged", "steps": steps})).returncode == 0
+    for args in ({"action": "create", "objective": "g", "criteria": [{"text": "c"}, {"text": "d"}]},
+                 {"action": "pause", "expected_revision": 1, "reason": {"kind": "blocked"}}):
+        assert zuno_cli(workspace, "call", "goal_update", json.dumps(args), "-c").returncode == 0
+    p = zuno_cli(workspace, "show", json.loads(zuno_cli(workspace, "plan", "--json").stdout)["session"])
+    assert p.returncode == 0, p.stderr
+    tail = p.stdout.split("── state now", 1)[1].splitlines()
+    assert tail[1] == "goal (revision 2, paused (blocked)): g · 0/2 criteria"
+    assert tail[2] == "plan (revision 1): o\u2424forged · 0/2 steps done · in progress s1"
+    assert len(tail) == 3  # no Todo list: no line; a newline in a title forges none

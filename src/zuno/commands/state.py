@@ -102,6 +102,41 @@ def _todo_text(view: dict[str, Any]) -> list[str]:
     return lines
 
 
+def state_summary(store: Any, session_id: str) -> list[str]:
+    """One line per state document the session has (what zuno show ends with): the Goal's status,
+    the focused Plan's and the Todo list's progress. The commands print them whole."""
+    from zuno.tools.state import api
+
+    lines = []
+    g = api.read_goal(store, session_id)
+    if g["goal"] is not None:
+        crit = g["goal"]["criteria"]
+        pause = (g["goal"].get("pause_reason") or {}).get("kind")
+        status = g["goal"]["status"] + (f" ({pause})" if pause else "")
+        done = sum(1 for c in crit if c["satisfied"])
+        head = f"goal (revision {g['revision']}, {status}): {g['goal']['objective']}"
+        lines.append(f"{head} · {done}/{len(crit)} criteria")
+    p = api.read_plan(store, session_id)
+    if p["plan"] is not None:
+        steps = p["plan"]["steps"]
+        done = sum(1 for x in steps if x["status"] in ("completed", "superseded"))
+        now = [x["id"] for x in steps if x["status"] == "in_progress"]
+        lines.append(
+            f"plan (revision {p['revision']}): {p['plan']['objective']} · {done}/{len(steps)} steps done"
+            + (f" · in progress {', '.join(now)}" if now else "")
+        )
+    t = api.read_todo(store, session_id)
+    if t["todos"]:
+        done = sum(1 for x in t["todos"] if x["status"] in ("completed", "cancelled"))
+        blocked = sum(1 for x in t["todos"] if x["status"] == "blocked")
+        more = f" · {blocked} blocked" if blocked else ""
+        lines.append(f"todo (revision {t['revision']}): {done}/{len(t['todos'])} done{more}")
+    lines = [line.replace("\n", "\u2424") for line in lines]  # one line each, whatever a title holds
+    if lines:
+        lines = ["", f"── state now (zuno plan | goal | todo --session {session_id} print it whole)", *lines]
+    return lines
+
+
 def _run(kind: str, args: argparse.Namespace) -> int:
     from zuno.tools.state import api
 
