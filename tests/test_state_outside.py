@@ -447,3 +447,20 @@ def test_zuno_show_ends_with_the_sessions_state_as_it_is_now(workspace: Path) ->
     assert tail[1] == "goal (revision 2, paused (blocked)): g · 0/2 criteria"
     assert tail[2] == "plan (revision 1): o\u2424forged · 0/2 steps done · in progress s1"
     assert len(tail) == 3  # no Todo list: no line; a newline in a title forges none
+
+
+async def test_goal_mode_without_a_goal_tells_the_model_to_create_one(
+    workspace: Path, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`zuno run --mode goal "…"` in a session with no Goal told the model to 'pursue the active
+    Goal' that did not exist: nothing was created, nothing continued, Goal mode was Work mode."""
+    configure(workspace, fake)
+    goal = json.dumps({"action": "create", "objective": "g", "criteria": [{"text": "c"}]})
+    fake.script(Reply(calls=[Call("goal_update", goal)]), *[Reply(text="working") for _ in range(3)])
+    monkeypatch.setenv("FAKE_KEY", SECRET)
+    async with zuno.Runtime(root=workspace) as rt:
+        async with rt.agent(mode="goal") as agent:
+            assert (await agent.run("make the tests pass")).stop_reason == "no_progress"
+    first, second = (r.body["messages"][0]["content"] for r in fake.requests[:2])
+    assert "Goal: none yet. Create it from the user's request with goal_update (action create" in first
+    assert "Goal: none yet" not in second and "Goal (revision 1, active): g" in second

@@ -42,6 +42,11 @@ PLAN_REQUIRED = (
     "Plan: Required. Record the strategic Plan with plan_get, then plan_update (action create) before answering."
 )
 PLAN_MAINTAIN = "Plan: Maintain. The Plan exists; keep it current with plan_update when the strategy changes."
+# Goal mode in a session with no Goal: nothing would be pursued or continued without one.
+GOAL_MISSING = (
+    "Goal: none yet. Create it from the user's request with goal_update (action create: objective, "
+    "criteria that can be checked) before working; without an active Goal an answer just ends the cycle."
+)
 
 
 def user_sources_text(sources: Sequence[UserSource]) -> str:
@@ -91,6 +96,8 @@ def build_system(
     parts = [BASE_INSTRUCTIONS.format(root=root), MODE_INSTRUCTIONS[mode]]
     if mode == "plan":
         parts.append(PLAN_MAINTAIN if plan_mutated else PLAN_REQUIRED)
+    if mode == "goal" and not any(s.name == "goal" for s in sections):
+        parts.append(GOAL_MISSING)
     if extra:
         parts.append(extra)
     if dynamic:
