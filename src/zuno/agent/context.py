@@ -90,13 +90,14 @@ def build_system(
     sources: Sequence[UserSource],
     extra: str | None = None,
     plan_mutated: bool = False,
+    goal_tool: bool = True,
 ) -> tuple[str, str]:
     """The system text of one request and the digest of its dynamic part."""
     dynamic = "\n\n".join(p for p in (sections_text(sections), user_sources_text(sources)) if p)
     parts = [BASE_INSTRUCTIONS.format(root=root), MODE_INSTRUCTIONS[mode]]
     if mode == "plan":
         parts.append(PLAN_MAINTAIN if plan_mutated else PLAN_REQUIRED)
-    if mode == "goal" and not any(s.name == "goal" for s in sections):
+    if mode == "goal" and goal_tool and not any(s.name == "goal" for s in sections):
         parts.append(GOAL_MISSING)
     if extra:
         parts.append(extra)

@@ -289,6 +289,7 @@ class AgentLoop:
                 # earlier turn, `zuno call`, another transport): its section is in the context.
                 plan_mutated=bool(self.transcript.state().data.get("plan_mutated"))
                 or any(s.name == "plan" for s in sections),
+                goal_tool=any(t.name == "goal_update" for t in tools),
             )
             request = ModelRequest(
                 model=self.provider.id.split("/", 1)[-1],
