@@ -18,6 +18,7 @@ import pytest
 import agent_double as ad
 import zuno
 from zuno.agent.types import ModelRequest
+from zuno.tools.state import read_state
 
 from conftest import zuno_env
 from fake_provider import Call, FakeProvider, Reply
@@ -58,29 +59,41 @@ def zuno_cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def run_json(root: Path, *args: str) -> dict[str, Any]:
-    p = zuno_cli(root, "run", "--json", *args)
-    assert "Traceback" not in p.stderr, p.stderr
-    return json.loads(p.stdout)
-
-
-def shown(root: Path, kind: str, session: str) -> dict[str, Any]:
-    """What `zuno plan|goal|todo --json` prints for the session."""
-    p = zuno_cli(root, kind, "--session", session, "--json")
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
-
-
 def tool_results(req: Any) -> list[dict[str, Any]]:
     return [m for m in req.body["messages"] if m.get("role") == "tool"]
+
+
+async def agent_run(
+    root: Path, monkeypatch: pytest.MonkeyPatch, prompt: str, *, again: bool = False, **kw: Any
+) -> Any:
+    """One run of the in-process agent against the loopback server (the model zuno.json names)."""
+    monkeypatch.setenv("FAKE_KEY", SECRET)
+    overrides = {"permission": {"rules": [{"tool": "shell", "action": "allow"}]}}
+    async with zuno.Runtime(root=root, config_overrides=overrides) as rt:
+        async with rt.agent(continue_latest=again, **kw) as agent:
+            return await agent.run(prompt)
+
+
+async def seed(root: Path, *calls: tuple[str, dict[str, Any]]) -> str:
+    """A session made by plain tool calls (as `zuno call` makes one); its id."""
+    async with zuno.Runtime(root=root) as rt, rt.session() as s:
+        for name, args in calls:
+            rec = await call(s, name, args)
+            assert rec.outcome == "ok", rec.text
+        return s.id
+
+
+async def state(root: Path, session: str) -> dict[str, Any]:
+    async with zuno.Runtime(root=root) as rt:
+        return read_state(rt.store, session)
 
 
 # -- a provider that numbers the calls of every answer afresh ------------------------------------
 
 
 @pytest.mark.parametrize("api", ["openai-chat", "anthropic"])
-def test_state_mutations_in_later_answers_apply_when_the_provider_reuses_call_ids(
-    workspace: Path, fake: FakeProvider, api: str
+async def test_state_mutations_in_later_answers_apply_when_the_provider_reuses_call_ids(
+    workspace: Path, fake: FakeProvider, api: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Many compatible servers number the calls of each answer afresh (call_1 every time). The
     state tools take the call id as the delivery id, so the second todo_update was refused
@@ -97,9 +110,9 @@ def test_state_mutations_in_later_answers_apply_when_the_provider_reuses_call_id
                           id="call_1")]),
         Reply(text="done"),
     )
-    out = run_json(workspace, "make todos")
-    assert out["stop_reason"] == "final"
-    todos = shown(workspace, "todo", out["session"])
+    out = await agent_run(workspace, monkeypatch, "make todos")
+    assert out.stop_reason == "final"
+    todos = (await state(workspace, out.session))["todo"]
     assert todos["revision"] == 3
     assert [(t["title"], t["status"]) for t in todos["todos"]] == [("a", "completed"), ("b", "pending")]
     # The results the model saw are successes, each paired with its own (now distinct) call id.
@@ -114,28 +127,28 @@ def test_state_mutations_in_later_answers_apply_when_the_provider_reuses_call_id
         assert len(ids) == len(set(ids)) == 3
 
 
-def test_an_identical_call_with_a_reused_id_in_a_later_turn_is_not_a_silent_replay(
-    workspace: Path, fake: FakeProvider
+async def test_an_identical_call_with_a_reused_id_in_a_later_turn_is_not_a_silent_replay(
+    workspace: Path, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     configure(workspace, fake)
     create = json.dumps({"action": "create", "objective": "o", "steps": [{"title": "a"}]})
     fake.script(Reply(calls=[Call("plan_update", create, id="call_1")]), Reply(text="made"))
-    first = run_json(workspace, "plan it")
+    first = await agent_run(workspace, monkeypatch, "plan it")
     fake.script(
         Reply(calls=[Call("plan_update", json.dumps({"action": "append", "expected_revision": 1,
                                                        "steps": [{"title": "b"}]}), id="call_1")]),
         Reply(text="appended"),
     )
-    run_json(workspace, "--continue", "add a step")
-    plan = shown(workspace, "plan", first["session"])
+    await agent_run(workspace, monkeypatch, "add a step", again=True)
+    plan = (await state(workspace, first.session))["plan"]
     assert plan["revision"] == 2 and [s["title"] for s in plan["plan"]["steps"]] == ["a", "b"]
 
 
 # -- the user resumes a paused Goal ----------------------------------------------------------------
 
 
-def test_a_goal_paused_for_no_progress_is_resumed_by_the_user_and_goal_mode_continues(
-    workspace: Path, fake: FakeProvider
+async def test_a_goal_paused_for_no_progress_is_resumed_by_the_user_and_goal_mode_continues(
+    workspace: Path, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every refusal and doc told the user to '/goal resume' a paused Goal, but no command did:
     after a no_progress pause the Goal stayed paused for good (Goal mode never continued again,
@@ -143,14 +156,14 @@ def test_a_goal_paused_for_no_progress_is_resumed_by_the_user_and_goal_mode_cont
     configure(workspace, fake)
     goal = json.dumps({"action": "create", "objective": "ship it", "criteria": [{"text": "done"}]})
     fake.script(Reply(calls=[Call("goal_update", goal)]), Reply(text="one"), Reply(text="two"), Reply(text="three"))
-    out = run_json(workspace, "--mode", "goal", "go")
-    sid = out["session"]
-    assert out["stop_reason"] == "no_progress"
-    assert shown(workspace, "goal", sid)["goal"]["pause_reason"]["kind"] == "no_progress"
+    out = await agent_run(workspace, monkeypatch, "go", mode="goal")
+    sid = out.session
+    assert out.stop_reason == "no_progress"
+    assert (await state(workspace, sid))["goal"]["goal"]["pause_reason"]["kind"] == "no_progress"
     p = zuno_cli(workspace, "goal", "resume", "--session", sid)
     assert p.returncode == 0, p.stderr
     assert "Goal resumed" in p.stdout and f"zuno resume {sid}" in p.stdout
-    resumed = shown(workspace, "goal", sid)
+    resumed = (await state(workspace, sid))["goal"]
     assert resumed["goal"]["status"] == "active" and "pause_reason" not in resumed["goal"]
     # Resuming again changes nothing and says why (exit 1).
     again = zuno_cli(workspace, "goal", "resume", "--json")
@@ -158,31 +171,29 @@ def test_a_goal_paused_for_no_progress_is_resumed_by_the_user_and_goal_mode_cont
     assert "active, not paused" in json.loads(again.stdout)["message"]
     # The resumed Goal is continued again, its count started afresh (three more finals to pause).
     fake.script(Reply(text="four"), Reply(text="five"), Reply(text="six"))
-    out = run_json(workspace, "--continue", "keep going")
-    assert out["stop_reason"] == "no_progress" and out["final_text"] == "six"
+    out = await agent_run(workspace, monkeypatch, "keep going", again=True)
+    assert out.stop_reason == "no_progress" and out.final_text == "six"
     sysmsg = fake.requests[-3].body["messages"][0]["content"]
     assert "Goal (revision 3, active): ship it" in sysmsg
 
 
-def test_goal_resume_without_a_goal_or_a_session_says_so(workspace: Path) -> None:
+async def test_goal_resume_without_a_goal_or_a_session_says_so(workspace: Path) -> None:
     p = zuno_cli(workspace, "goal", "resume")
     assert p.returncode == 2 and "no session to continue" in p.stderr and "Traceback" not in p.stderr
-    made = zuno_cli(workspace, "call", "plan_get", "{}")
-    assert made.returncode == 0
+    await seed(workspace, ("plan_get", {}))
     p = zuno_cli(workspace, "goal", "resume")
     assert p.returncode == 1 and "has no Goal: nothing to resume" in p.stderr
 
 
-def test_slash_goal_resume_in_the_interactive_session(workspace: Path, fake: FakeProvider) -> None:
+async def test_slash_goal_resume_in_the_interactive_session(workspace: Path, fake: FakeProvider) -> None:
     from test_run_terminal import Pty
 
     configure(workspace, fake)
-    made = zuno_cli(workspace, "call", "goal_update",
-                    json.dumps({"action": "create", "objective": "g", "criteria": [{"text": "c"}]}))
-    assert made.returncode == 0
-    paused = zuno_cli(workspace, "call", "goal_update", json.dumps(
-        {"action": "pause", "expected_revision": 1, "reason": {"kind": "user_requested"}}), "-c")
-    assert paused.returncode == 0
+    sid = await seed(
+        workspace,
+        ("goal_update", {"action": "create", "objective": "g", "criteria": [{"text": "c"}]}),
+        ("goal_update", {"action": "pause", "expected_revision": 1, "reason": {"kind": "user_requested"}}),
+    )
     term = Pty(workspace, "--continue")
     term.until(b"zuno> ")
     term.write(b"/goal resume\r")
@@ -192,25 +203,24 @@ def test_slash_goal_resume_in_the_interactive_session(workspace: Path, fake: Fak
     term.write(b"/exit\r")
     assert term.finish() == 0
     assert fake.requests == []  # nothing was sent to the model
-    p = zuno_cli(workspace, "goal", "--json")
-    assert json.loads(p.stdout)["goal"]["status"] == "active"
+    assert (await state(workspace, sid))["goal"]["goal"]["status"] == "active"
 
 
-def test_a_model_cannot_replace_a_paused_goal_to_get_out_of_the_pause(workspace: Path) -> None:
+async def test_a_model_cannot_replace_a_paused_goal_to_get_out_of_the_pause(workspace: Path) -> None:
     """goal_update create over a paused Goal made a new active one: the model resumed itself."""
     create = {"action": "create", "objective": "g", "criteria": [{"text": "c"}]}
-    assert zuno_cli(workspace, "call", "goal_update", json.dumps(create)).returncode == 0
-    pause = {"action": "pause", "expected_revision": 1, "reason": {"kind": "blocked", "detail": "no key"}}
-    assert zuno_cli(workspace, "call", "goal_update", json.dumps(pause), "-c").returncode == 0
-    p = zuno_cli(workspace, "call", "goal_update", json.dumps({**create, "expected_revision": 2}), "-c")
-    assert p.returncode == 1
-    assert "[refused: GoalPaused]" in p.stdout and "zuno goal resume" in p.stdout and "abandon" in p.stdout
-    assert json.loads(zuno_cli(workspace, "goal", "--json").stdout)["goal"]["status"] == "paused"
-    # Abandoning it first is the model's way to a new objective.
-    abandon = {"action": "abandon", "expected_revision": 2, "reason": "obsolete"}
-    assert zuno_cli(workspace, "call", "goal_update", json.dumps(abandon), "-c").returncode == 0
-    p = zuno_cli(workspace, "call", "goal_update", json.dumps({**create, "expected_revision": 3}), "-c")
-    assert p.returncode == 0, p.stdout
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        await call(s, "goal_update", create)
+        await call(s, "goal_update", {"action": "pause", "expected_revision": 1,
+                                      "reason": {"kind": "blocked", "detail": "no key"}})
+        rec = await call(s, "goal_update", {**create, "expected_revision": 2})
+        assert rec.metadata["refusal"]["kind"] == "GoalPaused"
+        assert "zuno goal resume" in rec.text and "abandon" in rec.text
+        assert read_state(rt.store, s.id)["goal"]["goal"]["status"] == "paused"
+        # Abandoning it first is the model's way to a new objective.
+        await call(s, "goal_update", {"action": "abandon", "expected_revision": 2, "reason": "obsolete"})
+        rec = await call(s, "goal_update", {**create, "expected_revision": 3})
+        assert rec.outcome == "ok", rec.text
 
 
 # -- a mutation that changes nothing ---------------------------------------------------------------
@@ -312,7 +322,7 @@ async def test_a_goal_whose_only_work_is_blocked_is_not_continued(
     result = await _goal_turn(workspace, fake, monkeypatch, "release it")
     assert result.stop_reason == "final" and result.final_text == "blocked: I need the signing key"
     assert len(fake.requests) == 2
-    assert shown(workspace, "goal", result.session)["goal"]["status"] == "active"
+    assert (await state(workspace, result.session))["goal"]["goal"]["status"] == "active"
     # An unowned pending Plan is no runnable work either; adopting a step (in_progress) is.
     plan = json.dumps({"action": "create", "objective": "p", "steps": [{"title": "sign"}]})
     adopt = json.dumps({"action": "patch", "expected_revision": 1, "steps": [{"id": "s1", "status": "in_progress"}]})
@@ -342,7 +352,7 @@ async def test_a_running_background_job_is_waited_for_not_bypassed_by_a_goal_con
     result = await _goal_turn(workspace, fake, monkeypatch, "build it")
     assert result.stop_reason == "waiting_background", result.detail
     assert result.final_text == "waiting for the build" and len(fake.requests) == 3
-    assert shown(workspace, "goal", result.session)["goal"]["status"] == "active"
+    assert (await state(workspace, result.session))["goal"]["goal"]["status"] == "active"
 
 
 async def test_plan_mode_says_maintain_when_the_plan_was_made_outside_the_loop(
@@ -367,7 +377,9 @@ async def test_plan_mode_says_maintain_when_the_plan_was_made_outside_the_loop(
 # -- what a person sees ----------------------------------------------------------------------------
 
 
-def test_zuno_plan_goal_and_show_print_escape_sequences_as_symbols(workspace: Path, fake: FakeProvider) -> None:
+async def test_zuno_plan_goal_and_show_print_escape_sequences_as_symbols(
+    workspace: Path, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A step title or a model answer holding terminal escapes (clear the screen, set the window
     title) or a carriage return and newline (a forged line) was printed raw by zuno plan and zuno
     show: the terminal obeyed it. Now each shows as its control picture, one line per entry;
@@ -379,12 +391,12 @@ def test_zuno_plan_goal_and_show_print_escape_sequences_as_symbols(workspace: Pa
     pause = json.dumps({"action": "pause", "expected_revision": 1, "reason": {"kind": "blocked", "detail": "no key"}})
     fake.script(Reply(calls=[Call("plan_update", create), Call("goal_update", goal)]),
                 Reply(calls=[Call("goal_update", pause)]), Reply(text="made \u001b[2J\u0007"))
-    sid = run_json(workspace, "plan")["session"]
+    sid = (await agent_run(workspace, monkeypatch, "plan")).session
     plan = zuno_cli(workspace, "plan", "--session", sid)
     assert "\x1b" not in plan.stdout and "\x07" not in plan.stdout and "\r" not in plan.stdout
     assert "o\u241b]0;pwned\u2407" in plan.stdout and "x\u241b[2J\u241b[31mRED\u240d\u2424  s9" in plan.stdout
     assert len(plan.stdout.splitlines()) == 4  # session, head, plan, one step: no forged line
-    assert shown(workspace, "plan", sid)["plan"]["steps"][0]["title"] == title
+    assert (await state(workspace, sid))["plan"]["plan"]["steps"][0]["title"] == title
     show = zuno_cli(workspace, "show", sid)
     assert "\x1b" not in show.stdout and "made \u241b[2J\u2407" in show.stdout
     g = zuno_cli(workspace, "goal", "--session", sid).stdout
@@ -432,16 +444,17 @@ async def test_evidence_cited_as_the_shell_shows_it_is_the_receipt_id(workspace:
         assert rec.metadata["refusal"]["kind"] == "EvidenceRejected" and f"'see {rid}'" in rec.text
 
 
-def test_zuno_show_ends_with_the_sessions_state_as_it_is_now(workspace: Path) -> None:
+async def test_zuno_show_ends_with_the_sessions_state_as_it_is_now(workspace: Path) -> None:
     """zuno show listed the transcript only: the Goal, Plan and Todo as they stand (a Goal paused
     by the host, a Plan changed by `zuno call`) were nowhere but in old tool results."""
     steps = [{"title": "a", "status": "in_progress"}, {"title": "b"}]
-    assert zuno_cli(workspace, "call", "plan_update",
-                    json.dumps({"action": "create", "objective": "o\nforged", "steps": steps})).returncode == 0
-    for args in ({"action": "create", "objective": "g", "criteria": [{"text": "c"}, {"text": "d"}]},
-                 {"action": "pause", "expected_revision": 1, "reason": {"kind": "blocked"}}):
-        assert zuno_cli(workspace, "call", "goal_update", json.dumps(args), "-c").returncode == 0
-    p = zuno_cli(workspace, "show", json.loads(zuno_cli(workspace, "plan", "--json").stdout)["session"])
+    sid = await seed(
+        workspace,
+        ("plan_update", {"action": "create", "objective": "o\nforged", "steps": steps}),
+        ("goal_update", {"action": "create", "objective": "g", "criteria": [{"text": "c"}, {"text": "d"}]}),
+        ("goal_update", {"action": "pause", "expected_revision": 1, "reason": {"kind": "blocked"}}),
+    )
+    p = zuno_cli(workspace, "show", sid)
     assert p.returncode == 0, p.stderr
     tail = p.stdout.split("── state now", 1)[1].splitlines()
     assert tail[1] == "goal (revision 2, paused (blocked)): g · 0/2 criteria"
