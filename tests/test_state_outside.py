@@ -91,7 +91,7 @@ async def state(root: Path, session: str) -> dict[str, Any]:
 # -- a provider that numbers the calls of every answer afresh ------------------------------------
 
 
-@pytest.mark.parametrize("api", ["openai-chat", "anthropic"])
+@pytest.mark.parametrize("api", ["openai-chat", "openai-responses", "anthropic"])
 async def test_state_mutations_in_later_answers_apply_when_the_provider_reuses_call_ids(
     workspace: Path, fake: FakeProvider, api: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -121,6 +121,10 @@ async def test_state_mutations_in_later_answers_apply_when_the_provider_reuses_c
         results = tool_results(last)
         assert len({r["tool_call_id"] for r in results}) == 3
         assert not any("refused" in r["content"] for r in results)
+    elif api == "openai-responses":
+        outputs = [i["call_id"] for i in last.body["input"] if i.get("type") == "function_call_output"]
+        calls_ = [i["call_id"] for i in last.body["input"] if i.get("type") == "function_call"]
+        assert len(set(outputs)) == 3 and outputs == calls_
     else:
         ids = [b["tool_use_id"] for m in last.body["messages"] if isinstance(m["content"], list)
                for b in m["content"] if b.get("type") == "tool_result"]
