@@ -481,3 +481,28 @@ async def test_goal_mode_without_a_goal_tells_the_model_to_create_one(
     first, second = (r.body["messages"][0]["content"] for r in fake.requests[:2])
     assert "Goal: none yet. Create it from the user's request with goal_update (action create" in first
     assert "Goal: none yet" not in second and "Goal (revision 1, active): g" in second
+
+
+async def test_todo_write_without_ids_keeps_the_items_it_names_by_their_text(workspace: Path) -> None:
+    """Models used to other harnesses send the whole list as content and status only. Each such
+    write made every item new: ids churned (t1, t2 → t3, t4), an identical list was a new revision,
+    and a completed item sent back as pending became a new pending item — the terminal rule
+    bypassed."""
+    async with zuno.Runtime(root=workspace, profile="chord") as rt, rt.session() as s:
+        todos = [{"content": "a", "status": "completed"}, {"content": "b", "status": "in_progress"}]
+        first = await call(s, "todo_write", {"todos": todos})
+        again = await call(s, "todo_write", {"todos": todos})
+        assert first.metadata["revision"] == again.metadata["revision"] == 1
+        assert "nothing changed" in again.text
+        rec = await call(s, "todo_write", {"todos": [{"content": "a", "status": "completed"},
+                                                     {"content": "b", "status": "completed"}, {"content": "c"}]})
+        assert [(t["id"], t["status"]) for t in read_state(rt.store, s.id)["todo"]["todos"]] == [
+            ("t1", "completed"), ("t2", "completed"), ("t3", "pending")]
+        rec = await call(s, "todo_write", {"todos": [{"content": "a", "status": "pending"}]})
+        assert rec.metadata["refusal"]["kind"] == "InvalidTransition" and "t1 is completed" in rec.text
+        # Two items of the same text are matched in order; an explicit id still wins.
+        await call(s, "todo_write", {"todos": [{"content": "x"}, {"content": "x"}]})
+        pair = [{"content": "x", "id": "t5"}, {"content": "x", "status": "in_progress"}]
+        rec = await call(s, "todo_write", {"todos": pair})
+        assert [(t["id"], t["status"]) for t in read_state(rt.store, s.id)["todo"]["todos"]] == [
+            ("t5", "pending"), ("t4", "in_progress")]

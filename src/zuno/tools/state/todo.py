@@ -264,8 +264,18 @@ def apply_write(doc: Doc, a: TodoWriteArgs, agent: str) -> tuple[dict[str, Any],
     """Chord's whole-list write: the list becomes exactly what was sent."""
     body = json.loads(json.dumps(doc.body)) if doc.body is not None else _empty()
     old = {i["id"]: i for i in body["items"]}
+    # An item sent without an id (how models used to other harnesses send the list: content and
+    # status only) is the existing item of the same text, the first one not named otherwise: the
+    # same list sent again is the same list, and a completed item stays completed.
+    named = {w.id for w in a.todos if w.id is not None}
+    by_title: dict[str, list[str]] = {}
+    for i in body["items"]:
+        if i["id"] not in named:
+            by_title.setdefault(i["title"], []).append(i["id"])
     new_items: list[dict[str, Any]] = []
     for w in a.todos:
+        if w.id is None and by_title.get(w.content):
+            w = w.model_copy(update={"id": by_title[w.content].pop(0)})
         if w.id is not None and w.id in old:
             item = dict(old[w.id])
             _transition(item, w.status)  # the same transition table as todo_update
@@ -375,7 +385,10 @@ class TodoWriteTool(ActionTool):
 
         def render(result: dict[str, Any], replayed: bool, doc: Doc) -> ToolOutput:
             return ToolOutput(
-                text=f"[todo list written: revision {result['revision']}]\n" + _render(doc),
+                text=f"[todo list written: revision {result['revision']}"
+                + (" · nothing changed: the list already said this" if result.get("unchanged") else "")
+                + "]\n"
+                + _render(doc),
                 metadata={"revision": result["revision"], "replayed": replayed, "invalidatesContext": True},
             )
 
