@@ -162,7 +162,7 @@ async def test_a_goal_paused_for_no_progress_is_resumed_by_the_user_and_goal_mod
     fake.script(Reply(calls=[Call("goal_update", goal)]), Reply(text="one"), Reply(text="two"), Reply(text="three"))
     out = await agent_run(workspace, monkeypatch, "go", mode="goal")
     sid = out.session
-    assert out.stop_reason == "no_progress"
+    assert out.stop_reason == "no_progress" and "zuno goal resume" in out.detail  # what `zuno run` prints
     assert (await state(workspace, sid))["goal"]["goal"]["pause_reason"]["kind"] == "no_progress"
     p = zuno_cli(workspace, "goal", "resume", "--session", sid)
     assert p.returncode == 0, p.stderr

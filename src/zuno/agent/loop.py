@@ -567,7 +567,10 @@ class AgentLoop:
                 self.store.add_event(self.session.id, "goal-observe-failed", {"error": detail})
                 return "context_refresh_failed", detail
             if seen is not None and seen.paused:
-                detail = f"{seen.count} consecutive identical observations of the active Goal"
+                detail = (
+                    f"{seen.count} consecutive identical observations of the active Goal; it is paused until the "
+                    "user resumes it (zuno goal resume, or /goal resume in the interactive session)"
+                )
                 self.store.add_event(
                     self.session.id, "goal-paused", {"reason": "no_progress", "observations": seen.count}
                 )
