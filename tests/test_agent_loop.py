@@ -213,7 +213,7 @@ def test_goal_mode_continues_with_progress_and_pauses_on_no_progress(workspace: 
     )
     result, _, items, _, _ = run(drive(workspace, p, "reach the goal", mode="goal"))
     assert result.stop_reason == "no_progress" and len(p.requests) == 6
-    assert result.detail == "3 consecutive identical observations of the active Goal"
+    assert result.detail.startswith("3 consecutive identical observations of the active Goal; it is paused")
     assert sum(1 for i in items if i.kind == "notice" and i.data["source"] == "continuation") == 3
 
     async def stored() -> Any:

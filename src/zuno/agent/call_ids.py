@@ -1,33 +1,39 @@
-"""Tool-call ids a response can be trusted with: every call of one answer gets its own id.
+"""Tool-call ids a response can be trusted with: every call of the session gets its own id.
 
-Some compatible servers send the same id for each call of an answer, or none at all. The
-transcript pairs each result with its call by id, the terminal view and the recovery of an
-unmatched call do too, and the next request echoes the ids back (Anthropic refuses a conversation
-whose tool_use ids repeat). So before an answer is recorded, an empty or repeated id is replaced
-by a fresh one made from it; the rest stay exactly as the provider sent them."""
+Some compatible servers send the same id for each call of an answer, or none at all, and many
+number the calls of each answer afresh (``call_1`` in every answer). The transcript pairs each
+result with its call by id, the terminal view and the recovery of an unmatched call do too, the
+next request echoes the ids back (Anthropic refuses a conversation whose tool_use ids repeat), and
+the durable-state tools take the call id as the delivery id of a mutation (a repeated id with the
+same body is a repeated delivery, applied once; with another body it is refused). So before an
+answer is recorded, an empty id, one repeated within the answer, or one an earlier call of the
+session already used is replaced by a fresh one made from it; the rest stay exactly as the
+provider sent them."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 
 from zuno.agent.types import Finished, ToolCall
 
 
-def unique_call_ids(fin: Finished) -> Finished:
-    """``fin`` with every tool call's id distinct and non-empty (the same object when they are)."""
+def unique_call_ids(fin: Finished, used: Collection[str] = ()) -> Finished:
+    """``fin`` with every tool call's id distinct, non-empty and not in ``used`` (the ids earlier
+    calls of the session already have); the same object when they are."""
     calls = fin.message.tool_calls
     ids = [c.id for c in calls]
-    if all(ids) and len(set(ids)) == len(ids):
+    if all(ids) and len(set(ids)) == len(ids) and not any(i in used for i in ids):
         return fin
     taken = set(ids)
     seen: set[str] = set()
     out: list[ToolCall] = []
     for i, c in enumerate(calls):
         cid = c.id
-        if not cid or cid in seen:
+        if not cid or cid in seen or cid in used:
             stem = cid or "call"
             n = i + 1
-            while f"{stem}_{n}" in taken:
+            while f"{stem}_{n}" in taken or f"{stem}_{n}" in used:
                 n += 1
             cid = f"{stem}_{n}"
             taken.add(cid)

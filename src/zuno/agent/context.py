@@ -30,7 +30,9 @@ MODE_INSTRUCTIONS: dict[Mode, str] = {
     ),
     "goal": (
         "Mode: Goal. Pursue the active Goal: while it has runnable work you are continued automatically "
-        "after each answer; repeated answers with no progress pause the Goal."
+        "after each answer; repeated answers with no progress pause the Goal. Runnable work is an in_progress "
+        "Plan step or a Todo you own whose dependencies are completed (a Goal with no open Plan or Todo work "
+        "is itself the work); blocked or unowned work alone is not, and a running background job is waited for."
     ),
 }
 
@@ -40,6 +42,11 @@ PLAN_REQUIRED = (
     "Plan: Required. Record the strategic Plan with plan_get, then plan_update (action create) before answering."
 )
 PLAN_MAINTAIN = "Plan: Maintain. The Plan exists; keep it current with plan_update when the strategy changes."
+# Goal mode in a session with no Goal: nothing would be pursued or continued without one.
+GOAL_MISSING = (
+    "Goal: none yet. Create it from the user's request with goal_update (action create: objective, "
+    "criteria that can be checked) before working; without an active Goal an answer just ends the cycle."
+)
 
 
 def user_sources_text(sources: Sequence[UserSource]) -> str:
@@ -83,12 +90,15 @@ def build_system(
     sources: Sequence[UserSource],
     extra: str | None = None,
     plan_mutated: bool = False,
+    goal_tool: bool = True,
 ) -> tuple[str, str]:
     """The system text of one request and the digest of its dynamic part."""
     dynamic = "\n\n".join(p for p in (sections_text(sections), user_sources_text(sources)) if p)
     parts = [BASE_INSTRUCTIONS.format(root=root), MODE_INSTRUCTIONS[mode]]
     if mode == "plan":
         parts.append(PLAN_MAINTAIN if plan_mutated else PLAN_REQUIRED)
+    if mode == "goal" and goal_tool and not any(s.name == "goal" for s in sections):
+        parts.append(GOAL_MISSING)
     if extra:
         parts.append(extra)
     if dynamic:

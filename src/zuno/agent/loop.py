@@ -138,6 +138,7 @@ class AgentLoop:
         self._visible: tuple[tuple[object, ...], list[Tool], tuple[tuple[ToolSpec, ...], tuple[HostedTool, ...]]] | None
         self._visible = None
         self._hidden: dict[str, str] = {}
+        self._call_ids: set[str] | None = None
         self.estimate = Estimator()
 
     # -- control --------------------------------------------------------------------------------
@@ -309,7 +310,11 @@ class AgentLoop:
                 sections=sections,
                 sources=self.transcript.user_sources(),
                 extra=self.config.agent.instructions,
-                plan_mutated=bool(self.transcript.state().data.get("plan_mutated")),
+                # Maintain once the session's Plan has a committed revision, however it was made (an
+                # earlier turn, `zuno call`, another transport): its section is in the context.
+                plan_mutated=bool(self.transcript.state().data.get("plan_mutated"))
+                or any(s.name == "plan" for s in sections),
+                goal_tool=any(t.name == "goal_update" for t in tools),
             )
             request = ModelRequest(
                 model=self.provider.id.split("/", 1)[-1],
@@ -410,7 +415,10 @@ class AgentLoop:
         finally:
             timer.cancel()
             self._stream_task = None
-        fin = unique_call_ids(fin)  # before anything records or pairs the calls
+        if fin.message.tool_calls:  # unique in the session before anything records or pairs the calls
+            used = self._used_call_ids()
+            fin = unique_call_ids(fin, used)
+            used.update(c.id for c in fin.message.tool_calls)
         self.last_request_id = req_id
         # A response whose calls are all read-only is committed with their results, one commit
         # less per step: nothing it asks for can have an effect before that commit.
@@ -426,6 +434,19 @@ class AgentLoop:
         ):
             turn.usage[k] += v
         return fin
+
+    def _used_call_ids(self) -> set[str]:
+        """The call ids the session already has (its dispatched calls, from any transport, and its
+        transcript's results), read once; the loop adds each answer's ids (the session is its own
+        while it runs)."""
+        if self._call_ids is None:
+            rows = self.store.query(
+                "SELECT call_id FROM calls WHERE session_id = ? UNION"
+                " SELECT call_id FROM agent_items WHERE session_id = ? AND call_id IS NOT NULL",
+                (self.session.id, self.session.id),
+            )
+            self._call_ids = {str(r[0]) for r in rows}
+        return self._call_ids
 
     def _read_only_calls(self, calls: Sequence[ToolCall]) -> bool:
         """Can none of these calls have an effect? (A call of an unknown tool is refused.)"""
@@ -542,6 +563,11 @@ class AgentLoop:
         if self._completion_pending():
             return "wake"  # a background completion arrived meanwhile (callback-first)
         waiting = self._waiting_background(sections)
+        if waiting is not None:
+            # An unsettled Job is not bypassed by a Goal continuation: the turn waits for it (its
+            # completion wakes the session) rather than asking the model again meanwhile.
+            self.store.add_event(self.session.id, "waiting_background", {"detail": waiting})
+            return "waiting_background", waiting
         goal = next((s for s in sections if s.goal_active), None)
         if mode == "goal" and goal is not None:
             observed = self._observe_goal()
@@ -554,9 +580,6 @@ class AgentLoop:
                         f"{self.config.agent.limits.continuations})"
                     )
                 return "goal"
-        if waiting is not None:
-            self.store.add_event(self.session.id, "waiting_background", {"detail": waiting})
-            return "waiting_background", waiting
         return "final", "an ordinary final ends the cycle; unfinished work stays as it is"
 
     def _observe_goal(self) -> tuple[StopReason, str] | None:
@@ -571,7 +594,10 @@ class AgentLoop:
                 self.store.add_event(self.session.id, "goal-observe-failed", {"error": detail})
                 return "context_refresh_failed", detail
             if seen is not None and seen.paused:
-                detail = f"{seen.count} consecutive identical observations of the active Goal"
+                detail = (
+                    f"{seen.count} consecutive identical observations of the active Goal; it is paused until the "
+                    "user resumes it (zuno goal resume, or /goal resume in the interactive session)"
+                )
                 self.store.add_event(
                     self.session.id, "goal-paused", {"reason": "no_progress", "observations": seen.count}
                 )

@@ -300,7 +300,7 @@ class _Interrupts:
 
 def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startup: StartupCollection) -> int:
     """A line editor with history; each line is one turn. /mode plan|work|goal switches the mode,
-    /exit (or Ctrl-D) leaves."""
+    /goal resume resumes a paused Goal, /exit (or Ctrl-D) leaves."""
     try:
         import readline
     except ImportError:  # pragma: no cover - readline is part of CPython on Linux and macOS
@@ -313,7 +313,8 @@ def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startu
     code = EXIT_OK
     try:
         loop.run_until_complete(_open(agent, startup))
-        print(f"zuno: session {agent.id}, mode {agent.transcript.state().mode}. /mode, /exit; Ctrl-C interrupts.")
+        mode = agent.transcript.state().mode
+        print(f"zuno: session {agent.id}, mode {mode}. /mode, /goal resume, /exit; Ctrl-C interrupts.")
         sig = _Interrupts()
         sig.install()
         sig.approver = inline
@@ -339,6 +340,14 @@ def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startu
                 else:
                     agent.set_mode(want[0])  # type: ignore[arg-type]
                     print(f"zuno: mode {want[0]}")
+                continue
+            if line.split()[0] == "/goal":
+                if line.split()[1:] != ["resume"]:
+                    print("zuno: /goal resume (resumes the paused Goal; zuno goal shows it)")
+                else:
+                    from zuno.commands.goal_resume import resume_paused_goal
+
+                    print(f"zuno: {resume_paused_goal(agent.runtime.store, agent.id).message}")
                 continue
 
             async def turn(text: str = line) -> None:

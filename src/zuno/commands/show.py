@@ -50,9 +50,14 @@ def cmd_show(args: argparse.Namespace) -> int:
         if args.json:
             print_json(transcript_json(t))
         else:
-            print(render(t), end="")
+            from zuno.commands.state import state_summary
+            from zuno.commands.terminal_markdown import visible_controls
+
+            print(visible_controls(render(t)), end="")  # the model's escape sequences are shown, never obeyed
             if not t.items():
                 print(no_conversation(len(rt.store.calls(sid)), sid))
+            for line in state_summary(rt.store, sid):  # the session's Goal, Plan and Todo as they are now
+                print(visible_controls(line))
         return EXIT_OK
     finally:
         asyncio.run(rt.aclose())

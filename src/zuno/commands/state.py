@@ -1,8 +1,9 @@
 """``zuno plan``, ``zuno goal``, ``zuno todo``: print a session's current durable work state.
 
     zuno plan [--session ID | --continue] [--json] [--root DIR] [--db FILE]
+    zuno goal resume [--session ID | --continue] [--json]   (the user resumes a paused Goal)
 
-Read-only: the store is opened read-only and is never created; a workspace without a store has
+Printing is read-only: the store is opened read-only and is never created; a workspace without a store has
 no sessions. Exit 0 with the state (also "no plan yet"); 2 for a bad or unknown session id.
 """
 
@@ -74,8 +75,12 @@ def _plan_text(view: dict[str, Any]) -> list[str]:
 
 def _goal_text(view: dict[str, Any]) -> list[str]:
     g = view["goal"]
-    status = g["status"] + (f" ({g['pause_reason']['kind']})" if g.get("pause_reason") else "")
+    pause = g.get("pause_reason") or {}
+    why = pause.get("kind", "") + (f" — {pause['detail']}" if pause.get("detail") else "")
+    status = g["status"] + (f" ({why})" if pause else "")
     lines = [f"Goal (revision {view['revision']}, {status}): {g['objective']}"]
+    if g.get("abandon_reason"):
+        lines.append(f"  abandoned: {g['abandon_reason']}")
     for c in g["criteria"]:
         ev = (
             f" — evidence {c['evidence']}"
@@ -83,6 +88,8 @@ def _goal_text(view: dict[str, Any]) -> list[str]:
             else (" — requires evidence" if c["requires_evidence"] else "")
         )
         lines.append(f"  [{'x' if c['satisfied'] else ' '}] {c['id']} {c['text']}{ev}")
+    if g["status"] == "paused":
+        lines.append("  only you resume it: zuno goal resume (or /goal resume in zuno run)")
     return lines
 
 
@@ -92,6 +99,41 @@ def _todo_text(view: dict[str, Any]) -> list[str]:
         owner = f" ({i['owner']})" if i.get("owner") else ""
         deps = f" after {', '.join(i['depends_on'])}" if i.get("depends_on") else ""
         lines.append(f"  {i['id']} [{i['status']}] {i['title']}{owner}{deps}")
+    return lines
+
+
+def state_summary(store: Any, session_id: str) -> list[str]:
+    """One line per state document the session has (what zuno show ends with): the Goal's status,
+    the focused Plan's and the Todo list's progress. The commands print them whole."""
+    from zuno.tools.state import api
+
+    lines = []
+    g = api.read_goal(store, session_id)
+    if g["goal"] is not None:
+        crit = g["goal"]["criteria"]
+        pause = (g["goal"].get("pause_reason") or {}).get("kind")
+        status = g["goal"]["status"] + (f" ({pause})" if pause else "")
+        done = sum(1 for c in crit if c["satisfied"])
+        head = f"goal (revision {g['revision']}, {status}): {g['goal']['objective']}"
+        lines.append(f"{head} · {done}/{len(crit)} criteria")
+    p = api.read_plan(store, session_id)
+    if p["plan"] is not None:
+        steps = p["plan"]["steps"]
+        done = sum(1 for x in steps if x["status"] in ("completed", "superseded"))
+        now = [x["id"] for x in steps if x["status"] == "in_progress"]
+        lines.append(
+            f"plan (revision {p['revision']}): {p['plan']['objective']} · {done}/{len(steps)} steps done"
+            + (f" · in progress {', '.join(now)}" if now else "")
+        )
+    t = api.read_todo(store, session_id)
+    if t["todos"]:
+        done = sum(1 for x in t["todos"] if x["status"] in ("completed", "cancelled"))
+        blocked = sum(1 for x in t["todos"] if x["status"] == "blocked")
+        more = f" · {blocked} blocked" if blocked else ""
+        lines.append(f"todo (revision {t['revision']}): {done}/{len(t['todos'])} done{more}")
+    lines = [line.replace("\n", "\u2424") for line in lines]  # one line each, whatever a title holds
+    if lines:
+        lines = ["", f"── state now (zuno plan | goal | todo --session {session_id} print it whole)", *lines]
     return lines
 
 
@@ -132,9 +174,12 @@ def _run(kind: str, args: argparse.Namespace) -> int:
     if view[field] is None:
         print(f"session {sid}: no {kind} yet")
         return EXIT_OK
+    from zuno.commands.terminal_markdown import visible_controls
+
     render = {"plan": _plan_text, "goal": _goal_text, "todo": _todo_text}[kind]
     print(f"session {sid}")
-    print("\n".join(render(view)))
+    # One line per entry: a newline or an escape sequence in a title is shown, never obeyed.
+    print("\n".join(visible_controls(line.replace("\n", "\u2424")) for line in render(view)))
     return EXIT_OK
 
 
@@ -152,4 +197,12 @@ def add_parser(sub: Any) -> None:
             help="the workspace's most recent session (the default)",
         )
         p.add_argument("--json", action="store_true", help="print the state as JSON")
-        p.set_defaults(func=lambda a, k=kind: _run(k, a))
+        if kind == "goal":  # the one write: the user resumes a paused Goal (commands/goal_resume.py)
+            p.add_argument("op", nargs="?", choices=("resume",), help="resume: resume the paused Goal")
+        p.set_defaults(func=lambda a, k=kind: _goal_op(a) if getattr(a, "op", None) else _run(k, a))
+
+
+def _goal_op(args: argparse.Namespace) -> int:
+    from zuno.commands.goal_resume import run
+
+    return run(args)

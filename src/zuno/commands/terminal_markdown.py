@@ -49,6 +49,13 @@ def _visible(text: str) -> str:
     return _CONTROLS.sub(lambda m: "\u2421" if m.group() == "\x7f" else chr(0x2400 + ord(m.group())), text)
 
 
+def visible_controls(text: str) -> str:
+    """``text`` with its control characters (all but tab and newline: an escape sequence, a
+    carriage return, a bell) shown as their Unicode control pictures, never obeyed by a terminal
+    (what zuno show, zuno plan, zuno goal and zuno todo print)."""
+    return _visible(text)
+
+
 def render_inline(text: str) -> str:
     """Code spans first (nothing inside them is emphasis), then bold, then italic. An unclosed
     marker stays as the model wrote it."""

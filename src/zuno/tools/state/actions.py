@@ -14,13 +14,23 @@ from functools import reduce
 from operator import or_
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, Discriminator, Tag
+from pydantic import AfterValidator, BaseModel, Discriminator, Tag
 
 from zuno.declarations import Concurrency, Declarations, Effect, Replay
 from zuno.schema_export import export_args
 from zuno.tool import Tool, ToolContext, ToolOutput
 from zuno.tools.state import docstore
 from zuno.tools.state.docstore import Delivery, Doc, StateRefusal
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank (only whitespace): write the words it stands for")
+    return value
+
+
+# A title, objective, criterion or reason: at least one character that is not whitespace.
+Text = Annotated[str, AfterValidator(_not_blank)]
 
 READ = Declarations(Effect.ReadOnly, Replay.Safe, Concurrency.ParallelSafe)
 MUTATION = Declarations(Effect.SideEffecting, Replay.Never, Concurrency.Exclusive)
@@ -112,7 +122,10 @@ def mutate_for_call(
 
 def mutation_head(label: str, result: dict[str, Any], replayed: bool) -> str:
     """The first line of a mutation's result: ``[plan patch: revision 4]``."""
-    return f"[{label}: revision {result['revision']}" + (" · repeated delivery, applied once]" if replayed else "]")
+    head = f"[{label}: revision {result['revision']}"
+    if result.get("unchanged"):
+        head += " · nothing changed: the document already said this"
+    return head + (" · repeated delivery, applied once]" if replayed else "]")
 
 
 def mutation_output(label: str, result: dict[str, Any], replayed: bool, document: str, **facts: Any) -> ToolOutput:

@@ -109,7 +109,8 @@ class Delivery:
     request: Any  # the validated arguments the digest covers (cross-cutting ones excluded)
 
 
-# apply(current_doc) -> (new_body, result) — or raise StateRefusal. new_body None: nothing to write.
+# apply(current_doc) -> (new_body, result) — or raise StateRefusal. new_body None: nothing to write
+# (and a body equal to the stored one is not written either: the revision stays).
 Apply = Callable[[Doc], tuple[Any, dict[str, Any]]]
 
 
@@ -139,6 +140,10 @@ def mutate(store: Store, scope: str, kind: str, delivery: Delivery, apply: Apply
             )
         new_body, result = apply(doc)
         revision = doc.revision
+        if new_body is not None and row and canonical(new_body) == row[1]:
+            # Nothing changed (a status set to itself, a patch naming no change): no new revision,
+            # so the document's fingerprint — what the no_progress rule observes — stays the same.
+            new_body, result = None, {**result, "unchanged": True}
         if new_body is not None:
             revision = doc.revision + 1
             now = time.time()
@@ -162,9 +167,12 @@ def mutate(store: Store, scope: str, kind: str, delivery: Delivery, apply: Apply
     return result, False
 
 
-def check_revision(doc: Doc, expected: int | None, resource: str, getter: str, *, creating: bool = False) -> None:
+def check_revision(
+    doc: Doc, expected: int | None, resource: str, getter: str, *, creating: bool = False, create_action: str = "create"
+) -> None:
     """Every mutation of an existing document carries its current revision; only a create of a
-    document that does not exist may omit it (or send 0)."""
+    document that does not exist may omit it (or send 0). ``create_action``: the tool's action
+    that creates the document, which a refusal names."""
     if doc.revision == 0:
         if creating and expected in (None, 0):
             return
@@ -172,7 +180,7 @@ def check_revision(doc: Doc, expected: int | None, resource: str, getter: str, *
             raise StateRefusal(
                 "NotFound",
                 f"there is no {resource} yet.",
-                f"Create it first (action create), after {getter} returned null.",
+                f"Create it first (action {create_action}, without expected_revision), after {getter} returned null.",
                 resource=resource,
                 currentRevision=0,
             )

@@ -11,13 +11,23 @@ Statuses: active, paused (with a typed reason), completed, abandoned (the last t
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Literal
+import re
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, RootModel
+from pydantic import AfterValidator, Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import docstore, evidence
-from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner, mutate_for_call, mutation_output
+from zuno.tools.state.actions import (
+    MUTATION,
+    READ,
+    ActionTool,
+    Text,
+    action_union,
+    inner,
+    mutate_for_call,
+    mutation_output,
+)
 from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
 from zuno.tools.state.plan import agent_of, scope_of
 
@@ -31,7 +41,7 @@ ModelPauseKind = Literal["user_requested", "blocked"]
 
 
 class NewCriterion(ToolArgs):
-    text: str = Field(min_length=1, max_length=1000)
+    text: Text = Field(min_length=1, max_length=1000)
     requires_evidence: bool = False
 
 
@@ -47,7 +57,7 @@ class ModelPauseReason(ToolArgs):
 
 class Create(ToolArgs):
     action: Literal["create"]
-    objective: str = Field(min_length=1, max_length=2000)
+    objective: Text = Field(min_length=1, max_length=2000)
     criteria: list[NewCriterion] = Field(min_length=1, max_length=50)
     expected_revision: int | None = Field(None, ge=0)
 
@@ -58,13 +68,26 @@ class AddCriteria(ToolArgs):
     criteria: list[NewCriterion] = Field(min_length=1, max_length=50)
 
 
+# The receipt a shell result shows as "[verification rcp_…]": models copy the whole bracket, or the
+# id with the whitespace around it. Either is taken as the id itself; anything else stays as sent
+# (and is refused by the evidence check, naming it).
+_CITED_RECEIPT = re.compile(r"\[?\s*(?:verification\s+)?(rcp_[0-9A-Za-z_]+)\s*\]?")
+
+
+def _receipt_id(value: str | None) -> str | None:
+    if value is None:
+        return None
+    m = _CITED_RECEIPT.fullmatch(value.strip())
+    return m.group(1) if m else value
+
+
 class Satisfy(ToolArgs):
     """Mark a criterion satisfied: with a receipt id when it requires evidence."""
 
     action: Literal["satisfy"]
     expected_revision: int = Field(ge=1)
     criterion_id: str
-    evidence: str | None = Field(None, description="A receipt id rcp_…")
+    evidence: Annotated[str | None, AfterValidator(_receipt_id)] = Field(None, description="A receipt id rcp_…")
     note: str | None = Field(None, max_length=1000)
 
 
@@ -95,7 +118,7 @@ class Complete(ToolArgs):
 class Abandon(ToolArgs):
     action: Literal["abandon"]
     expected_revision: int = Field(ge=1)
-    reason: str = Field(min_length=1, max_length=1000)
+    reason: Text = Field(min_length=1, max_length=1000)
 
 
 ACTIONS = ["create", "add_criteria", "satisfy", "pause", "complete", "abandon"]
@@ -145,6 +168,17 @@ def unsatisfied(store: Any, session_id: str, body: dict[str, Any]) -> list[dict[
 
 def apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
     check_revision(doc, a.expected_revision, "Goal", "goal_get", creating=a.action == "create")
+    if a.action == "create" and doc.body is not None and doc.body["status"] == "paused":
+        # A new Goal over a paused one would resume work the user has not resumed.
+        why = str((doc.body.get("pause_reason") or {}).get("kind") or "paused")
+        raise StateRefusal(
+            "GoalPaused",
+            f"the Goal is paused ({why}); a new Goal cannot replace it while it is.",
+            "Leave it paused: only the user resumes a paused Goal (/goal resume, zuno goal resume). If its "
+            "objective is obsolete, abandon it (action abandon, with a reason) before creating a new one.",
+            status="paused",
+            pauseReason=why,
+        )
     if a.action == "create":
         body: dict[str, Any] = {"next": 0}
         body.update(objective=a.objective, status="active", pause_reason=None, owner=agent, criteria=[])
@@ -182,8 +216,8 @@ def apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> t
                 raise StateRefusal(
                     "EvidenceRejected",
                     f"criterion {c['id']} needs evidence: {v.detail}.",
-                    "Run the verification with shell and cite the [verification rcp_…] id it returns, after your "
-                    "last change.",
+                    "Run the verification with shell after your last change and send the rcp_… id of the "
+                    "[verification rcp_…] line it returns as evidence.",
                     criterion=c["id"],
                     reason=v.reason,
                     evidence=a.evidence,

@@ -18,7 +18,16 @@ from pydantic import Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import docstore
-from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner, mutate_for_call, mutation_output
+from zuno.tools.state.actions import (
+    MUTATION,
+    READ,
+    ActionTool,
+    Text,
+    action_union,
+    inner,
+    mutate_for_call,
+    mutation_output,
+)
 from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
 
 KIND = "plan"
@@ -50,7 +59,7 @@ def agent_of(ctx: ToolContext) -> str:
 
 
 class NewStep(ToolArgs):
-    title: str = Field(min_length=1, max_length=500)
+    title: Text = Field(min_length=1, max_length=500)
     status: StepStatus = "pending"
     owner: str | None = None
     notes: str | None = Field(None, max_length=4000)
@@ -58,7 +67,7 @@ class NewStep(ToolArgs):
 
 class StepPatch(ToolArgs):
     id: str = Field(description="patch: a step id from plan_get")
-    title: str | None = Field(None, min_length=1, max_length=500)
+    title: Text | None = Field(None, min_length=1, max_length=500)
     status: StepStatus | None = None
     owner: str | None = None
     notes: str | None = Field(None, max_length=4000)
@@ -68,7 +77,7 @@ class Create(ToolArgs):
     """Start the first Plan, or replace the root for a genuinely new objective."""
 
     action: Literal["create"]
-    objective: str = Field(min_length=1, max_length=2000)
+    objective: Text = Field(min_length=1, max_length=2000)
     steps: list[NewStep] = Field(min_length=1, max_length=100)
     expected_revision: int | None = Field(None, ge=0)
 
@@ -95,7 +104,7 @@ class Push(ToolArgs):
     action: Literal["push"]
     expected_revision: int = Field(ge=1)
     step_id: str
-    objective: str = Field(min_length=1, max_length=2000)
+    objective: Text = Field(min_length=1, max_length=2000)
     steps: list[NewStep] = Field(min_length=1, max_length=100)
 
 

@@ -5,7 +5,8 @@ returning a ``zuno.projection.ContextSection`` or None when there is nothing to 
 
 * ``runnable``: plan — the focused Plan has an adopted (owned) in_progress step; todo — an item
   pending or in_progress, owned by the session's agent, whose dependencies are all completed;
-  goal — the Goal is active and owned.
+  goal — the Goal is active and owned, and the Plan and Todo list hold no open work of which
+  none is runnable (an unowned Plan or blocked Todos alone are not runnable work).
 * ``goal_active``: the Goal is active and owned.
 * ``fingerprint``: the same semantic digest plan_get / todo_get / goal_get attach
   (``metadata["progressFingerprint"]``).
@@ -44,8 +45,28 @@ def goal_section(store: Store, session_id: str, agent: str | None = None) -> Con
         )
         lines.append(f"  [{mark}] {c['id']} {c['text']}{ev}")
     return ContextSection(
-        "goal", "\n".join(lines), runnable=active, fingerprint=goal.fingerprint(doc), goal_active=active
+        "goal",
+        "\n".join(lines),
+        runnable=active and not _only_stalled_work(store, session_id, agent),
+        fingerprint=goal.fingerprint(doc),
+        goal_active=active,
     )
+
+
+def _only_stalled_work(store: Store, session_id: str, agent: str | None) -> bool:
+    """Does the session's Plan or Todo list hold open work of which none is runnable (an unowned
+    Plan, blocked or unowned Todos)? Then the Goal alone is no runnable work: "an unowned Plan or
+    blocked Todo alone is insufficient" for an automatic continuation. Without open Plan/Todo
+    work the active Goal's criteria are the work."""
+    sections = [s for s in (plan_section(store, session_id, agent), todo_section(store, session_id, agent)) if s]
+    if any(s.runnable for s in sections):
+        return False
+    scope = plan.scope_of(session_id)
+    focused = plan.focused_plan(docstore.read(store, scope, plan.KIND))
+    if focused is not None and any(s["status"] not in plan.TERMINAL for s in focused["steps"]):
+        return True
+    items = (docstore.read(store, scope, todo.KIND).body or {}).get("items", [])
+    return any(i["status"] not in todo.TERMINAL for i in items)
 
 
 def plan_section(store: Store, session_id: str, agent: str | None = None) -> ContextSection | None:

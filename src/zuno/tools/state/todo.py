@@ -15,7 +15,16 @@ from pydantic import Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import docstore
-from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner, mutate_for_call, mutation_output
+from zuno.tools.state.actions import (
+    MUTATION,
+    READ,
+    ActionTool,
+    Text,
+    action_union,
+    inner,
+    mutate_for_call,
+    mutation_output,
+)
 from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
 from zuno.tools.state.plan import agent_of, scope_of
 
@@ -33,7 +42,7 @@ MAX_TODOS = 200
 
 
 class NewTodo(ToolArgs):
-    title: str = Field(min_length=1, max_length=1000)
+    title: Text = Field(min_length=1, max_length=1000)
     status: TodoStatus = "pending"
     owner: str | None = None
     depends_on: list[str] = Field(default_factory=list, description="Ids to complete first")
@@ -42,7 +51,7 @@ class NewTodo(ToolArgs):
 
 class TodoPatch(ToolArgs):
     id: str
-    title: str | None = Field(None, min_length=1, max_length=1000)
+    title: Text | None = Field(None, min_length=1, max_length=1000)
     status: TodoStatus | None = None
     owner: str | None = None
     depends_on: list[str] | None = None
@@ -81,7 +90,7 @@ class TodoUpdateArgs(RootModel[action_union(Add, Patch, Remove)]):  # type: igno
 
 
 class WriteItem(ToolArgs):
-    content: str = Field(min_length=1, max_length=1000)
+    content: Text = Field(min_length=1, max_length=1000)
     status: TodoStatus = "pending"
     id: str | None = Field(None, description="Keep an existing item's id; omit for a new item.")
     depends_on: list[str] = Field(default_factory=list)
@@ -165,7 +174,14 @@ def _adopt(item: dict[str, Any], agent: str) -> None:
 
 
 def apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    check_revision(doc, a.expected_revision, "Todo list", "todo_get", creating=a.action == "add" and doc.revision == 0)
+    check_revision(
+        doc,
+        a.expected_revision,
+        "Todo list",
+        "todo_get",
+        creating=a.action == "add" and doc.revision == 0,
+        create_action="add",
+    )
     body = json.loads(json.dumps(doc.body)) if doc.body is not None else _empty()
     items: list[dict[str, Any]] = body["items"]
     changed: list[str] = []
@@ -192,6 +208,15 @@ def apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str
             changed.append(item["id"])
     elif a.action == "patch":
         by_id = {i["id"]: i for i in items}
+        named = [p.id for p in a.items]
+        twice = sorted({n for n in named if named.count(n) > 1})
+        if twice:
+            raise StateRefusal(
+                "DuplicateTodo",
+                f"todo {', '.join(twice)} is named twice in one patch.",
+                "Name each item once, with every field it should change.",
+                todoIds=twice,
+            )
         for p in a.items:
             item = by_id.get(p.id)
             if item is None:
@@ -225,7 +250,7 @@ def apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str
         if needed:
             raise StateRefusal(
                 "StillDependedOn",
-                f"{', '.join(needed)} depend on an item being removed.",
+                f"{', '.join(needed)} {'depends' if len(needed) == 1 else 'depend'} on an item being removed.",
                 "Change their depends_on first.",
                 dependents=needed,
             )
@@ -239,8 +264,18 @@ def apply_write(doc: Doc, a: TodoWriteArgs, agent: str) -> tuple[dict[str, Any],
     """Chord's whole-list write: the list becomes exactly what was sent."""
     body = json.loads(json.dumps(doc.body)) if doc.body is not None else _empty()
     old = {i["id"]: i for i in body["items"]}
+    # An item sent without an id (how models used to other harnesses send the list: content and
+    # status only) is the existing item of the same text, the first one not named otherwise: the
+    # same list sent again is the same list, and a completed item stays completed.
+    named = {w.id for w in a.todos if w.id is not None}
+    by_title: dict[str, list[str]] = {}
+    for i in body["items"]:
+        if i["id"] not in named:
+            by_title.setdefault(i["title"], []).append(i["id"])
     new_items: list[dict[str, Any]] = []
     for w in a.todos:
+        if w.id is None and by_title.get(w.content):
+            w = w.model_copy(update={"id": by_title[w.content].pop(0)})
         if w.id is not None and w.id in old:
             item = dict(old[w.id])
             _transition(item, w.status)  # the same transition table as todo_update
@@ -350,7 +385,10 @@ class TodoWriteTool(ActionTool):
 
         def render(result: dict[str, Any], replayed: bool, doc: Doc) -> ToolOutput:
             return ToolOutput(
-                text=f"[todo list written: revision {result['revision']}]\n" + _render(doc),
+                text=f"[todo list written: revision {result['revision']}"
+                + (" · nothing changed: the list already said this" if result.get("unchanged") else "")
+                + "]\n"
+                + _render(doc),
                 metadata={"revision": result["revision"], "replayed": replayed, "invalidatesContext": True},
             )
 
