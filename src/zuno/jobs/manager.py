@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import time
 import uuid
 from pathlib import Path
@@ -84,14 +85,22 @@ class JobManager:
             return
         self._orphans_marked = True
         rows = self.store.query(
-            "SELECT id FROM jobs WHERE session_id = ? AND status = 'running' AND ended_at IS NULL", (self.session_id,)
+            "SELECT id, log_path, total_written FROM jobs WHERE session_id = ? AND status = 'running' "
+            "AND ended_at IS NULL",
+            (self.session_id,),
         )
         now = time.time()
         for r in rows:
+            # The dead process never recorded how much its job wrote: the log it captured to holds
+            # every byte, so its size is the count (not the 0 of a row nobody finished).
+            try:
+                written = os.stat(r["log_path"]).st_size
+            except OSError:
+                written = r["total_written"]
             self.store.execute(
-                "UPDATE jobs SET status = 'lost', ended_at = ?, killed_by = COALESCE(killed_by, 'session-end') "
-                "WHERE id = ?",
-                (now, r["id"]),
+                "UPDATE jobs SET status = 'lost', ended_at = ?, killed_by = COALESCE(killed_by, 'session-end'), "
+                "total_written = ? WHERE id = ?",
+                (now, written, r["id"]),
             )
             self._queue_callback(r["id"])
 
