@@ -37,3 +37,32 @@ def test_a_job_lost_with_its_process_reports_the_bytes_its_log_holds(workspace: 
     listed = first["results"][0]
     assert "12 bytes" in listed["text"]
     assert {m["taskID"]: m["total_written"] for m in listed["metadata"]["jobs"]}[bg["taskID"]] == 12
+
+
+def _shown_lines(text: str) -> list[str]:
+    """The file lines a model copies out of a read result (``<number>\\t<text>`` rows)."""
+    return [
+        row.split("\t", 1)[1] for row in text.splitlines() if "\t" in row and row.split("\t", 1)[0].strip().isdigit()
+    ]
+
+
+def test_a_bom_file_reads_without_the_mark_so_copied_lines_match(workspace: Path) -> None:
+    """read showed the UTF-8 BOM as part of line 1; a model copying that line into a patch or an
+    old_string got ContextMismatch, because both match without the mark."""
+    (workspace / "a.txt").write_bytes(b"\xef\xbb\xbfalpha\nbeta\n")
+    (workspace / "b.txt").write_bytes(b"\xef\xbb\xbfalpha\r\nbeta\r\n")
+    with Steps(workspace) as z:
+        shown = z.one("read", path="a.txt")
+        first = _shown_lines(shown["text"])[0]
+        assert first == "alpha" and shown["metadata"]["bom"] is True and "byte-order mark" in shown["text"]
+        patch = f"*** Begin Patch\n*** Update File: a.txt\n@@\n-{first}\n+ALPHA\n*** End Patch"
+        done = z.one("apply_patch", patch=patch)
+        assert done["outcome"] == "ok", done["text"]
+        z.close()
+    assert (workspace / "a.txt").read_bytes() == b"\xef\xbb\xbfALPHA\nbeta\n"
+    with Steps(workspace, "--profile", "chord") as z:
+        first = _shown_lines(z.one("read", path="b.txt")["text"])[0]
+        done = z.one("edit", path="b.txt", old_string=first + "\nbeta", new_string="A\nB")
+        assert done["outcome"] == "ok", done["text"]
+        z.close()
+    assert (workspace / "b.txt").read_bytes() == b"\xef\xbb\xbfA\r\nB\r\n"

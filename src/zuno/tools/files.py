@@ -125,8 +125,13 @@ class ReadTool(Tool):
             return ToolOutput.failure(f"offset {start} is past the end of {shown} ({lines}).")
         width = len(str(min(total, start + want - 1)))
         out = []
+        bom = scan.head.startswith(_UTF8_BOM)
         for row in scan.rows:
             text = row.text
+            if bom and row.number == 1:
+                # The byte-order mark is not text: shown, it is copied into old_string or patch
+                # context, which edit and apply_patch match without it (and keep it on write).
+                text = text.removeprefix("\ufeff")
             if row.cut:
                 text += (
                     f" [... line {row.number} is {row.length} bytes; read holds its first "
@@ -138,6 +143,9 @@ class ReadTool(Tool):
             footer = f"(lines {start}-{end} of {total}; continue with offset={end + 1})"
         else:
             footer = f"(end of file: {total} lines)" if start > 1 or args.limit else ""
+        if bom and start == 1:
+            note = "(the file starts with a UTF-8 byte-order mark, not shown; edit and apply_patch keep it)"
+            footer = f"{footer}\n{note}" if footer else note
         return ToolOutput(
             text="\n".join(out),
             tail=footer,
@@ -148,6 +156,7 @@ class ReadTool(Tool):
                 "from": start,
                 "to": end,
                 "sha256": scan.sha256,
+                **({"bom": True} if bom else {}),
             },
         )
 
@@ -164,6 +173,7 @@ class ReadTool(Tool):
         return ToolOutput(text="\n".join(page), head=head, tail=footer, metadata={"path": shown, "entries": len(names)})
 
 
+_UTF8_BOM = b"\xef\xbb\xbf"
 _NEVER = threading.Event()  # the stop signal of an inline scan, which nothing cancels midway
 
 
