@@ -66,3 +66,30 @@ def test_a_bom_file_reads_without_the_mark_so_copied_lines_match(workspace: Path
         assert done["outcome"] == "ok", done["text"]
         z.close()
     assert (workspace / "b.txt").read_bytes() == b"\xef\xbb\xbfA\r\nB\r\n"
+
+
+def test_apply_patch_takes_a_markdown_fenced_patch_and_says_how_to_fix_what_models_get_wrong(
+    workspace: Path,
+) -> None:
+    """A whole-patch markdown fence (what chat models send) was refused; a blank line inside an
+    Add File body was blamed on the next '+' line as "expected '*** Add File: <path>' …"; a missing
+    Begin Patch or End Patch gave no fix; two Add Files of one path were told to merge into one
+    Update File section."""
+    fenced = "```diff\n*** Begin Patch\n*** Add File: f.txt\n+fenced\n*** End Patch\n```\n"
+    blank_in_add = "*** Begin Patch\n*** Add File: g.txt\n+one\n\n+three\n*** End Patch"
+    no_begin = "*** Add File: h.txt\n+x\n*** End Patch"
+    cut_short = "*** Begin Patch\n*** Add File: i.txt\n+x\n+y"
+    twice = "*** Begin Patch\n*** Add File: j.txt\n+1\n*** Add File: j.txt\n+2\n*** End Patch"
+    with Steps(workspace) as z:
+        res = z.step(*(call("apply_patch", patch=p) for p in (fenced, blank_in_add, no_begin, cut_short, twice)))
+        z.close()
+    ok, blank, begin, end, dup = res["results"]
+    assert ok["outcome"] == "ok", ok["text"]
+    assert (workspace / "f.txt").read_bytes() == b"fenced\n"
+    for r in (blank, begin, end, dup):
+        assert r["outcome"] == "blocked" and r["block_kind"] == "invalid_arguments", r["text"]
+    assert "line 4:" in blank["text"] and "an empty line is a lone '+'" in blank["text"]
+    assert "put '*** Begin Patch' before this line" in begin["text"]
+    assert "If the patch was cut short, send it whole" in end["text"]
+    assert "Merge the chunks" not in dup["text"] and "operation 1 is '*** Add File'" in dup["text"]
+    assert not any((workspace / n).exists() for n in ("g.txt", "h.txt", "i.txt", "j.txt"))

@@ -111,6 +111,13 @@ def snapshot(where: safefs.Target) -> bytes | None:
 # -- the plan of one patch ---------------------------------------------------------------------
 
 
+def _what(op: FileOp) -> str:
+    """An operation's kind, as the patch spells it (for messages)."""
+    if op.kind == "update" and op.move_to:
+        return "'*** Update File' with '*** Move to'"
+    return {"add": "'*** Add File'", "delete": "'*** Delete File'", "update": "'*** Update File'"}[op.kind]
+
+
 @dataclass
 class Planned:
     op: FileOp
@@ -201,7 +208,7 @@ class ApplyPatchTool(Tool):
 
     def _resolve(self, ctx: ToolContext, ops: list[FileOp]) -> list[Planned]:
         plans: list[Planned] = []
-        seen: dict[Path, int] = {}
+        seen: dict[Path, tuple[int, FileOp]] = {}
         for n, op in enumerate(ops, 1):
             for raw in (op.path, op.move_to):
                 if raw is not None:
@@ -228,12 +235,20 @@ class ApplyPatchTool(Tool):
                         f"{STATE_DIR}/, which tools do not write.",
                     )
                 if p in seen:
+                    first, first_op = seen[p]
+                    both_updates = first_op.kind == op.kind == "update" and not first_op.move_to and not op.move_to
+                    fix = (
+                        "Merge the chunks into one '*** Update File' section."
+                        if both_updates
+                        else f"Keep one operation on it (operation {first} is {_what(first_op)}, operation {n} "
+                        f"{_what(op)}), and send the other in a later call if it is still needed."
+                    )
                     raise Refused(
                         BlockKind.invalid_arguments,
-                        f"argument 'patch': {ctx.workspace.display(p)} is named by operations {seen[p]} and {n}; "
-                        "a patch touches each file once. Merge the chunks into one '*** Update File' section.",
+                        f"argument 'patch': {ctx.workspace.display(p)} is named by operations {first} and {n}; "
+                        f"a patch touches each file once. {fix}",
                     )
-                seen[p] = n
+                seen[p] = (n, op)
             canonical = op.canonical(str(src), str(dest) if dest else None)
             where = ctx.workspace.target(src, field="patch")
             dest_where = ctx.workspace.target(dest, field="patch") if dest is not None else None
