@@ -93,3 +93,29 @@ def test_apply_patch_takes_a_markdown_fenced_patch_and_says_how_to_fix_what_mode
     assert "If the patch was cut short, send it whole" in end["text"]
     assert "Merge the chunks" not in dup["text"] and "operation 1 is '*** Add File'" in dup["text"]
     assert not any((workspace / n).exists() for n in ("g.txt", "h.txt", "i.txt", "j.txt"))
+
+
+def test_lines_copied_with_reads_line_numbers_are_named_as_such(workspace: Path) -> None:
+    """old_string or patch lines copied with read's ``<number>\\t`` prefixes were only "not in the
+    current file"; now the conflict says the numbers are not part of the file (and only when the
+    text after them is)."""
+    (workspace / "code.py").write_text("def f():\n    return 1\n\ndef g():\n    return 2\n")
+    (workspace / "data.tsv").write_text("1\tone\n2\ttwo\n")
+    numbered = (
+        "*** Begin Patch\n*** Update File: code.py\n@@\n 4\tdef g():\n-5\t    return 2\n+    return 3\n*** End Patch"
+    )
+    tsv = "*** Begin Patch\n*** Update File: data.tsv\n@@\n-7\tseven\n+7\tSEVEN\n*** End Patch"
+    with Steps(workspace) as z:
+        z.step(call("read", path="code.py"), call("read", path="data.tsv"))
+        patched, other = z.step(call("apply_patch", patch=numbered), call("apply_patch", patch=tsv))["results"]
+        z.close()
+    assert patched["metadata"]["conflict"]["kind"] == "ContextMismatch"
+    assert "start with read's line numbers ('4' and a tab)" in patched["text"]
+    assert other["outcome"] == "error" and "line numbers" not in other["text"]
+    with Steps(workspace, "--profile", "chord") as z:
+        z.one("read", path="code.py")
+        edited = z.one("edit", path="code.py", old_string="4\tdef g():\n5\t    return 2\n", new_string="x")
+        z.close()
+    assert edited["metadata"]["conflict"]["kind"] == "ContextMismatch"
+    assert "start with read's line numbers ('4' and a tab)" in edited["text"]
+    assert (workspace / "code.py").read_text().endswith("return 2\n")

@@ -1,9 +1,11 @@
 """What a chunk that does not match says next: a retry without a trailing blank context line that
-stands for the file's final newline (accepted only when unambiguous), and where the longest run
-of the chunk's first lines does occur (to point the re-read)."""
+stands for the file's final newline (accepted only when unambiguous), where the longest run
+of the chunk's first lines does occur (to point the re-read), and whether its lines carry the
+``<number>\t`` prefixes of read's rows (copied along with the text)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from zuno.tools.patch.grammar import Chunk
@@ -47,3 +49,18 @@ def closest(matcher: Matcher, old: list[str], start: int) -> tuple[str, int]:
     if best_n == 0:
         return "; none of its first lines occurs there", -1
     return f"; its first {best_n} line(s) occur at line {best_at + 1}, the next line differs", best_at + best_n
+
+
+_READ_ROW = re.compile(r"^ *\d+(?:\t|$)")
+
+READ_ROWS_HINT = (
+    "; its lines start with read's line numbers ({first!r} and a tab), which are not part of the file: "
+    "copy only the text after the tab"
+)
+
+
+def without_read_rows(lines: list[str]) -> list[str] | None:
+    """The lines without read's row prefixes (``  12\t``), when every line carries one; else None."""
+    if not any("\t" in ln for ln in lines) or not all(ln == "" or _READ_ROW.match(ln) for ln in lines):
+        return None
+    return [ln.split("\t", 1)[1] if "\t" in ln else "" for ln in lines]
