@@ -119,3 +119,23 @@ def test_lines_copied_with_reads_line_numbers_are_named_as_such(workspace: Path)
     assert edited["metadata"]["conflict"]["kind"] == "ContextMismatch"
     assert "start with read's line numbers ('4' and a tab)" in edited["text"]
     assert (workspace / "code.py").read_text().endswith("return 2\n")
+
+
+def test_a_cursor_past_the_end_is_said_not_silently_clamped(workspace: Path) -> None:
+    """bg output / artifact with a cursor past the last byte came back as an ordinary empty window
+    at the end, indistinguishable from "you have read it all"; now a notice names the cursor."""
+    with Steps(workspace) as z:
+        job = z.one("shell", command="printf abc", run_in_background=True)["metadata"]["background"]["taskID"]
+        z.one("bg", action="wait", taskID=job)
+        big = z.one("shell", command="head -c 60000 /dev/zero | tr '\\0' y")
+        path = big["metadata"]["withheldOutput"]["outputPath"]
+        out, art, inside = z.step(
+            call("bg", action="output", taskID=job, cursor=100),
+            call("bg", action="artifact", outputPath=path, cursor=10**9),
+            call("bg", action="output", taskID=job, cursor=1),
+        )["results"]
+        z.close()
+    assert out["outcome"] == "ok" and out["metadata"]["cursorPastEnd"] == 100
+    assert "cursor 100 is past the end (3 bytes written so far)" in out["text"]
+    assert art["metadata"]["cursorPastEnd"] == 10**9 and f"cursor {10**9} is past the end (60000" in art["text"]
+    assert "past the end" not in inside["text"] and "cursorPastEnd" not in inside["metadata"]

@@ -176,8 +176,10 @@ class BgTool(Tool):
             }
             info_text = status
             purpose = row["purpose"]
-        head = self._head(facts["taskID"], status, info_text, w, from_disk, purpose)
+        head = _past_end(args.cursor, w) + self._head(facts["taskID"], status, info_text, w, from_disk, purpose)
         meta: dict[str, Any] = {**facts, **w.facts(), "fromDisk": from_disk}
+        if args.cursor is not None and args.cursor > w.total:
+            meta["cursorPastEnd"] = args.cursor
         tail = ""
         if ended:
             claimed, how = jobs.claim_completion(facts["taskID"], via)
@@ -250,15 +252,30 @@ class BgTool(Tool):
             w = await asyncio.to_thread(_artifact_window, where, args.cursor, args.limit)
         except OSError as e:
             return ToolOutput.failure(f"artifact {shown} cannot be read ({e.strerror}); it may have been removed.")
-        head = (
+        head = _past_end(args.cursor, w) + (
             f"[artifact {shown}: bytes {w.window_from}-{w.cursor} of {w.total}; "
             f"hasMore: {_b(w.has_more)}"
             + (f", next cursor: {w.cursor}" if w.has_more else "")
             + f"; hasEarlier: {_b(w.has_earlier)}]"
         )
         return ToolOutput(
-            text=w.text(), head=head, raw=w.data, bounded=True, metadata={"outputPath": shown, **w.facts()}
+            text=w.text(),
+            head=head,
+            raw=w.data,
+            bounded=True,
+            metadata={"outputPath": shown, **w.facts()}
+            | ({"cursorPastEnd": args.cursor} if args.cursor is not None and args.cursor > w.total else {}),
         )
+
+
+def _past_end(cursor: int | None, w: Window) -> str:
+    """A notice when the cursor asked for lies past the last byte: the window is empty, at the end."""
+    if cursor is None or cursor <= w.total:
+        return ""
+    return (
+        f"[notice] cursor {cursor} is past the end ({w.total} bytes written so far): the window is empty and "
+        f"starts at {w.total}; page with the cursor a read returns, or omit it for the newest window\n"
+    )
 
 
 def _artifact_window(where: safefs.Target, cursor: int | None, limit: int | None) -> Window:
