@@ -139,3 +139,24 @@ def test_a_cursor_past_the_end_is_said_not_silently_clamped(workspace: Path) -> 
     assert "cursor 100 is past the end (3 bytes written so far)" in out["text"]
     assert art["metadata"]["cursorPastEnd"] == 10**9 and f"cursor {10**9} is past the end (60000" in art["text"]
     assert "past the end" not in inside["text"] and "cursorPastEnd" not in inside["metadata"]
+
+
+def test_a_path_through_a_file_says_so_instead_of_a_symlink_race(workspace: Path) -> None:
+    """write / read / apply_patch / shell workdir on ``a_file/child`` were refused as "kept changing
+    while it was resolved (a symbolic link swapped in and out) … Try again when it holds still":
+    a retry could never succeed. Now the file in the way is named."""
+    (workspace / "notes.txt").write_text("x\n")
+    add = "*** Begin Patch\n*** Add File: notes.txt/child.txt\n+y\n*** End Patch"
+    with Steps(workspace) as z:
+        results = z.step(
+            call("write", path="notes.txt/child.txt", content="y"),
+            call("read", path="notes.txt/child.txt"),
+            call("apply_patch", patch=add),
+            call("shell", command="pwd", workdir="notes.txt/sub"),
+        )["results"]
+        z.close()
+    for r in results:
+        assert r["outcome"] == "blocked" and r["block_kind"] == "invalid_arguments", r["text"]
+        assert "symbolic link swapped" not in r["text"]
+        assert f"{str(workspace / 'notes.txt')!r} is a file, not a directory" in r["text"]
+    assert (workspace / "notes.txt").read_text() == "x\n"
