@@ -160,3 +160,23 @@ def test_a_path_through_a_file_says_so_instead_of_a_symlink_race(workspace: Path
         assert "symbolic link swapped" not in r["text"]
         assert f"{str(workspace / 'notes.txt')!r} is a file, not a directory" in r["text"]
     assert (workspace / "notes.txt").read_text() == "x\n"
+
+
+def test_a_copied_replacement_character_for_bytes_that_are_not_utf8_is_explained(workspace: Path) -> None:
+    """read shows a Latin-1 byte as U+FFFD; an old_string or patch line copying it matched nothing
+    and the conflict said only "not in the current file"."""
+    (workspace / "menu.txt").write_bytes(b"caf\xe9 au lait\nsecond\n")
+    patch = "*** Begin Patch\n*** Update File: menu.txt\n@@\n-caf\ufffd au lait\n+coffee\n*** End Patch"
+    with Steps(workspace) as z:
+        shown = z.one("read", path="menu.txt")
+        assert "caf\ufffd au lait" in shown["text"]
+        patched = z.one("apply_patch", patch=patch)
+        z.close()
+    with Steps(workspace, "--profile", "chord") as z:
+        z.one("read", path="menu.txt")
+        edited = z.one("edit", path="menu.txt", old_string="caf\ufffd au lait", new_string="coffee")
+        z.close()
+    for r in (patched, edited):
+        assert r["metadata"]["conflict"]["kind"] == "ContextMismatch"
+        assert "bytes that are not UTF-8" in r["text"] and "shell (iconv, sed)" in r["text"]
+    assert (workspace / "menu.txt").read_bytes() == b"caf\xe9 au lait\nsecond\n"

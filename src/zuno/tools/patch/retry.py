@@ -1,7 +1,8 @@
 """What a chunk that does not match says next: a retry without a trailing blank context line that
 stands for the file's final newline (accepted only when unambiguous), where the longest run
-of the chunk's first lines does occur (to point the re-read), and whether its lines carry the
-``<number>\t`` prefixes of read's rows (copied along with the text)."""
+of the chunk's first lines does occur (to point the re-read), whether its lines carry the
+``<number>\t`` prefixes of read's rows (copied along with the text), and whether they copy read's
+U+FFFD for bytes of the file that are not UTF-8."""
 
 from __future__ import annotations
 
@@ -64,3 +65,16 @@ def without_read_rows(lines: list[str]) -> list[str] | None:
     if not any("\t" in ln for ln in lines) or not all(ln == "" or _READ_ROW.match(ln) for ln in lines):
         return None
     return [ln.split("\t", 1)[1] if "\t" in ln else "" for ln in lines]
+
+
+_RAW_BYTE = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, as surrogateescape decodes it
+
+NOT_UTF8_HINT = (
+    "; the file holds bytes that are not UTF-8, which read shows as U+FFFD ('\ufffd') and no text you send can "
+    "name: anchor on the lines around them, or change those bytes with shell (iconv, sed), which works on bytes"
+)
+
+
+def copies_undecodable(old: list[str], lines: list[str]) -> bool:
+    """Whether the old lines carry U+FFFD where the file has bytes that are not UTF-8."""
+    return any("\ufffd" in ln for ln in old) and any(_RAW_BYTE.search(ln) for ln in lines)
