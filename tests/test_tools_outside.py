@@ -4,11 +4,13 @@ Each test here failed before the fix it names."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 from zuno.process import procfs
 
+from conftest import RunZuno
 from jobhelp import Steps, call
 
 
@@ -180,3 +182,24 @@ def test_a_copied_replacement_character_for_bytes_that_are_not_utf8_is_explained
         assert r["metadata"]["conflict"]["kind"] == "ContextMismatch"
         assert "bytes that are not UTF-8" in r["text"] and "shell (iconv, sed)" in r["text"]
     assert (workspace / "menu.txt").read_bytes() == b"caf\xe9 au lait\nsecond\n"
+
+
+def test_a_one_shot_command_says_it_stopped_the_job_it_started(workspace: Path, run_zuno: RunZuno) -> None:
+    """`zuno call shell {"run_in_background": true}` printed "running … Completion arrives by itself"
+    and exited 0, and the job was silently killed as the process ended. Now stderr says so."""
+    args = json.dumps({"command": "sleep 5; touch late.txt", "run_in_background": True})
+    proc = run_zuno("call", "shell", args)
+    assert proc.returncode == 0, proc.stderr
+    job = proc.stdout.split("background job ", 1)[1].split(" ", 1)[0]
+    assert f"zuno: background job {job} (sleep 5; touch late.txt) was still running when this command ended" in (
+        proc.stderr
+    )
+    assert "keep one process (zuno steps, zuno mcp) open while it runs" in proc.stderr
+    # A job that ended before the command did is not mentioned.
+    with Steps(workspace) as z:
+        quick = z.one("shell", command="true", run_in_background=True)["metadata"]["background"]["taskID"]
+        assert z.one("bg", action="wait", taskID=quick)["metadata"]["status"] == "completed"
+        assert z.close() == 0
+        assert z.proc.stderr is not None
+        assert "was still running when this command ended" not in z.proc.stderr.read()
+    assert not (workspace / "late.txt").exists()

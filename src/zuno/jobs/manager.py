@@ -36,6 +36,7 @@ class JobManager:
         self._finished_order: list[str] = []
         self._closed = False
         self._orphans_marked = False
+        self.stopped_at_close: list[Job] = []  # jobs still running when the session ended
 
     @classmethod
     def of(cls, ctx: ToolContext) -> JobManager:
@@ -382,6 +383,7 @@ class JobManager:
             return
         self._closed = True
         active = [j for j in self.jobs.values() if j.active]
+        self.stopped_at_close = active
         if active:
             await asyncio.gather(*(self._end(j) for j in active), return_exceptions=True)
         for j in self.jobs.values():
@@ -391,6 +393,16 @@ class JobManager:
                     await j.watcher
             self._finish(j)
         await asyncio.gather(*(j.running.close() for j in self.jobs.values()), return_exceptions=True)
+
+    def exit_notes(self) -> list[str]:
+        """One line per job the session's end stopped, for the person whose command just ended:
+        a job lives only as long as the process that holds it."""
+        return [
+            f"zuno: background job {j.id} ({j.label[:80]}) was still running when this command ended, so it was "
+            f"stopped (status: {j.status}). A job lives only as long as the zuno process that started it: keep one "
+            "process (zuno steps, zuno mcp) open while it runs. Its end is reported to the session's next step."
+            for j in self.stopped_at_close
+        ]
 
     async def _end(self, job: Job) -> None:
         res = await job.running.stop("session-end", grace=limits.BACKGROUND_SESSION_END_GRACE_S)
