@@ -203,3 +203,47 @@ def test_a_one_shot_command_says_it_stopped_the_job_it_started(workspace: Path, 
         assert z.proc.stderr is not None
         assert "was still running when this command ended" not in z.proc.stderr.read()
     assert not (workspace / "late.txt").exists()
+
+
+def _half_a_character_then_the_rest(workspace: Path) -> str:
+    go = workspace / "go"
+    return f"printf 'caf\\xc3'; while [ ! -e {go} ]; do sleep 0.02; done; printf '\\xa9 ok\\n'"
+
+
+def _until_written(z: Steps, job: str, n: int, *, chord: bool) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        listed = z.one("job_list") if chord else z.one("bg", action="list")
+        facts = {f.get("taskID") or f.get("job_id"): f for f in listed["metadata"]["jobs"]}
+        if facts[job].get("totalWritten", 0) >= n:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{job} did not write {n} bytes")
+
+
+def test_a_character_a_running_job_is_still_writing_is_not_split_in_two(workspace: Path) -> None:
+    """job_output (and bg output at the end of a running job) showed the first half of a UTF-8
+    character as U+FFFD (or \\xc3), and the next read began with the second half: 'café' read as
+    'caf�' + '� ok'. The partial character now waits for the next read."""
+    go = workspace / "go"
+    with Steps(workspace, "--profile", "chord") as z:
+        job = z.one("shell", command=_half_a_character_then_the_rest(workspace), run_in_background=True)
+        jid = job["metadata"]["background"]["taskID"]
+        _until_written(z, jid, 4, chord=True)
+        first = z.one("job_output", job_id=jid)
+        go.touch()
+        rest = z.one("job_output", job_id=jid, wait="exit")
+        z.close()
+    assert first["text"].startswith("caf\n") and "\ufffd" not in first["text"]
+    assert rest["text"].startswith("é ok\n"), rest["text"]
+    go.unlink()
+    with Steps(workspace) as z:
+        job = z.one("shell", command=_half_a_character_then_the_rest(workspace), run_in_background=True)
+        jid = job["metadata"]["background"]["taskID"]
+        _until_written(z, jid, 4, chord=False)
+        first = z.one("bg", action="output", taskID=jid)
+        go.touch()
+        rest = z.one("bg", action="wait", taskID=jid, cursor=first["metadata"]["cursor"])
+        z.close()
+    assert first["metadata"]["cursor"] == 3 and first["text"].endswith("]\ncaf"), first["text"]
+    assert "é ok" in rest["text"] and rest["metadata"]["windowFrom"] == 3

@@ -32,6 +32,7 @@ from zuno.jobs import Job, JobManager, fmt_s
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.quote import quote
+from zuno.windows import _skip_continuations, _utf8_cut
 
 MIGRATIONS = JOB_MIGRATIONS
 
@@ -118,6 +119,11 @@ class JobOutputTool(Tool):
                     f"running, quiet for {fmt_s(time.time() - job.running.last_output_at)}"
                 )
             total = job.running.total_written
+            if job.active and total > job.read_cursor:
+                # A character the command is still writing waits for its last bytes: shown now,
+                # its two halves would each read as U+FFFD.
+                tail = job.running.read_range(max(job.read_cursor, total - 3), total)
+                total -= len(tail) - _utf8_cut(tail)
             new = total - job.read_cursor
             polling = ""
             if new == 0 and args.wait == "none" and job.active:
@@ -162,6 +168,7 @@ class JobOutputTool(Tool):
             return "(no new output)"
         if new > limits.BACKGROUND_PREVIEW_LIMIT:
             data = job.running.read_range(total - limits.BACKGROUND_PREVIEW_BYTES, total)
+            data = data[_skip_continuations(data) :]  # start on a character, not inside one
             return (
                 f"[{new} new bytes, over {limits.BACKGROUND_PREVIEW_LIMIT}: the last {len(data)} are shown; all of "
                 f"it is in {jobs.display(job.log_path)} from byte {start} — read or search the log instead of "
