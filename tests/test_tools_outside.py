@@ -247,3 +247,36 @@ def test_a_character_a_running_job_is_still_writing_is_not_split_in_two(workspac
         z.close()
     assert first["metadata"]["cursor"] == 3 and first["text"].endswith("]\ncaf"), first["text"]
     assert "é ok" in rest["text"] and rest["metadata"]["windowFrom"] == 3
+
+
+def test_a_read_page_stays_inside_the_output_limits(workspace: Path) -> None:
+    """read with a limit over tool_output.max_lines (models send 5000, 10000), or of a directory of
+    long names, came back as "[output withheld …] read it back with bg artifact" instead of a page;
+    now the page ends inside the limits and its footer names the next offset."""
+    (workspace / "short.txt").write_text("x\n" * 5000)
+    many = workspace / "many"
+    many.mkdir()
+    for i in range(2500):
+        (many / f"f{i}").touch()
+    long_names = workspace / "long"
+    long_names.mkdir()
+    for i in range(400):
+        (long_names / (f"n{i:03d}" + "0" * 200)).touch()
+    with Steps(workspace) as z:
+        text, listing, wide = z.step(
+            call("read", path="short.txt", limit=5000),
+            call("read", path="many", limit=3000),
+            call("read", path="long"),
+        )["results"]
+        z.close()
+    for r in (text, listing, wide):
+        assert r["outcome"] == "ok" and "withheldOutput" not in r["metadata"], r["text"][:300]
+    assert text["metadata"]["to"] == 2000 and text["text"].endswith("(lines 1-2000 of 5000; continue with offset=2001)")
+    assert listing["text"].endswith("(2000 of 2500 entries; continue with offset=2001)")
+    shown = len(wide["text"].splitlines()) - 2  # the head and the footer
+    assert 0 < shown < 400 and wide["text"].endswith(f"({shown} of 400 entries; continue with offset={shown + 1})")
+    (workspace / "zuno.json").write_text(json.dumps({"tool_output": {"max_lines": 50}}))
+    with Steps(workspace) as z:
+        small = z.one("read", path="short.txt")
+        z.close()
+    assert "withheldOutput" not in small["metadata"] and small["metadata"]["to"] == 50

@@ -65,7 +65,9 @@ class ReadTool(Tool):
         path, where = ctx.workspace.locate(args.path)
         shown = ctx.workspace.display(path)
         start = args.offset or 1
-        want = args.limit or limits.READ_DEFAULT_LIMIT_LINES
+        # A page never crosses the output limits (it would be withheld whole): at most max_lines
+        # rows, in max_bytes; the footer names the next offset.
+        want = min(args.limit or limits.READ_DEFAULT_LIMIT_LINES, ctx.config.tool_output.max_lines)
         budget = ctx.config.tool_output.max_bytes - 200
 
         def work(stop: threading.Event) -> tuple[str, Any]:
@@ -112,7 +114,7 @@ class ReadTool(Tool):
         if kind == "missing":
             return ToolOutput.failure(f"{shown}: no such file or directory.{_suggest(path)}")
         if kind == "dir":
-            return self._list(value, shown, args)
+            return self._list(value, shown, args, ctx.config.tool_output.max_lines, budget)
         scan, st = value
         record_seen(ctx, path, scan.sha256, scan.size, st)
         if b"\x00" in scan.head:
@@ -161,13 +163,19 @@ class ReadTool(Tool):
         )
 
     @staticmethod
-    def _list(entries: list[tuple[str, bool]], shown: str, args: ReadArgs) -> ToolOutput:
+    def _list(entries: list[tuple[str, bool]], shown: str, args: ReadArgs, max_lines: int, budget: int) -> ToolOutput:
         names = [name + ("/" if is_dir else "") for name, is_dir in entries]
         start = args.offset or 1
-        want = args.limit or limits.READ_DEFAULT_LIMIT_LINES
+        want = min(args.limit or limits.READ_DEFAULT_LIMIT_LINES, max_lines)
         page = names[start - 1 : start - 1 + want]
+        used = 0
+        for i, name in enumerate(page):  # long names: the page ends before the output limits, too
+            used += len(name.encode("utf-8", "surrogateescape")) + 1
+            if used > budget and i:
+                page = page[:i]
+                break
         footer = ""
-        if start - 1 + want < len(names):
+        if start - 1 + len(page) < len(names):
             footer = f"({len(page)} of {len(names)} entries; continue with offset={start + len(page)})"
         head = f"{shown}/ ({len(names)} entries)" if shown != "." else f"./ ({len(names)} entries)"
         return ToolOutput(text="\n".join(page), head=head, tail=footer, metadata={"path": shown, "entries": len(names)})
