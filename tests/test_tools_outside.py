@@ -280,3 +280,22 @@ def test_a_read_page_stays_inside_the_output_limits(workspace: Path) -> None:
         small = z.one("read", path="short.txt")
         z.close()
     assert "withheldOutput" not in small["metadata"] and small["metadata"]["to"] == 50
+
+
+def test_job_output_of_a_job_from_an_earlier_process_shows_its_output(workspace: Path) -> None:
+    """The completion notice says "Read it with job_output", but job_output of a job an earlier
+    process of the session ran answered only "its output is in <log> (N bytes)"; now it shows the
+    output (the 16 KiB preview rule) with the status and the verification receipt."""
+    with Steps(workspace, "--profile", "chord") as z:
+        first = z.one("shell", command="echo hello from job", run_in_background=True)
+        jid = first["metadata"]["background"]["taskID"]
+        assert z.one("job_output", job_id=jid, wait="exit")["metadata"]["status"] == "completed"
+        session = z.step()["session"]
+        z.close()
+    with Steps(workspace, "--session", session, "--profile", "chord") as z:
+        again = z.one("job_output", job_id=jid)
+        z.close()
+    assert again["outcome"] == "ok"
+    assert "belonged to an earlier process" in again["text"] and "\nhello from job\n" in again["text"]
+    assert "[status: completed]" in again["text"] and "[verification rcp_" in again["text"]
+    assert again["metadata"]["totalWritten"] == len("hello from job\n")

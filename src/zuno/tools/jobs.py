@@ -18,6 +18,7 @@ The jobs table's migration lives here (``MIGRATIONS``), shared with ``bg``.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import time
 from pathlib import Path
@@ -178,12 +179,47 @@ class JobOutputTool(Tool):
 
     @staticmethod
     def _from_row(jobs: JobManager, row: Any) -> ToolOutput:
-        """A job from an earlier process of this session: its log is all that is left."""
+        """A job from an earlier process of this session: its log is all that is left, and what
+        was read of it then is not known here, so its output is shown from the start (the same
+        16 KiB preview rule)."""
+        log = Path(row["log_path"])
+        shown = jobs.display(log)
+        try:
+            with open(log, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size > limits.BACKGROUND_PREVIEW_LIMIT:
+                    f.seek(size - limits.BACKGROUND_PREVIEW_BYTES)
+                data = f.read(limits.BACKGROUND_PREVIEW_LIMIT)
+        except OSError as e:
+            body = f"its log {shown} cannot be read ({e.strerror})."
+            size = None
+        else:
+            if size > limits.BACKGROUND_PREVIEW_LIMIT:
+                data = data[_skip_continuations(data) :]
+                body = (
+                    f"[{size} bytes, over {limits.BACKGROUND_PREVIEW_LIMIT}: the last {len(data)} are shown; all of "
+                    f"it is in {shown} — read or search the log instead of re-running]\n"
+                    + strip_escapes(data.decode("utf-8", "replace"))
+                )
+            else:
+                body = strip_escapes(data.decode("utf-8", "replace")) if data else "(no output)"
+        tail = f"[status: {row['status']}]"
+        if row["receipt_id"]:
+            tail += f"\n[verification {row['receipt_id']}]"
+        claimed, how = jobs.claim_completion(row["id"], "job_output")
         return ToolOutput(
-            text=f"{row['id']} belonged to an earlier process of this session; its output is in "
-            f"{jobs.display(Path(row['log_path']))} ({row['total_written']} bytes).",
-            tail=f"[status: {row['status']}]",
-            metadata={"job_id": row["id"], "status": row["status"], "logPath": row["log_path"]},
+            text=f"[{row['id']} belonged to an earlier process of this session; its output, read from {shown}]\n"
+            + body,
+            tail=tail,
+            bounded=True,
+            metadata={
+                "job_id": row["id"],
+                "status": row["status"],
+                "logPath": row["log_path"],
+                "totalWritten": size,
+                "completion": {"deliveredHere": claimed, "how": how},
+                **({"receiptId": row["receipt_id"]} if row["receipt_id"] else {}),
+            },
         )
 
 
