@@ -299,3 +299,20 @@ def test_job_output_of_a_job_from_an_earlier_process_shows_its_output(workspace:
     assert "belonged to an earlier process" in again["text"] and "\nhello from job\n" in again["text"]
     assert "[status: completed]" in again["text"] and "[verification rcp_" in again["text"]
     assert again["metadata"]["totalWritten"] == len("hello from job\n")
+
+
+def test_shell_says_each_call_is_a_new_shell_and_behaves_so(workspace: Path, run_zuno: RunZuno) -> None:
+    """Models expect `cd` and `export` to persist between shell calls (other harnesses keep the
+    directory); the description did not say they do not. Now it does, and that is what happens;
+    a command asking the terminal for a password fails instead of waiting."""
+    tools = json.loads(run_zuno("tools", "--json").stdout)
+    shell = next(t for t in tools["tools"] if t["name"] == "shell")
+    assert "cd and exported variables do not carry over" in shell["description"]
+    (workspace / "sub").mkdir()
+    with Steps(workspace) as z:
+        z.one("shell", command="cd sub && export ZZ_FLAG=1")
+        where = z.one("shell", command='pwd; echo "flag=${ZZ_FLAG:-unset}"')
+        prompt = z.one("shell", command="read -r pw < /dev/tty", timeout_ms=20000)
+        z.close()
+    assert where["text"].startswith(f"{workspace.resolve()}\nflag=unset\n")
+    assert prompt["outcome"] == "error" and "/dev/tty" in prompt["text"]

@@ -118,7 +118,8 @@ class ShellTool(Tool):
         "Run a command in its own process group (bash, `set -o pipefail`). Its verification receipt "
         "[verification rcp_…] says how far the exit code decides: authoritative, derived (a construct such as "
         "`|| true` or `set +e` weakens it) or unknown (killed, timed out, cancelled). Zuno never re-runs it: "
-        "after a timeout or cancel, inspect the real state first."
+        "after a timeout or cancel, inspect the real state first. Each call is a new shell in the workspace root (or "
+        "workdir): cd and exported variables do not carry over to the next call, and standard input is empty."
     )
     Args = ShellArgs
     declarations = Declarations()  # SideEffecting, Never, Exclusive
