@@ -316,3 +316,27 @@ def test_shell_says_each_call_is_a_new_shell_and_behaves_so(workspace: Path, run
         z.close()
     assert where["text"].startswith(f"{workspace.resolve()}\nflag=unset\n")
     assert prompt["outcome"] == "error" and "/dev/tty" in prompt["text"]
+
+
+def test_zuno_sessions_does_not_count_a_job_that_died_with_its_process(workspace: Path, run_zuno: RunZuno) -> None:
+    """After kill -9 of the process holding a job (its guard takes the group along), `zuno sessions`
+    still listed the job as open until the session was next driven; now only a job with a live
+    group counts."""
+
+    def open_jobs() -> dict[str, int]:
+        proc = run_zuno("sessions", "--json")
+        return {s["id"]: s["open_jobs"] for s in json.loads(proc.stdout)["sessions"]}
+
+    with Steps(workspace) as z:
+        bg = z.one("shell", command="sleep 60", run_in_background=True)["metadata"]["background"]
+        session = z.step()["session"]
+        assert open_jobs()[session] == 1  # the job runs, its process holds it
+        z.proc.kill()
+        z.proc.wait()
+    deadline = time.monotonic() + 20
+    while procfs.group_exists(bg["pgid"]) and time.monotonic() < deadline:
+        alive = [p for p, _ in procfs.group_members(bg["pgid"]) if (procfs.stat(p) or (0, 0, "Z"))[2] != "Z"]
+        if not alive:
+            break
+        time.sleep(0.05)
+    assert open_jobs()[session] == 0
