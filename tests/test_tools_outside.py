@@ -340,3 +340,22 @@ def test_zuno_sessions_does_not_count_a_job_that_died_with_its_process(workspace
             break
         time.sleep(0.05)
     assert open_jobs()[session] == 0
+
+
+def test_a_unified_diff_sent_as_a_patch_is_named_as_one(workspace: Path) -> None:
+    """Models send `git diff` output, or keep its "\\ No newline at end of file" line; both got only
+    "expected '*** Begin Patch'" / "expected a chunk line …" with no way forward."""
+    (workspace / "a.txt").write_text("x\n")
+    git_diff = "diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-x\n+y\n"
+    inside = "*** Begin Patch\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-x\n+y\n*** End Patch"
+    marker = "*** Begin Patch\n*** Update File: a.txt\n@@\n-x\n+y\n\\ No newline at end of file\n*** End Patch"
+    with Steps(workspace) as z:
+        z.one("read", path="a.txt")
+        results = z.step(*(call("apply_patch", patch=p) for p in (git_diff, inside, marker)))["results"]
+        z.close()
+    for r in results:
+        assert r["outcome"] == "blocked" and r["block_kind"] == "invalid_arguments", r["text"]
+    assert "this is a unified diff, not an apply_patch patch" in results[0]["text"]
+    assert "or apply the diff with shell (git apply)" in results[1]["text"]
+    assert "line 6:" in results[2]["text"] and "is unified-diff syntax" in results[2]["text"]
+    assert (workspace / "a.txt").read_text() == "x\n"

@@ -39,6 +39,13 @@ _HEREDOC_OPEN = re.compile(r"^\s*(?:apply_patch\s+)?<<-?\s*(['\"]?)([A-Za-z_][A-
 _FENCE_OPEN = re.compile(r"^\s*```[A-Za-z0-9_+-]*\s*$")
 _UNIFIED_RANGE = re.compile(r"^-\d+(?:,\d+)? \+\d+(?:,\d+)? @@ ?(.*)$")
 
+# The first line of a unified diff (git diff, diff -u), which models send instead of a patch.
+_UNIFIED_DIFF = re.compile(r"^(?:diff --git |--- \S|\+\+\+ \S|Index: )")
+UNIFIED_DIFF_HINT = (
+    f"this is a unified diff, not an apply_patch patch. Send '{BEGIN}', then per file '*** Update File: <path>' "
+    "and '@@' chunks of ' ' (context), '-' and '+' lines (no '---'/'+++' headers, no line numbers needed), then "
+    f"'{END}'; or apply the diff with shell (git apply)"
+)
 EXPECTED_HEADERS = "'*** Add File: <path>', '*** Delete File: <path>', '*** Update File: <path>' or '*** End Patch'"
 
 
@@ -175,6 +182,8 @@ def parse(text: str) -> list[FileOp]:
         hint = ""
         if lines[0].strip().startswith((ADD, DELETE, UPDATE)):
             hint = f": a patch wraps its file operations in '{BEGIN}' ... '{END}'; put '{BEGIN}' before this line"
+        elif _UNIFIED_DIFF.match(lines[0]):
+            hint = f": {UNIFIED_DIFF_HINT}"
         raise PatchSyntaxError(numbers[0], f"expected '{BEGIN}', got {_show(lines[0])}{hint}")
     if len(lines) < 2 or lines[-1].strip() != END:
         raise PatchSyntaxError(
@@ -235,7 +244,8 @@ def parse(text: str) -> list[FileOp]:
             continue
         if s.startswith(MOVE):
             raise PatchSyntaxError(no, f"'{MOVE}' must follow an '{UPDATE} <path>' line directly")
-        raise PatchSyntaxError(no, f"expected {EXPECTED_HEADERS}, got {_show(line)}")
+        hint = f": {UNIFIED_DIFF_HINT}" if _UNIFIED_DIFF.match(line) else ""
+        raise PatchSyntaxError(no, f"expected {EXPECTED_HEADERS}, got {_show(line)}{hint}")
     if not ops:
         raise PatchSyntaxError(nums[0] if nums else numbers[-1], "the patch has no file operation: nothing to apply")
     return ops
@@ -291,6 +301,13 @@ def _parse_chunks(body: list[str], nums: list[int], i: int, op: FileOp, chunk_no
                 chunk.ops.append(("del", ln[1:]))
             elif c == "+":
                 chunk.ops.append(("add", ln[1:]))
+            elif ln.startswith("\\ "):
+                raise PatchSyntaxError(
+                    nums[j],
+                    f"{_show(ln)} is unified-diff syntax, not apply_patch's: drop the line (apply_patch keeps the "
+                    f"file's final-newline state; a chunk that must match at the end of the file ends with "
+                    f"'{EOF_MARK}')",
+                )
             else:
                 raise PatchSyntaxError(
                     nums[j],
