@@ -359,3 +359,21 @@ def test_a_unified_diff_sent_as_a_patch_is_named_as_one(workspace: Path) -> None
     assert "or apply the diff with shell (git apply)" in results[1]["text"]
     assert "line 6:" in results[2]["text"] and "is unified-diff syntax" in results[2]["text"]
     assert (workspace / "a.txt").read_text() == "x\n"
+
+
+def test_bg_says_which_action_reads_what_when_the_two_are_mixed_up(workspace: Path) -> None:
+    """bg output with the withheld-output path (or artifact with a job id) was told only that the
+    other field was required; now the refusal names the action that reads what was given."""
+    with Steps(workspace) as z:
+        path = z.one("shell", command="seq 1 5000")["metadata"]["withheldOutput"]["outputPath"]
+        by_path, path_as_id, by_id = z.step(
+            call("bg", action="output", outputPath=path),
+            call("bg", action="wait", taskID=path),
+            call("bg", action="artifact", taskID="job_0123456789"),
+        )["results"]
+        z.close()
+    for r in (by_path, path_as_id, by_id):
+        assert r["outcome"] == "blocked" and r["block_kind"] == "invalid_arguments", r["text"]
+    assert 'read it with action "artifact"' in by_path["text"]
+    assert 'withheld output is read with action "artifact" and outputPath' in path_as_id["text"]
+    assert 'read its output with action "output"' in by_id["text"]

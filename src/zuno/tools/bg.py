@@ -85,18 +85,28 @@ class BgTool(Tool):
         if args.action == "list":
             return self.list(jobs)
         if not args.taskID:
+            mixed = (
+                ' outputPath names output a size limit withheld: read it with action "artifact".'
+                if args.outputPath and args.action in ("output", "wait")
+                else ""
+            )
             raise Refused(
                 BlockKind.invalid_arguments,
                 f"argument 'taskID' is required for action \"{args.action}\": pass the id a background start "
-                'returned, or use action "list".',
+                f'returned, or use action "list".{mixed}',
             )
         job = jobs.get(args.taskID)
         row = jobs.row(args.taskID)
         if job is None and row is None:
+            mixed = (
+                ' It looks like a path: withheld output is read with action "artifact" and outputPath.'
+                if "/" in args.taskID
+                else ""
+            )
             raise Refused(
                 BlockKind.invalid_arguments,
                 f"argument 'taskID': {quote(args.taskID)} is not a background execution of this session. "
-                'Use action "list" to see them.',
+                f'Use action "list" to see them.{mixed}',
             )
         if args.action == "cancel":
             return await self.cancel(jobs, job, row, args)
@@ -236,9 +246,14 @@ class BgTool(Tool):
 
     async def artifact(self, ctx: ToolContext, args: BgArgs) -> ToolOutput:
         if not args.outputPath:
+            mixed = (
+                ' taskID names a background execution: read its output with action "output" (or "wait").'
+                if args.taskID
+                else ""
+            )
             raise Refused(
                 BlockKind.invalid_arguments,
-                "argument 'outputPath' is required for action \"artifact\": pass the path the notice named.",
+                f"argument 'outputPath' is required for action \"artifact\": pass the path the notice named.{mixed}",
             )
         path, where = ctx.workspace.locate(args.outputPath, field="outputPath")
         shown = ctx.workspace.display(path)
