@@ -377,3 +377,19 @@ def test_bg_says_which_action_reads_what_when_the_two_are_mixed_up(workspace: Pa
     assert 'read it with action "artifact"' in by_path["text"]
     assert 'withheld output is read with action "artifact" and outputPath' in path_as_id["text"]
     assert 'read its output with action "output"' in by_id["text"]
+
+
+def test_a_directory_offset_past_its_entries_is_said_like_a_files(workspace: Path) -> None:
+    """read of a directory with an offset past its entries came back "ok" with only the header, as if
+    the directory were empty; a file's says "offset N is past the end". Now both do."""
+    (workspace / "d").mkdir()
+    (workspace / "d" / "one").touch()
+    (workspace / "empty").mkdir()
+    with Steps(workspace) as z:
+        past, empty, last = z.step(
+            call("read", path="d", offset=50), call("read", path="empty"), call("read", path="d", offset=1)
+        )["results"]
+        z.close()
+    assert past["outcome"] == "error" and "offset 50 is past the end of d/ (1 entry)" in past["text"]
+    assert empty["outcome"] == "ok" and "(0 entries)" in empty["text"]
+    assert last["outcome"] == "ok" and last["text"].endswith("one")

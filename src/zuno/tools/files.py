@@ -166,6 +166,12 @@ class ReadTool(Tool):
     def _list(entries: list[tuple[str, bool]], shown: str, args: ReadArgs, max_lines: int, budget: int) -> ToolOutput:
         names = [name + ("/" if is_dir else "") for name, is_dir in entries]
         start = args.offset or 1
+        if start > max(len(names), 1):
+            return ToolOutput.failure(
+                f"offset {start} is past the end of {shown}/ "
+                f"({'1 entry' if len(names) == 1 else f'{len(names)} entries'}). Give an offset from 1 to "
+                f"{max(len(names), 1)}."
+            )
         want = min(args.limit or limits.READ_DEFAULT_LIMIT_LINES, max_lines)
         page = names[start - 1 : start - 1 + want]
         used = 0
