@@ -393,3 +393,26 @@ def test_a_directory_offset_past_its_entries_is_said_like_a_files(workspace: Pat
     assert past["outcome"] == "error" and "offset 50 is past the end of d/ (1 entry)" in past["text"]
     assert empty["outcome"] == "ok" and "(0 entries)" in empty["text"]
     assert last["outcome"] == "ok" and last["text"].endswith("one")
+
+
+def test_a_multi_line_command_stays_one_line_in_job_listings(workspace: Path) -> None:
+    """A here-document or a script run in the background has newlines in its label: bg list and
+    job_list printed it across several lines (the next job's line looked like part of it), and so
+    did the completion notice. Now its first line and how many more are shown."""
+    script = "cat > /dev/null <<'EOF'\nline one\nline two\nEOF\necho done"
+    with Steps(workspace) as z:
+        jid = z.one("shell", command=script, run_in_background=True)["metadata"]["background"]["taskID"]
+        z.one("shell", command="sleep 30", run_in_background=True)
+        listed = z.one("bg", action="list")
+        waited = z.step(call("bg", action="wait", taskID=jid))
+        z.close()
+    rows = listed["text"].splitlines()
+    assert len(rows) == 2 and rows[0].startswith(jid), listed["text"]
+    assert rows[0].endswith("cat > /dev/null <<'EOF' … (+4 lines)")
+    assert listed["metadata"]["jobs"][0]["label"] == script  # the facts keep the whole command
+    assert waited["results"][0]["metadata"]["status"] == "completed"
+    with Steps(workspace, "--profile", "chord") as z:
+        z.one("shell", command=script + "; sleep 30", run_in_background=True)
+        chord = z.one("job_list")
+        z.close()
+    assert len(chord["text"].splitlines()) == 1 and chord["text"].endswith("(+4 lines)"), chord["text"]

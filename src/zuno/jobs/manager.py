@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from zuno import limits
 from zuno.jobs.job import Job
-from zuno.jobs.status import PROMOTED_REQUESTED, exit_text, status_of
+from zuno.jobs.status import PROMOTED_REQUESTED, exit_text, label_line, status_of
 from zuno.process import CommandSpec, ExitInfo, RunningCommand, StopResult, start
 
 if TYPE_CHECKING:
@@ -262,7 +262,7 @@ class JobManager:
             else None
         )
         text = (
-            f"Background job {row['id']} ({row['label']}) ended: {row['status']}"
+            f"Background job {row['id']} ({label_line(row['label'])}) ended: {row['status']}"
             + (f", {exit_text(info)}" if info else ", its process group was killed when the process holding it ended")
             + f"; {row['total_written'] or 0} bytes of output in {self.display(Path(row['log_path']))}. "
             f"{self.read_hint(row['id'])}."
@@ -398,9 +398,10 @@ class JobManager:
         """One line per job the session's end stopped, for the person whose command just ended:
         a job lives only as long as the process that holds it."""
         return [
-            f"zuno: background job {j.id} ({j.label[:80]}) was still running when this command ended, so it was "
-            f"stopped (status: {j.status}). A job lives only as long as the zuno process that started it: keep one "
-            "process (zuno steps, zuno mcp) open while it runs. Its end is reported to the session's next step."
+            f"zuno: background job {j.id} ({label_line(j.label, 80)}) was still running when this command ended, "
+            f"so it was stopped (status: {j.status}). A job lives only as long as the zuno process that started it: "
+            "keep one process (zuno steps, zuno mcp) open while it runs. Its end is reported to the session's next "
+            "step."
             for j in self.stopped_at_close
         ]
 

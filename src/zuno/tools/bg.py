@@ -29,7 +29,7 @@ from pydantic import Field
 
 from zuno import limits, safefs
 from zuno.declarations import READ_ONLY_PARALLEL, BlockKind, Effect
-from zuno.jobs import Job, JobManager, exit_text, fmt_s
+from zuno.jobs import Job, JobManager, exit_text, fmt_s, label_line
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.quote import quote
@@ -157,9 +157,9 @@ class BgTool(Tool):
             facts.append(f)
             end = r["ended_at"] or now
             purpose = f"; backgroundPurpose {r['purpose']}" if r["purpose"] else ""
-            lines.append(
-                f"{r['id']}  {status:<11} {fmt_s(end - r['started_at']):>8}  {total:>10} bytes  {r['label']}{purpose}"
-            )
+            label = label_line(r["label"])
+            took = fmt_s(end - r["started_at"])
+            lines.append(f"{r['id']}  {status:<11} {took:>8}  {total:>10} bytes  {label}{purpose}")
         return ToolOutput(text="\n".join(lines), metadata={"jobs": facts})
 
     def window(self, jobs: JobManager, job: Job | None, row: Any, args: BgArgs, *, via: str) -> ToolOutput:

@@ -29,7 +29,7 @@ from pydantic import Field
 from zuno import limits
 from zuno.declarations import READ_ONLY_PARALLEL, BlockKind, Declarations
 from zuno.jobs import MIGRATIONS as JOB_MIGRATIONS
-from zuno.jobs import Job, JobManager, fmt_s
+from zuno.jobs import Job, JobManager, fmt_s, label_line
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.quote import quote
@@ -258,7 +258,7 @@ class JobListTool(Tool):
             facts.append(f)
             lines.append(
                 f"{r['id']}  {status:<11} elapsed {fmt_s(end - r['started_at']):>7}  quiet {quiet:>7}  "
-                f"deadline {deadline:>7}  {r['label']}"
+                f"deadline {deadline:>7}  {label_line(r['label'])}"
             )
         if not lines:
             text = "No active jobs." + ("" if args.include_finished else " (include_finished: true lists ended ones.)")
