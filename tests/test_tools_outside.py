@@ -416,3 +416,20 @@ def test_a_multi_line_command_stays_one_line_in_job_listings(workspace: Path) ->
         chord = z.one("job_list")
         z.close()
     assert len(chord["text"].splitlines()) == 1 and chord["text"].endswith("(+4 lines)"), chord["text"]
+
+
+def test_bg_artifact_given_a_commands_log_says_how_to_read_it(workspace: Path) -> None:
+    """The shell result names its capture log (logPath); bg artifact on it was only "not an
+    artifact Zuno saved". Now a job's log points at bg output with its id, a foreground one at read."""
+    with Steps(workspace) as z:
+        job = z.one("shell", command="echo hi", run_in_background=True)["metadata"]
+        fore = z.one("shell", command="echo there")["metadata"]
+        of_job, of_fore = z.step(
+            call("bg", action="artifact", outputPath=job["logPath"]),
+            call("bg", action="artifact", outputPath=fore["logPath"]),
+        )["results"]
+        z.close()
+    jid = job["background"]["taskID"]
+    assert of_job["block_kind"] == "invalid_arguments"
+    assert f'read it with action "output", taskID "{jid}"' in of_job["text"]
+    assert f'read it with read {{"path": "{fore["logPath"]}"}}' in of_fore["text"]

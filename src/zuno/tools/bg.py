@@ -19,6 +19,7 @@ already bounded).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections.abc import Mapping
@@ -258,10 +259,17 @@ class BgTool(Tool):
         path, where = ctx.workspace.locate(args.outputPath, field="outputPath")
         shown = ctx.workspace.display(path)
         if ctx.store.artifact(shown) is None:
+            job = next((r["id"] for r in JobManager.of(ctx).rows() if Path(r["log_path"]) == path), None)
+            if job:
+                hint = f' It is the log of background job {job}: read it with action "output", taskID "{job}".'
+            elif path.is_relative_to(ctx.workspace.state_dir / "logs"):
+                hint = f' It is a command\'s capture log: read it with read {{"path": {json.dumps(shown)}}}.'
+            else:
+                hint = ""
             raise Refused(
                 BlockKind.invalid_arguments,
                 f"argument 'outputPath': {quote(args.outputPath)} is not an artifact Zuno saved. "
-                "Use the outputPath from a withheld-output notice (metadata.withheldOutput.outputPath).",
+                f"Use the outputPath from a withheld-output notice (metadata.withheldOutput.outputPath).{hint}",
             )
         try:
             w = await asyncio.to_thread(_artifact_window, where, args.cursor, args.limit)
