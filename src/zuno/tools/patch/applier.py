@@ -30,14 +30,7 @@ from zuno.tools.file_scan import in_thread, not_a_file, read_current, refuse_dir
 from zuno.tools.patch import textfile
 from zuno.tools.patch.grammar import Chunk, FileOp, PatchSyntaxError, digest, first_path, parse
 from zuno.tools.patch.matcher import LEVEL_NAMES, Matcher
-from zuno.tools.patch.retry import (
-    NOT_UTF8_HINT,
-    READ_ROWS_HINT,
-    closest,
-    copies_undecodable,
-    without_final_blank,
-    without_read_rows,
-)
+from zuno.tools.patch.retry import closest, copied_wrong, without_final_blank
 from zuno.workspace import STATE_DIR
 
 ABSENT = "absent"
@@ -406,11 +399,7 @@ class ApplyPatchTool(Tool):
             if not found:
                 where = "at the end of the file" if chunk.end_of_file else f"from line {region + 1} on"
                 hint, near = closest(matcher, old, region)
-                bare = without_read_rows(old)
-                if bare is not None and Matcher(lines, set(bare)).find(bare, region)[0]:
-                    hint = READ_ROWS_HINT.format(first=old[0].split("\t", 1)[0].strip()) + hint
-                if copies_undecodable(old, lines):
-                    hint = NOT_UTF8_HINT + hint
+                hint = copied_wrong(old, lines, region) + hint
                 return mismatch(
                     chunk,
                     f"its {len(old)} context/removed line(s) starting {old[0]!r} do not match the current file {where}"

@@ -78,3 +78,16 @@ NOT_UTF8_HINT = (
 def copies_undecodable(old: list[str], lines: list[str]) -> bool:
     """Whether the old lines carry U+FFFD where the file has bytes that are not UTF-8."""
     return any("\ufffd" in ln for ln in old) and any(_RAW_BYTE.search(ln) for ln in lines)
+
+
+def copied_wrong(old: list[str], lines: list[str], start: int) -> str:
+    """The hints for a chunk whose lines were copied out of read with what is not in the file:
+    read's line-number prefixes (named only when the text after them is there), or U+FFFD for
+    bytes that are not UTF-8."""
+    hint = ""
+    bare = without_read_rows(old)
+    if bare is not None and Matcher(lines, set(bare)).find(bare, start)[0]:
+        hint += READ_ROWS_HINT.format(first=old[0].split("\t", 1)[0].strip())
+    if copies_undecodable(old, lines):
+        hint += NOT_UTF8_HINT
+    return hint
