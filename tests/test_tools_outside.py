@@ -433,3 +433,26 @@ def test_bg_artifact_given_a_commands_log_says_how_to_read_it(workspace: Path) -
     assert of_job["block_kind"] == "invalid_arguments"
     assert f'read it with action "output", taskID "{jid}"' in of_job["text"]
     assert f'read it with read {{"path": "{fore["logPath"]}"}}' in of_fore["text"]
+
+
+def test_chord_shell_output_over_16_kib_is_a_preview_and_the_log_path(workspace: Path) -> None:
+    """The chord page: "Shell and background output over 16 KiB: the result shows a short preview
+    and where the log file is". A foreground chord shell inlined up to 50 KiB (and withheld more
+    behind an artifact notice); now it shows the last 2 KiB and the log, which holds every byte.
+    The zuno profile keeps its own rule (inline up to tool_output, withheld beyond)."""
+    cmd = "head -c 20000 /dev/zero | tr '\\0' a; echo; seq 1 300"
+    with Steps(workspace, "--profile", "chord") as z:
+        chord = z.one("shell", command=cmd)
+        z.close()
+    with Steps(workspace) as z:
+        plain = z.one("shell", command=cmd)
+        z.close()
+    assert chord["outcome"] == "ok" and "withheldOutput" not in chord["metadata"]
+    log = chord["metadata"]["logPath"]
+    assert chord["text"].startswith(
+        f"[output is 21093 bytes, over 16384: showing the last {chord['metadata']['preview']['bytes']} bytes; "
+        f"the whole log is {log}"
+    )
+    assert "\n300\n[exit 0 · passed" in chord["text"] and len(chord["text"]) < 3000
+    assert (workspace / log).read_bytes() == b"a" * 20000 + b"\n" + "".join(f"{i}\n" for i in range(1, 301)).encode()
+    assert "output is" not in plain["text"] and plain["text"].startswith("a" * 20000)
