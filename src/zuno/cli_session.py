@@ -135,7 +135,12 @@ async def with_session(args: argparse.Namespace, body: Body) -> int:
             try:
                 status = await body(session, stop) if stop.status is None else stop.status
             finally:
+                from zuno.jobs import JobManager
+
+                jobs = session.services.peek(JobManager)
                 await session.close()
+                for note in jobs.exit_notes() if jobs is not None else []:
+                    print(note, file=sys.stderr)
         return stop.status if stop.status is not None else status
     finally:
         await rt.aclose()

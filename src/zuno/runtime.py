@@ -151,7 +151,16 @@ class Runtime:
     def sessions(self) -> list[dict[str, Any]]:
         """This workspace's sessions, most recently active first (see ``Store.list_sessions``)."""
         store = self.existing_store()
-        return store.list_sessions(str(self.root)) if store is not None else []
+        if store is None:
+            return []
+        rows = store.list_sessions(str(self.root))
+        if any(r["open_jobs"] for r in rows):
+            from zuno.jobs.liveness import open_jobs
+
+            for r in rows:  # a row left open by a process that died is not a running job
+                if r["open_jobs"]:
+                    r["open_jobs"] = open_jobs(store, r["id"])
+        return rows
 
     def prune_sessions(
         self, *, older_than_s: float | None = None, keep: int | None = None, dry_run: bool = False

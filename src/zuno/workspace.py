@@ -216,6 +216,7 @@ def check_name_lengths(raw: str, field: str) -> None:
 def _realpath(joined: Path, raw: str, field: str) -> Path:
     """os.path.realpath, tolerant of a link swapped while it runs (readlink of a name that stopped
     being a link raises): tried again a few times, then refused. A link loop is invalid arguments."""
+    last = 0
     for _ in range(8):
         try:
             return Path(os.path.realpath(joined, strict=True))
@@ -231,7 +232,17 @@ def _realpath(joined: Path, raw: str, field: str) -> Path:
                     f"argument '{field}': {raw!r} goes through a symbolic link loop (a link that points back to "
                     "itself); it names no file. Name the real path.",
                 ) from None
+            last = e.errno or 0
             continue
+    if last == errno.ENOTDIR:
+        # Not a race: a component the path goes through is a file (nothing can be below it).
+        blocker = next((q for q in reversed(joined.parents) if q.exists() and not q.is_dir()), None)
+        what = f"{str(blocker)!r} is" if blocker is not None else "one of its parent components is"
+        raise Refused(
+            BlockKind.invalid_arguments,
+            f"argument '{field}': {raw!r} goes through a file: {what} a file, not a directory, so nothing can be "
+            "below it. Name a path whose parents are directories (or remove or rename that file first).",
+        )
     raise Refused(
         BlockKind.denied,
         f"argument '{field}': {raw!r} kept changing while it was resolved (a symbolic link swapped in and out); "

@@ -46,6 +46,7 @@ from zuno.jobs.status import (
     TERMINAL_BY_REASON,
     exit_text,
     fmt_s,
+    label_line,
     status_of,
 )
 
@@ -59,5 +60,6 @@ __all__ = [
     "JobManager",
     "exit_text",
     "fmt_s",
+    "label_line",
     "status_of",
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import time
 import uuid
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from zuno import limits
 from zuno.jobs.job import Job
-from zuno.jobs.status import PROMOTED_REQUESTED, exit_text, status_of
+from zuno.jobs.status import PROMOTED_REQUESTED, exit_text, label_line, status_of
 from zuno.process import CommandSpec, ExitInfo, RunningCommand, StopResult, start
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ class JobManager:
         self._finished_order: list[str] = []
         self._closed = False
         self._orphans_marked = False
+        self.stopped_at_close: list[Job] = []  # jobs still running when the session ended
 
     @classmethod
     def of(cls, ctx: ToolContext) -> JobManager:
@@ -84,14 +86,22 @@ class JobManager:
             return
         self._orphans_marked = True
         rows = self.store.query(
-            "SELECT id FROM jobs WHERE session_id = ? AND status = 'running' AND ended_at IS NULL", (self.session_id,)
+            "SELECT id, log_path, total_written FROM jobs WHERE session_id = ? AND status = 'running' "
+            "AND ended_at IS NULL",
+            (self.session_id,),
         )
         now = time.time()
         for r in rows:
+            # The dead process never recorded how much its job wrote: the log it captured to holds
+            # every byte, so its size is the count (not the 0 of a row nobody finished).
+            try:
+                written = os.stat(r["log_path"]).st_size
+            except OSError:
+                written = r["total_written"]
             self.store.execute(
-                "UPDATE jobs SET status = 'lost', ended_at = ?, killed_by = COALESCE(killed_by, 'session-end') "
-                "WHERE id = ?",
-                (now, r["id"]),
+                "UPDATE jobs SET status = 'lost', ended_at = ?, killed_by = COALESCE(killed_by, 'session-end'), "
+                "total_written = ? WHERE id = ?",
+                (now, written, r["id"]),
             )
             self._queue_callback(r["id"])
 
@@ -252,7 +262,7 @@ class JobManager:
             else None
         )
         text = (
-            f"Background job {row['id']} ({row['label']}) ended: {row['status']}"
+            f"Background job {row['id']} ({label_line(row['label'])}) ended: {row['status']}"
             + (f", {exit_text(info)}" if info else ", its process group was killed when the process holding it ended")
             + f"; {row['total_written'] or 0} bytes of output in {self.display(Path(row['log_path']))}. "
             f"{self.read_hint(row['id'])}."
@@ -373,6 +383,7 @@ class JobManager:
             return
         self._closed = True
         active = [j for j in self.jobs.values() if j.active]
+        self.stopped_at_close = active
         if active:
             await asyncio.gather(*(self._end(j) for j in active), return_exceptions=True)
         for j in self.jobs.values():
@@ -382,6 +393,17 @@ class JobManager:
                     await j.watcher
             self._finish(j)
         await asyncio.gather(*(j.running.close() for j in self.jobs.values()), return_exceptions=True)
+
+    def exit_notes(self) -> list[str]:
+        """One line per job the session's end stopped, for the person whose command just ended:
+        a job lives only as long as the process that holds it."""
+        return [
+            f"zuno: background job {j.id} ({label_line(j.label, 80)}) was still running when this command ended, "
+            f"so it was stopped (status: {j.status}). A job lives only as long as the zuno process that started it: "
+            "keep one process (zuno steps, zuno mcp) open while it runs. Its end is reported to the session's next "
+            "step."
+            for j in self.stopped_at_close
+        ]
 
     async def _end(self, job: Job) -> None:
         res = await job.running.stop("session-end", grace=limits.BACKGROUND_SESSION_END_GRACE_S)

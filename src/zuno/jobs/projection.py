@@ -12,6 +12,7 @@ import json
 import time
 from typing import TYPE_CHECKING
 
+from zuno.jobs.status import label_line
 from zuno.projection import ContextSection
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ def jobs_section(store: Store, session_id: str) -> ContextSection | None:
     now = time.time()
     lines = [f"Background jobs still running ({len(rows)}); their completion arrives as a notice, do not poll:"]
     for r in rows[:JOBS_SECTION_MAX]:
-        line = f"- {r['id']}: {r['label'][:200]} (running {now - r['started_at']:.0f}s"
+        line = f"- {r['id']}: {label_line(r['label'], 200)} (running {now - r['started_at']:.0f}s"
         if r["purpose"]:
             line += f", backgroundPurpose {r['purpose']}"
         if r["deadline_at"]:

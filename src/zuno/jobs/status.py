@@ -56,3 +56,12 @@ def fmt_s(seconds: float) -> str:
         return f"{m}m{s:02d}s"
     h, m = divmod(m, 60)
     return f"{h}h{m:02d}m"
+
+
+def label_line(label: str, width: int = 120) -> str:
+    """A job's label on one line, for listings and notices: a multi-line command (a here-document,
+    a script) is shown by its first line and how many more it has, so one job stays one line."""
+    lines = label.splitlines() or [""]
+    first = lines[0] if len(lines[0]) <= width else lines[0][: width - 1] + "…"
+    more = len(lines) - 1
+    return first + (f" … (+{more} line{'s' if more > 1 else ''})" if more else "")

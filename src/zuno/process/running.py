@@ -113,6 +113,7 @@ class RunningCommand:
         """One window of the capture: (window, from_disk). Without a cursor: the newest window
         ending at total_written when ``from_end``, else from byte 0."""
         lim = clamp_limit(limit)
+        growing = self.group_alive()  # a character the command is still writing is not split either
         with self._lock:
             total = self._total
             mem_start = total - len(self._tail)
@@ -131,7 +132,7 @@ class RunningCommand:
             skip = _skip_continuations(data)
             start += skip
             data = data[skip:]
-        if start + len(data) < total:
+        if start + len(data) < total or growing:
             data = data[: _utf8_cut(data)] or data
         return Window(data, start, start + len(data), total, lim), False
 

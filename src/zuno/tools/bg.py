@@ -19,6 +19,7 @@ already bounded).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections.abc import Mapping
@@ -29,7 +30,7 @@ from pydantic import Field
 
 from zuno import limits, safefs
 from zuno.declarations import READ_ONLY_PARALLEL, BlockKind, Effect
-from zuno.jobs import Job, JobManager, exit_text, fmt_s
+from zuno.jobs import Job, JobManager, exit_text, fmt_s, label_line
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.quote import quote
@@ -85,18 +86,28 @@ class BgTool(Tool):
         if args.action == "list":
             return self.list(jobs)
         if not args.taskID:
+            mixed = (
+                ' outputPath names output a size limit withheld: read it with action "artifact".'
+                if args.outputPath and args.action in ("output", "wait")
+                else ""
+            )
             raise Refused(
                 BlockKind.invalid_arguments,
                 f"argument 'taskID' is required for action \"{args.action}\": pass the id a background start "
-                'returned, or use action "list".',
+                f'returned, or use action "list".{mixed}',
             )
         job = jobs.get(args.taskID)
         row = jobs.row(args.taskID)
         if job is None and row is None:
+            mixed = (
+                ' It looks like a path: withheld output is read with action "artifact" and outputPath.'
+                if "/" in args.taskID
+                else ""
+            )
             raise Refused(
                 BlockKind.invalid_arguments,
                 f"argument 'taskID': {quote(args.taskID)} is not a background execution of this session. "
-                'Use action "list" to see them.',
+                f'Use action "list" to see them.{mixed}',
             )
         if args.action == "cancel":
             return await self.cancel(jobs, job, row, args)
@@ -147,9 +158,9 @@ class BgTool(Tool):
             facts.append(f)
             end = r["ended_at"] or now
             purpose = f"; backgroundPurpose {r['purpose']}" if r["purpose"] else ""
-            lines.append(
-                f"{r['id']}  {status:<11} {fmt_s(end - r['started_at']):>8}  {total:>10} bytes  {r['label']}{purpose}"
-            )
+            label = label_line(r["label"])
+            took = fmt_s(end - r["started_at"])
+            lines.append(f"{r['id']}  {status:<11} {took:>8}  {total:>10} bytes  {label}{purpose}")
         return ToolOutput(text="\n".join(lines), metadata={"jobs": facts})
 
     def window(self, jobs: JobManager, job: Job | None, row: Any, args: BgArgs, *, via: str) -> ToolOutput:
@@ -176,8 +187,10 @@ class BgTool(Tool):
             }
             info_text = status
             purpose = row["purpose"]
-        head = self._head(facts["taskID"], status, info_text, w, from_disk, purpose)
+        head = _past_end(args.cursor, w) + self._head(facts["taskID"], status, info_text, w, from_disk, purpose)
         meta: dict[str, Any] = {**facts, **w.facts(), "fromDisk": from_disk}
+        if args.cursor is not None and args.cursor > w.total:
+            meta["cursorPastEnd"] = args.cursor
         tail = ""
         if ended:
             claimed, how = jobs.claim_completion(facts["taskID"], via)
@@ -234,31 +247,58 @@ class BgTool(Tool):
 
     async def artifact(self, ctx: ToolContext, args: BgArgs) -> ToolOutput:
         if not args.outputPath:
+            mixed = (
+                ' taskID names a background execution: read its output with action "output" (or "wait").'
+                if args.taskID
+                else ""
+            )
             raise Refused(
                 BlockKind.invalid_arguments,
-                "argument 'outputPath' is required for action \"artifact\": pass the path the notice named.",
+                f"argument 'outputPath' is required for action \"artifact\": pass the path the notice named.{mixed}",
             )
         path, where = ctx.workspace.locate(args.outputPath, field="outputPath")
         shown = ctx.workspace.display(path)
         if ctx.store.artifact(shown) is None:
+            job = next((r["id"] for r in JobManager.of(ctx).rows() if Path(r["log_path"]) == path), None)
+            if job:
+                hint = f' It is the log of background job {job}: read it with action "output", taskID "{job}".'
+            elif path.is_relative_to(ctx.workspace.state_dir / "logs"):
+                hint = f' It is a command\'s capture log: read it with read {{"path": {json.dumps(shown)}}}.'
+            else:
+                hint = ""
             raise Refused(
                 BlockKind.invalid_arguments,
                 f"argument 'outputPath': {quote(args.outputPath)} is not an artifact Zuno saved. "
-                "Use the outputPath from a withheld-output notice (metadata.withheldOutput.outputPath).",
+                f"Use the outputPath from a withheld-output notice (metadata.withheldOutput.outputPath).{hint}",
             )
         try:
             w = await asyncio.to_thread(_artifact_window, where, args.cursor, args.limit)
         except OSError as e:
             return ToolOutput.failure(f"artifact {shown} cannot be read ({e.strerror}); it may have been removed.")
-        head = (
+        head = _past_end(args.cursor, w) + (
             f"[artifact {shown}: bytes {w.window_from}-{w.cursor} of {w.total}; "
             f"hasMore: {_b(w.has_more)}"
             + (f", next cursor: {w.cursor}" if w.has_more else "")
             + f"; hasEarlier: {_b(w.has_earlier)}]"
         )
         return ToolOutput(
-            text=w.text(), head=head, raw=w.data, bounded=True, metadata={"outputPath": shown, **w.facts()}
+            text=w.text(),
+            head=head,
+            raw=w.data,
+            bounded=True,
+            metadata={"outputPath": shown, **w.facts()}
+            | ({"cursorPastEnd": args.cursor} if args.cursor is not None and args.cursor > w.total else {}),
         )
+
+
+def _past_end(cursor: int | None, w: Window) -> str:
+    """A notice when the cursor asked for lies past the last byte: the window is empty, at the end."""
+    if cursor is None or cursor <= w.total:
+        return ""
+    return (
+        f"[notice] cursor {cursor} is past the end ({w.total} bytes written so far): the window is empty and "
+        f"starts at {w.total}; page with the cursor a read returns, or omit it for the newest window\n"
+    )
 
 
 def _artifact_window(where: safefs.Target, cursor: int | None, limit: int | None) -> Window:

@@ -25,6 +25,7 @@ from zuno.tools.file_scan import digest_current, in_thread, not_a_file, read_cur
 from zuno.tools.patch import textfile
 from zuno.tools.patch.applier import ABSENT, in_state_dir, remember, replay_conflict
 from zuno.tools.patch.grammar import digest
+from zuno.tools.patch.retry import NOT_UTF8_HINT, READ_ROWS_HINT, copies_undecodable, without_read_rows
 from zuno.workspace import STATE_DIR
 
 # old_string is looked for again with its whitespace loosened only up to this size.
@@ -116,6 +117,11 @@ class EditTool(Tool):
                 near = logical.count("\n", 0, at) + 1 if at >= 0 else None
                 if not count and near is not None:
                     detail += f"; text that differs from it only in whitespace starts at line {near}"
+                bare = without_read_rows(old.split("\n")) if not count else None
+                if bare is not None and "\n".join(bare) in logical:
+                    detail += READ_ROWS_HINT.format(first=old.split("\t", 1)[0].strip())
+                if not count and copies_undecodable([old], tf.lines):
+                    detail += NOT_UTF8_HINT
                 call = read_call(shown, near - 4 if near else None)
                 return Conflict(
                     "ContextMismatch", shown, op_digest, cur_digest, detail=detail, suggested_call=call

@@ -65,7 +65,9 @@ class ReadTool(Tool):
         path, where = ctx.workspace.locate(args.path)
         shown = ctx.workspace.display(path)
         start = args.offset or 1
-        want = args.limit or limits.READ_DEFAULT_LIMIT_LINES
+        # A page never crosses the output limits (it would be withheld whole): at most max_lines
+        # rows, in max_bytes; the footer names the next offset.
+        want = min(args.limit or limits.READ_DEFAULT_LIMIT_LINES, ctx.config.tool_output.max_lines)
         budget = ctx.config.tool_output.max_bytes - 200
 
         def work(stop: threading.Event) -> tuple[str, Any]:
@@ -112,7 +114,7 @@ class ReadTool(Tool):
         if kind == "missing":
             return ToolOutput.failure(f"{shown}: no such file or directory.{_suggest(path)}")
         if kind == "dir":
-            return self._list(value, shown, args)
+            return self._list(value, shown, args, ctx.config.tool_output.max_lines, budget)
         scan, st = value
         record_seen(ctx, path, scan.sha256, scan.size, st)
         if b"\x00" in scan.head:
@@ -125,8 +127,13 @@ class ReadTool(Tool):
             return ToolOutput.failure(f"offset {start} is past the end of {shown} ({lines}).")
         width = len(str(min(total, start + want - 1)))
         out = []
+        bom = scan.head.startswith(_UTF8_BOM)
         for row in scan.rows:
             text = row.text
+            if bom and row.number == 1:
+                # The byte-order mark is not text: shown, it is copied into old_string or patch
+                # context, which edit and apply_patch match without it (and keep it on write).
+                text = text.removeprefix("\ufeff")
             if row.cut:
                 text += (
                     f" [... line {row.number} is {row.length} bytes; read holds its first "
@@ -138,6 +145,9 @@ class ReadTool(Tool):
             footer = f"(lines {start}-{end} of {total}; continue with offset={end + 1})"
         else:
             footer = f"(end of file: {total} lines)" if start > 1 or args.limit else ""
+        if bom and start == 1:
+            note = "(the file starts with a UTF-8 byte-order mark, not shown; edit and apply_patch keep it)"
+            footer = f"{footer}\n{note}" if footer else note
         return ToolOutput(
             text="\n".join(out),
             tail=footer,
@@ -148,22 +158,36 @@ class ReadTool(Tool):
                 "from": start,
                 "to": end,
                 "sha256": scan.sha256,
+                **({"bom": True} if bom else {}),
             },
         )
 
     @staticmethod
-    def _list(entries: list[tuple[str, bool]], shown: str, args: ReadArgs) -> ToolOutput:
+    def _list(entries: list[tuple[str, bool]], shown: str, args: ReadArgs, max_lines: int, budget: int) -> ToolOutput:
         names = [name + ("/" if is_dir else "") for name, is_dir in entries]
         start = args.offset or 1
-        want = args.limit or limits.READ_DEFAULT_LIMIT_LINES
+        if start > max(len(names), 1):
+            return ToolOutput.failure(
+                f"offset {start} is past the end of {shown}/ "
+                f"({'1 entry' if len(names) == 1 else f'{len(names)} entries'}). Give an offset from 1 to "
+                f"{max(len(names), 1)}."
+            )
+        want = min(args.limit or limits.READ_DEFAULT_LIMIT_LINES, max_lines)
         page = names[start - 1 : start - 1 + want]
+        used = 0
+        for i, name in enumerate(page):  # long names: the page ends before the output limits, too
+            used += len(name.encode("utf-8", "surrogateescape")) + 1
+            if used > budget and i:
+                page = page[:i]
+                break
         footer = ""
-        if start - 1 + want < len(names):
+        if start - 1 + len(page) < len(names):
             footer = f"({len(page)} of {len(names)} entries; continue with offset={start + len(page)})"
         head = f"{shown}/ ({len(names)} entries)" if shown != "." else f"./ ({len(names)} entries)"
         return ToolOutput(text="\n".join(page), head=head, tail=footer, metadata={"path": shown, "entries": len(names)})
 
 
+_UTF8_BOM = b"\xef\xbb\xbf"
 _NEVER = threading.Event()  # the stop signal of an inline scan, which nothing cancels midway
 
 

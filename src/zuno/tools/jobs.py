@@ -18,6 +18,7 @@ The jobs table's migration lives here (``MIGRATIONS``), shared with ``bg``.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import time
 from pathlib import Path
@@ -28,10 +29,11 @@ from pydantic import Field
 from zuno import limits
 from zuno.declarations import READ_ONLY_PARALLEL, BlockKind, Declarations
 from zuno.jobs import MIGRATIONS as JOB_MIGRATIONS
-from zuno.jobs import Job, JobManager, fmt_s
+from zuno.jobs import Job, JobManager, fmt_s, label_line
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.quote import quote
+from zuno.windows import _skip_continuations, _utf8_cut
 
 MIGRATIONS = JOB_MIGRATIONS
 
@@ -118,6 +120,11 @@ class JobOutputTool(Tool):
                     f"running, quiet for {fmt_s(time.time() - job.running.last_output_at)}"
                 )
             total = job.running.total_written
+            if job.active and total > job.read_cursor:
+                # A character the command is still writing waits for its last bytes: shown now,
+                # its two halves would each read as U+FFFD.
+                tail = job.running.read_range(max(job.read_cursor, total - 3), total)
+                total -= len(tail) - _utf8_cut(tail)
             new = total - job.read_cursor
             polling = ""
             if new == 0 and args.wait == "none" and job.active:
@@ -162,6 +169,7 @@ class JobOutputTool(Tool):
             return "(no new output)"
         if new > limits.BACKGROUND_PREVIEW_LIMIT:
             data = job.running.read_range(total - limits.BACKGROUND_PREVIEW_BYTES, total)
+            data = data[_skip_continuations(data) :]  # start on a character, not inside one
             return (
                 f"[{new} new bytes, over {limits.BACKGROUND_PREVIEW_LIMIT}: the last {len(data)} are shown; all of "
                 f"it is in {jobs.display(job.log_path)} from byte {start} — read or search the log instead of "
@@ -171,12 +179,47 @@ class JobOutputTool(Tool):
 
     @staticmethod
     def _from_row(jobs: JobManager, row: Any) -> ToolOutput:
-        """A job from an earlier process of this session: its log is all that is left."""
+        """A job from an earlier process of this session: its log is all that is left, and what
+        was read of it then is not known here, so its output is shown from the start (the same
+        16 KiB preview rule)."""
+        log = Path(row["log_path"])
+        shown = jobs.display(log)
+        try:
+            with open(log, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size > limits.BACKGROUND_PREVIEW_LIMIT:
+                    f.seek(size - limits.BACKGROUND_PREVIEW_BYTES)
+                data = f.read(limits.BACKGROUND_PREVIEW_LIMIT)
+        except OSError as e:
+            body = f"its log {shown} cannot be read ({e.strerror})."
+            size = None
+        else:
+            if size > limits.BACKGROUND_PREVIEW_LIMIT:
+                data = data[_skip_continuations(data) :]
+                body = (
+                    f"[{size} bytes, over {limits.BACKGROUND_PREVIEW_LIMIT}: the last {len(data)} are shown; all of "
+                    f"it is in {shown} — read or search the log instead of re-running]\n"
+                    + strip_escapes(data.decode("utf-8", "replace"))
+                )
+            else:
+                body = strip_escapes(data.decode("utf-8", "replace")) if data else "(no output)"
+        tail = f"[status: {row['status']}]"
+        if row["receipt_id"]:
+            tail += f"\n[verification {row['receipt_id']}]"
+        claimed, how = jobs.claim_completion(row["id"], "job_output")
         return ToolOutput(
-            text=f"{row['id']} belonged to an earlier process of this session; its output is in "
-            f"{jobs.display(Path(row['log_path']))} ({row['total_written']} bytes).",
-            tail=f"[status: {row['status']}]",
-            metadata={"job_id": row["id"], "status": row["status"], "logPath": row["log_path"]},
+            text=f"[{row['id']} belonged to an earlier process of this session; its output, read from {shown}]\n"
+            + body,
+            tail=tail,
+            bounded=True,
+            metadata={
+                "job_id": row["id"],
+                "status": row["status"],
+                "logPath": row["log_path"],
+                "totalWritten": size,
+                "completion": {"deliveredHere": claimed, "how": how},
+                **({"receiptId": row["receipt_id"]} if row["receipt_id"] else {}),
+            },
         )
 
 
@@ -215,7 +258,7 @@ class JobListTool(Tool):
             facts.append(f)
             lines.append(
                 f"{r['id']}  {status:<11} elapsed {fmt_s(end - r['started_at']):>7}  quiet {quiet:>7}  "
-                f"deadline {deadline:>7}  {r['label']}"
+                f"deadline {deadline:>7}  {label_line(r['label'])}"
             )
         if not lines:
             text = "No active jobs." + ("" if args.include_finished else " (include_finished: true lists ended ones.)")

@@ -30,7 +30,7 @@ from zuno.tools.file_scan import in_thread, not_a_file, read_current, refuse_dir
 from zuno.tools.patch import textfile
 from zuno.tools.patch.grammar import Chunk, FileOp, PatchSyntaxError, digest, first_path, parse
 from zuno.tools.patch.matcher import LEVEL_NAMES, Matcher
-from zuno.tools.patch.retry import closest, without_final_blank
+from zuno.tools.patch.retry import closest, copied_wrong, without_final_blank
 from zuno.workspace import STATE_DIR
 
 ABSENT = "absent"
@@ -109,6 +109,13 @@ def snapshot(where: safefs.Target) -> bytes | None:
 
 
 # -- the plan of one patch ---------------------------------------------------------------------
+
+
+def _what(op: FileOp) -> str:
+    """An operation's kind, as the patch spells it (for messages)."""
+    if op.kind == "update" and op.move_to:
+        return "'*** Update File' with '*** Move to'"
+    return {"add": "'*** Add File'", "delete": "'*** Delete File'", "update": "'*** Update File'"}[op.kind]
 
 
 @dataclass
@@ -201,7 +208,7 @@ class ApplyPatchTool(Tool):
 
     def _resolve(self, ctx: ToolContext, ops: list[FileOp]) -> list[Planned]:
         plans: list[Planned] = []
-        seen: dict[Path, int] = {}
+        seen: dict[Path, tuple[int, FileOp]] = {}
         for n, op in enumerate(ops, 1):
             for raw in (op.path, op.move_to):
                 if raw is not None:
@@ -228,12 +235,20 @@ class ApplyPatchTool(Tool):
                         f"{STATE_DIR}/, which tools do not write.",
                     )
                 if p in seen:
+                    first, first_op = seen[p]
+                    both_updates = first_op.kind == op.kind == "update" and not first_op.move_to and not op.move_to
+                    fix = (
+                        "Merge the chunks into one '*** Update File' section."
+                        if both_updates
+                        else f"Keep one operation on it (operation {first} is {_what(first_op)}, operation {n} "
+                        f"{_what(op)}), and send the other in a later call if it is still needed."
+                    )
                     raise Refused(
                         BlockKind.invalid_arguments,
-                        f"argument 'patch': {ctx.workspace.display(p)} is named by operations {seen[p]} and {n}; "
-                        "a patch touches each file once. Merge the chunks into one '*** Update File' section.",
+                        f"argument 'patch': {ctx.workspace.display(p)} is named by operations {first} and {n}; "
+                        f"a patch touches each file once. {fix}",
                     )
-                seen[p] = n
+                seen[p] = (n, op)
             canonical = op.canonical(str(src), str(dest) if dest else None)
             where = ctx.workspace.target(src, field="patch")
             dest_where = ctx.workspace.target(dest, field="patch") if dest is not None else None
@@ -384,6 +399,7 @@ class ApplyPatchTool(Tool):
             if not found:
                 where = "at the end of the file" if chunk.end_of_file else f"from line {region + 1} on"
                 hint, near = closest(matcher, old, region)
+                hint = copied_wrong(old, lines, region) + hint
                 return mismatch(
                     chunk,
                     f"its {len(old)} context/removed line(s) starting {old[0]!r} do not match the current file {where}"

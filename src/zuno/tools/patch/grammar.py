@@ -11,11 +11,12 @@
     *** End Patch
 
 Tolerated where it is safe: markers padded with whitespace, CRLF patch text, blank lines
-before/after the patch and between chunks, a heredoc wrapper (``<<'EOF'`` ... ``EOF``, also with
-a leading ``apply_patch``), a first chunk without ``@@``, and unified-diff ranges
-(``@@ -3,7 +3,8 @@ title``) whose numbers are ignored. Anything else is a ``PatchSyntaxError``
-naming the line (1-based, in the text as given) and what was expected. The parser never raises
-anything else, whatever text it is given.
+before/after the patch and between chunks, a markdown fence around the whole patch (a first line
+of three backticks, optionally with a language, and a last line of three backticks), a heredoc
+wrapper (``<<'EOF'`` ... ``EOF``, also with a leading ``apply_patch``), a first chunk without
+``@@``, and unified-diff ranges (``@@ -3,7 +3,8 @@ title``) whose numbers are ignored. Anything
+else is a ``PatchSyntaxError`` naming the line (1-based, in the text as given) and what was
+expected. The parser never raises anything else, whatever text it is given.
 """
 
 from __future__ import annotations
@@ -35,8 +36,16 @@ MOVE = "*** Move to:"
 EOF_MARK = "*** End of File"
 
 _HEREDOC_OPEN = re.compile(r"^\s*(?:apply_patch\s+)?<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1\s*$")
+_FENCE_OPEN = re.compile(r"^\s*```[A-Za-z0-9_+-]*\s*$")
 _UNIFIED_RANGE = re.compile(r"^-\d+(?:,\d+)? \+\d+(?:,\d+)? @@ ?(.*)$")
 
+# The first line of a unified diff (git diff, diff -u), which models send instead of a patch.
+_UNIFIED_DIFF = re.compile(r"^(?:diff --git |--- \S|\+\+\+ \S|Index: )")
+UNIFIED_DIFF_HINT = (
+    f"this is a unified diff, not an apply_patch patch. Send '{BEGIN}', then per file '*** Update File: <path>' "
+    "and '@@' chunks of ' ' (context), '-' and '+' lines (no '---'/'+++' headers, no line numbers needed), then "
+    f"'{END}'; or apply the diff with shell (git apply)"
+)
 EXPECTED_HEADERS = "'*** Add File: <path>', '*** Delete File: <path>', '*** Update File: <path>' or '*** End Patch'"
 
 
@@ -153,6 +162,14 @@ def parse(text: str) -> list[FileOp]:
     _trim_blank(lines, numbers)  # blank lines around the patch
     if not lines:
         raise PatchSyntaxError(1, f"the patch is empty: expected '{BEGIN}' on the first line")
+    # A markdown fence around the whole patch (```, ```diff, ```patch ... ```): what chat models
+    # often send. Only a whole-patch fence is taken off; nothing inside is touched.
+    if len(lines) >= 2 and _FENCE_OPEN.match(lines[0]) and lines[-1].strip() == "```":
+        fence_no = numbers[0]
+        lines, numbers = lines[1:-1], numbers[1:-1]
+        _trim_blank(lines, numbers)
+        if not lines:
+            raise PatchSyntaxError(fence_no + 1, f"the markdown fence holds no patch: expected '{BEGIN}'")
     # A heredoc wrapper: <<'EOF' ... EOF.
     m = _HEREDOC_OPEN.match(lines[0])
     if m and len(lines) >= 2 and lines[-1].strip() == m.group(2):
@@ -162,12 +179,18 @@ def parse(text: str) -> list[FileOp]:
         if not lines:
             raise PatchSyntaxError(open_no + 1, f"the heredoc holds no patch: expected '{BEGIN}'")
     if lines[0].strip() != BEGIN:
-        raise PatchSyntaxError(numbers[0], f"expected '{BEGIN}', got {_show(lines[0])}")
+        hint = ""
+        if lines[0].strip().startswith((ADD, DELETE, UPDATE)):
+            hint = f": a patch wraps its file operations in '{BEGIN}' ... '{END}'; put '{BEGIN}' before this line"
+        elif _UNIFIED_DIFF.match(lines[0]):
+            hint = f": {UNIFIED_DIFF_HINT}"
+        raise PatchSyntaxError(numbers[0], f"expected '{BEGIN}', got {_show(lines[0])}{hint}")
     if len(lines) < 2 or lines[-1].strip() != END:
         raise PatchSyntaxError(
             numbers[-1] if len(lines) >= 2 else numbers[0] + 1,
             f"expected '{END}' as the last line"
-            + (f", got {_show(lines[-1])}" if len(lines) >= 2 else ", but the patch ends after its first line"),
+            + (f", got {_show(lines[-1])}" if len(lines) >= 2 else ", but the patch ends after its first line")
+            + f". If the patch was cut short, send it whole; it ends with '{END}'",
         )
     body = lines[1:-1]
     nums = numbers[1:-1]
@@ -187,6 +210,16 @@ def parse(text: str) -> list[FileOp]:
             while i < len(body) and body[i].startswith("+"):
                 op.add_lines.append(body[i][1:])
                 i += 1
+            k = i
+            while k < len(body) and not body[k].strip():
+                k += 1
+            if k < len(body) and not _is_marker(body[k]):
+                # Not the next operation: the new file's lines went on without their '+'.
+                raise PatchSyntaxError(
+                    nums[i],
+                    f"'{ADD} {p}': every line of the new file starts with '+' (an empty line is a lone '+'), "
+                    f"got {_show(body[i])}",
+                )
             ops.append(op)
             continue
         if (p := _marker_arg(s, DELETE)) is not None:
@@ -211,7 +244,8 @@ def parse(text: str) -> list[FileOp]:
             continue
         if s.startswith(MOVE):
             raise PatchSyntaxError(no, f"'{MOVE}' must follow an '{UPDATE} <path>' line directly")
-        raise PatchSyntaxError(no, f"expected {EXPECTED_HEADERS}, got {_show(line)}")
+        hint = f": {UNIFIED_DIFF_HINT}" if _UNIFIED_DIFF.match(line) else ""
+        raise PatchSyntaxError(no, f"expected {EXPECTED_HEADERS}, got {_show(line)}{hint}")
     if not ops:
         raise PatchSyntaxError(nums[0] if nums else numbers[-1], "the patch has no file operation: nothing to apply")
     return ops
@@ -267,6 +301,13 @@ def _parse_chunks(body: list[str], nums: list[int], i: int, op: FileOp, chunk_no
                 chunk.ops.append(("del", ln[1:]))
             elif c == "+":
                 chunk.ops.append(("add", ln[1:]))
+            elif ln.startswith("\\ "):
+                raise PatchSyntaxError(
+                    nums[j],
+                    f"{_show(ln)} is unified-diff syntax, not apply_patch's: drop the line (apply_patch keeps the "
+                    f"file's final-newline state; a chunk that must match at the end of the file ends with "
+                    f"'{EOF_MARK}')",
+                )
             else:
                 raise PatchSyntaxError(
                     nums[j],

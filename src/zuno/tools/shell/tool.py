@@ -24,7 +24,7 @@ from zuno.declarations import BlockKind, Declarations, Outcome
 from zuno.jobs import PROMOTED_LINGERING, PROMOTED_REQUESTED, PROMOTED_YIELD, Job, JobManager
 from zuno.process import CommandSpec, ExitInfo, RunningCommand, StopResult, start
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
-from zuno.tools.shell import written
+from zuno.tools.shell import preview, written
 from zuno.tools.shell.analysis import Analysis, analyze
 from zuno.tools.shell.env import EnvHookInfo, EnvHooks, build_environment
 from zuno.tools.shell.execargs import check_exec
@@ -118,7 +118,8 @@ class ShellTool(Tool):
         "Run a command in its own process group (bash, `set -o pipefail`). Its verification receipt "
         "[verification rcp_…] says how far the exit code decides: authoritative, derived (a construct such as "
         "`|| true` or `set +e` weakens it) or unknown (killed, timed out, cancelled). Zuno never re-runs it: "
-        "after a timeout or cancel, inspect the real state first."
+        "after a timeout or cancel, inspect the real state first. Each call is a new shell in the workspace root (or "
+        "workdir): cd and exported variables do not carry over to the next call, and standard input is empty."
     )
     Args = ShellArgs
     declarations = Declarations()  # SideEffecting, Never, Exclusive
@@ -562,6 +563,18 @@ class ShellTool(Tool):
                 head=bg.head,
                 tail="\n".join([bg.tail, *tail]),
                 bounded=bg.bounded,
+                metadata=metadata,
+            )
+        if preview.wants_preview(ctx.config.profile, total):
+            text, metadata["preview"] = preview.preview(running.log_path, total, metadata["logPath"])
+            tail_text = "\n".join(tail)
+            return ToolOutput(
+                text,
+                outcome=outcome,
+                head=head,
+                tail=tail_text,
+                cancelled=run.cancelled,
+                bounded=True,
                 metadata=metadata,
             )
         if raw is not None:
