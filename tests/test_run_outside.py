@@ -714,3 +714,23 @@ def test_openrouters_reasoning_details_are_joined_and_go_back_with_the_tool_call
         {"type": "reasoning.encrypted", "index": 1, "data": "ZW5j", "id": "tool_c1"},
     ]
     assert "reasoning" not in sent  # the details alone: "reasoning" is only their text
+
+
+def test_a_reused_call_id_gets_its_fresh_one_without_walking_the_sessions_ids() -> None:
+    # A server that names every answer's call "call_1": before, the fresh id was found by counting
+    # up from call_1_1 past every one the session had, so each step cost more than the last.
+    from zuno.agent.call_ids import unique_call_ids
+    from zuno.agent.types import AssistantMessage, Finished, ToolCall, Usage
+
+    class Counted(set[str]):
+        looks = 0
+
+        def __contains__(self, item: object) -> bool:
+            Counted.looks += 1
+            return super().__contains__(item)
+
+    used = Counted({"call_1", *(f"call_1_{n}" for n in range(1, 10_001))})
+    fin = Finished(AssistantMessage("", (ToolCall("call_1", "read", "{}"),)), Usage(), "tool_calls", "tool_calls")
+    (call,) = unique_call_ids(fin, used).message.tool_calls
+    assert call.id not in used and call.id.startswith("call_1_")
+    assert Counted.looks < 10, Counted.looks
