@@ -192,3 +192,34 @@ async def test_cross_cutting_arguments_are_accepted_by_every_tool(workspace: Pat
         for name in rt.surface.tools:
             props = rt.surface.tools[name].input_schema()["properties"]
             assert "intent" in props and "accept_large_output" in props
+
+
+async def test_a_one_call_small_read_starts_no_task_and_a_waiting_tool_gets_one(workspace: Path) -> None:
+    # The price of a one-call step is one commit, not a task: on 3.11 (no eager tasks) a tool that
+    # enters nothing before its first wait (read, write) starts in the step's task. A tool that
+    # may enter a deadline first (an extension, webfetch) runs in its own task from its first line.
+    (workspace / "a.txt").write_text("a\n")
+    made: list[object] = []
+    loop = asyncio.get_running_loop()
+
+    def factory(lp: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> asyncio.Task[Any]:
+        made.append(coro)
+        return asyncio.Task(coro, loop=lp, **kw)
+
+    @zuno.tool(effect="ReadOnly", replay="Safe", concurrency="ParallelSafe")
+    async def waits() -> str:
+        """Wait a turn of the loop."""
+        async with asyncio.timeout(5):  # a deadline entered before the first wait
+            await asyncio.sleep(0)
+        return "waited"
+
+    async with zuno.Runtime(root=workspace, tools=[waits]) as rt, rt.session() as s:
+        await s.step([{"name": "read", "arguments": {"path": "a.txt"}}])  # the session's first step
+        loop.set_task_factory(factory)
+        try:
+            (r,) = (await s.step([{"name": "read", "arguments": {"path": "a.txt"}}])).results
+            assert r.outcome == "ok" and made == []
+            (w,) = (await s.step([{"name": "waits", "arguments": {}}])).results
+            assert w.outcome == "ok" and w.text == "waited"
+        finally:
+            loop.set_task_factory(None)

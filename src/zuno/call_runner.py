@@ -27,6 +27,32 @@ from zuno.tool import Refused, Services, ToolContext, ToolOutput, TransientError
 from zuno.workspace import Workspace
 
 
+async def _resume(coro: Any, yielded: Any) -> Any:
+    """Drive, in this task, a coroutine the step's task started and that then waited on
+    ``yielded``, as a task of its own would have (only for a tool that entered no deadline or
+    cancel scope before that wait: ``Tool.starts_in_step_task``). Each future it waits on is
+    awaited here; a cancellation of this task reaches it the way a task delivers one."""
+    while True:
+        error: BaseException | None = None
+        try:
+            if yielded is None:  # a bare yield: one turn of the loop
+                await asyncio.sleep(0)
+            elif asyncio.isfuture(yielded):
+                yielded._asyncio_future_blocking = False  # taken, as a task takes it
+                await yielded  # its outcome is the coroutine's to take, when it resumes
+            else:
+                error = RuntimeError(f"a tool's coroutine yielded {yielded!r}, not a future")
+        except asyncio.CancelledError as e:
+            if not (asyncio.isfuture(yielded) and yielded.cancelled()):
+                error = e  # this task was cancelled: throw it in, as a task would
+        except Exception:  # the future failed: the coroutine takes that from the future itself
+            pass
+        try:
+            yielded = coro.send(None) if error is None else coro.throw(error)
+        except StopIteration as e:
+            return e.value
+
+
 def _start_task(coro: Any) -> asyncio.Task[Any]:
     """The tool's own task, started eagerly where asyncio can (3.12+: a tool that finishes without
     waiting, a small read, is done before this returns and is never scheduled). Its first part
@@ -252,10 +278,25 @@ class CallRunner:
         return out, exc, cancelled
 
     async def _run_direct(self, ctx: ToolContext, adm: Admitted, st: StepState) -> tuple[Any, Exception | None, bool]:
-        """The tool of a one-call run, in a task of its own awaited by the step's task: a
-        cancellation of the step's task from outside is the step's to absorb (the tool gets the
-        step's cancel, never the caller's), even when a tool takes its own cancellation back."""
-        inner = _start_task(adm.tool.run(ctx, adm.args))
+        """The tool of a one-call run, in a task of its own awaited by the step's task (on 3.11,
+        a ``starts_in_step_task`` tool is started in the step's task and gets one only if it
+        waits): a cancellation of the step's task from outside is the step's to absorb (the tool
+        gets the step's cancel, never the caller's), even when a tool takes its own cancellation back."""
+        coro = adm.tool.run(ctx, adm.args)
+        if sys.version_info < (3, 12) and adm.tool.starts_in_step_task:
+            # No eager tasks before 3.12: started here, a tool that finishes without waiting (a
+            # small read) needs no task at all; one that waits goes on in a task of its own.
+            try:
+                yielded = coro.send(None)
+            except StopIteration as e:
+                return e.value, None, False
+            except asyncio.CancelledError:
+                return None, None, True
+            except Exception as e:
+                return None, e, False
+            inner = asyncio.get_running_loop().create_task(_resume(coro, yielded))
+        else:
+            inner = _start_task(coro)
         st.running[inner] = 0
         try:
             while not inner.done():

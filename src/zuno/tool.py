@@ -281,6 +281,10 @@ class Tool:
     Args: ClassVar[type[ToolArgs]] = ToolArgs
     declarations: ClassVar[Declarations] = Declarations()
     action_effects: ClassVar[Mapping[str, Effect] | None] = None
+    # The tool's run enters no deadline or cancel scope (asyncio.timeout, anyio, httpcore) before
+    # its first wait, so a one-call step may start it in the step's own task and move it to a task
+    # of its own only if it waits (Python 3.11 has no eager tasks; a small read then needs none).
+    starts_in_step_task: ClassVar[bool] = False
 
     def classify(self, args: ToolArgs) -> Declarations:
         if self.action_effects is None:

@@ -56,6 +56,7 @@ class ReadArgs(ToolArgs):
 
 
 class ReadTool(Tool):
+    starts_in_step_task = True  # nothing entered before its first wait (an in_thread)
     name = "read"
     description = "Read a file as numbered lines, or list a directory; records the read receipt edits need."
     Args = ReadArgs
@@ -222,6 +223,7 @@ class WriteArgs(ToolArgs):
 
 
 class WriteTool(Tool):
+    starts_in_step_task = True  # nothing entered before its first wait (an in_thread)
     name = "write"
     description = (
         "Create a file, or intentionally replace one whole: replacing needs a read of its current content in "
