@@ -354,8 +354,8 @@ class OpenAIChatProvider(StreamingProvider):
         stop = _STOP.get(finish or "", "other")
         if tool_calls and stop == "end_turn":
             stop = "tool_calls"  # some compatible servers say "stop" after tool calls
-        if tool_calls and not reasoning and self._known_reasoning_field(request.messages) is not None:
-            reasoning[self._reasoning_field] = []  # type: ignore[index]
+        if tool_calls and not reasoning and (field := self._known_reasoning_field(request.messages)) is not None:
+            reasoning[field] = []
         opaque = tuple({"api": OPAQUE_KEY, "field": f, "text": "".join(parts)} for f, parts in reasoning.items())
         if reasoning_details:
             opaque += ({"api": OPAQUE_KEY, "details": list(reasoning_details.values())},)
