@@ -54,6 +54,7 @@ class Admitted:
     decl: Declarations
     accept_large_output: bool
     entry: CallEntry | None = None
+    approved: frozenset[str] = frozenset()  # the subject forms an approval was given for
 
 
 @dataclass
@@ -224,11 +225,13 @@ class Admission:
                 verdict = await run_hook(hook, payload, self.workspace.root)
                 if not verdict.allowed:
                     return refuse(BlockKind.denied, sentence(verdict.reason), decl=decl)
-        # 5. permission
+        # 5. permission: on the subject as given and, for a path, where it resolves now (the tool
+        # checks the location again when it resolves it: ToolContext.check_location)
         subject = tool.subject(args)
-        decision = decide(self.config.permission, name, subject, decl)
+        forms = subject_forms(self.config, self.workspace, tool, args, subject)
+        decision = decide(self.config.permission, name, forms or subject, decl)
         if decision.action == "deny":
-            return refuse(BlockKind.denied, decision.reason + ".", decl=decl)
+            return refuse(BlockKind.denied, decision.reason + _resolved_note(subject, forms) + ".", decl=decl)
         if decision.action == "ask":
             answer = await self._ask(
                 st, ApprovalRequest(self.session_id, call_id, name, subject, arguments, decl, decision.reason)
@@ -256,6 +259,7 @@ class Admission:
                 )
             if answer is False:
                 return refuse(BlockKind.denied, f"approval was needed ({decision.reason}) and was declined.", decl=decl)
+            return Admitted(idx, call_id, name, arguments, tool, args, decl, accept_large, approved=frozenset(forms))
         return Admitted(idx, call_id, name, arguments, tool, args, decl, accept_large)
 
     async def _ask(self, st: StepState, request: ApprovalRequest) -> bool | Literal["cancelled"] | None:
@@ -273,3 +277,24 @@ class Admission:
             return "cancelled"
         finally:
             st.asking = None
+
+
+def subject_forms(
+    config: Config, workspace: Workspace, tool: Tool, args: ToolArgs, subject: str | None
+) -> tuple[str, ...]:
+    """What permission patterns match for a call: its subject and, for each path of it, the forms of
+    where it resolves now (``Workspace.subject_forms``). Empty with no permission rules (nothing to
+    match)."""
+    if not config.permission.rules:
+        return ()
+    paths = tool.subject_paths(args)
+    forms = [subject] if subject is not None else []
+    for raw in paths:
+        forms.extend(workspace.subject_forms(raw))
+    return tuple(dict.fromkeys(forms))
+
+
+def _resolved_note(subject: str | None, forms: tuple[str, ...]) -> str:
+    """" ('alias/a' is 'secret/a')" when the subject's path resolves somewhere spelt otherwise."""
+    where = next((f for f in forms if f != subject and not f.startswith("/")), None)
+    return f" ({subject!r} is {where!r})" if subject is not None and where is not None else ""

@@ -140,6 +140,7 @@ class CallRunner:
             call_seq=seq,
             services=self.services,
             tool_name=adm.name,
+            approved=adm.approved,
         )
         out = await self._invoke(ctx, adm, st, direct)
         ended = time.time()

@@ -115,12 +115,30 @@ async def _ask_on_terminal(request: ApprovalRequest) -> bool | None:
     return answer.split(b"\n", 1)[0].strip().lower() in (b"y", b"yes")
 
 
-def _matches(rule: PermissionRule, tool: str, subject: str | None) -> bool:
+# A call's subject: one text (a command, a URL), or the forms of one (a path as given, and the
+# location it resolves to, relative to the root and absolute): a rule matches when it matches any
+# form, so a pattern cannot be dodged by spelling a path another way ("./secret/a", an absolute
+# path, a link to it). Matching more forms can only add matches, and among them deny beats ask
+# beats allow: a form more never makes a call less restricted.
+Subject = str | tuple[str, ...] | None
+
+
+def _matches(rule: PermissionRule, tool: str, subject: Subject) -> bool:
     if not fnmatchcase(tool, rule.tool):
         return False
     if rule.pattern is None:
         return True
-    return subject is not None and fnmatchcase(subject, rule.pattern)
+    if subject is None:
+        return False
+    if isinstance(subject, str):
+        return fnmatchcase(subject, rule.pattern)
+    return any(fnmatchcase(form, rule.pattern) for form in subject)
+
+
+def strictest_rule(config: PermissionConfig, tool: str, subject: Subject) -> PermissionRule | None:
+    """The rule that decides among those matching (deny, then ask, then allow), or None."""
+    matching = [r for r in config.rules if _matches(r, tool, subject)]
+    return max(matching, key=lambda r: _RANK[r.action], default=None)
 
 
 def describe_rule(rule: PermissionRule) -> str:
@@ -128,9 +146,8 @@ def describe_rule(rule: PermissionRule) -> str:
     return json.dumps(rule.model_dump(exclude_none=True), ensure_ascii=False)
 
 
-def decide(config: PermissionConfig, tool: str, subject: str | None, decl: Declarations) -> Decision:
-    matching = [r for r in config.rules if _matches(r, tool, subject)]
-    best: PermissionRule | None = max(matching, key=lambda r: _RANK[r.action], default=None)
+def decide(config: PermissionConfig, tool: str, subject: Subject, decl: Declarations) -> Decision:
+    best = strictest_rule(config, tool, subject)
     if best is not None and best.action == "deny":
         return Decision("deny", f"denied by permission rule {describe_rule(best)}", best)
     if config.strict and decl.effect is Effect.SideEffecting:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from zuno.admitting import CROSS_CUTTING
+from zuno.admitting import CROSS_CUTTING, subject_forms
 from zuno.config import Config, ConfigError, load_config
 from zuno.declarations import Declarations, Outcome
 from zuno.dispatch import Dispatcher
@@ -360,7 +360,8 @@ class Session:
             return None
         tool, args = resolved
         subject = tool.subject(args)
-        decision = decide(self.runtime.config.permission, tool.name, subject, tool.classify(args))
+        forms = subject_forms(self.runtime.config, self.runtime.workspace, tool, args, subject)
+        decision = decide(self.runtime.config.permission, tool.name, forms or subject, tool.classify(args))
         return (decision.reason, subject) if decision.action == "ask" else None
 
     def visible_tools(self) -> list[Tool]:

@@ -24,10 +24,11 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo, create_model, field_
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
-from zuno.declarations import Concurrency, Declarations, Effect, Outcome, Replay
+from zuno.declarations import BlockKind, Concurrency, Declarations, Effect, Outcome, Replay
 from zuno.errors import Refused, TransientError
 
 if TYPE_CHECKING:
+    from zuno import safefs
     from zuno.config import Config
     from zuno.store import Store
     from zuno.workspace import Workspace
@@ -234,10 +235,53 @@ class ToolContext:
     call_seq: int
     services: Services
     tool_name: str = ""
+    # The subject forms an approval was given for at admission (empty when nobody was asked).
+    approved: frozenset[str] = frozenset()
 
     @property
     def root(self):
         return self.workspace.root
+
+    def locate(self, raw: str, *, field: str = "path") -> tuple[Path, safefs.Target]:
+        """``workspace.locate`` for this call, with the permission rules applied to the location the
+        path resolves to as the tool opens it (see ``check_location``)."""
+        resolved, where = self.workspace.locate(raw, field=field)
+        self.check_location(resolved, raw, field)
+        return resolved, where
+
+    def resolve(self, raw: str, *, field: str = "path") -> Path:
+        """``workspace.resolve`` for this call, with ``check_location``."""
+        resolved = self.workspace.resolve(raw, field=field)
+        self.check_location(resolved, raw, field)
+        return resolved
+
+    def check_location(self, resolved: Path, raw: str, field: str) -> None:
+        """The permission rules again, on the location a path resolved to when the tool resolved it
+        (links resolved once; every later open follows none): what admission decided on the path as
+        resolved then cannot be dodged by a link swapped in between. A deny rule refuses; an ask rule
+        refuses unless this very location was what the approval was given for."""
+        permission = self.config.permission
+        if not permission.rules:
+            return
+        from zuno.permissions import describe_rule, strictest_rule
+
+        forms = self.workspace.location_forms(resolved)
+        rule = strictest_rule(permission, self.tool_name, (raw, *forms))
+        if rule is None or rule.action == "allow":
+            return
+        shown = f"{raw!r}" if forms[0] == raw else f"{raw!r} (which is {forms[0]!r})"
+        if rule.action == "deny":
+            raise Refused(
+                BlockKind.denied,
+                f"argument '{field}': {shown} is denied by permission rule {describe_rule(rule)}. Nothing ran.",
+            )
+        if not set(forms) <= self.approved:
+            raise Refused(
+                BlockKind.denied,
+                f"argument '{field}': {shown} is a location permission rule {describe_rule(rule)} asks about, "
+                "and no approval was given for it (an approval covers the location the call was asked about). "
+                "Nothing ran; send a call that names it to be asked.",
+            )
 
 
 class Services:
@@ -304,6 +348,15 @@ class Tool:
             if isinstance(value, str):
                 return value
         return None
+
+    def subject_paths(self, args: ToolArgs) -> tuple[str, ...]:
+        """The paths of the subject that name locations the tool opens: permission patterns also
+        match where they resolve (``Workspace.subject_forms``)."""
+        for key in ("path", "outputPath"):
+            value = getattr(args, key, None)
+            if isinstance(value, str):
+                return (value,)
+        return ()
 
     def input_schema(self) -> dict[str, Any]:
         """The argument schema every provider and MCP client sees (zuno.schema_export)."""

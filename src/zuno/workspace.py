@@ -176,6 +176,22 @@ class Workspace:
                 return None
         return cur
 
+    def location_forms(self, resolved: Path) -> tuple[str, ...]:
+        """How permission patterns see a resolved location: relative to the root (as shown to the
+        model) and absolute."""
+        shown = self.display(resolved)
+        return (shown,) if shown == str(resolved) else (shown, str(resolved))
+
+    def subject_forms(self, raw: str, *, field: str = "path") -> tuple[str, ...]:
+        """A model-given path as permission patterns see it: as given, and the location it resolves
+        to now (``location_forms``). A path that does not resolve (outside, invalid) is only the
+        text given: the tool refuses it when it runs."""
+        try:
+            resolved = self.resolve(raw, field=field)
+        except Refused:
+            return (raw,)
+        return tuple(dict.fromkeys((raw, *self.location_forms(resolved))))
+
     def display(self, p: Path) -> str:
         """How a path is shown to the model: relative to the root when inside it."""
         text, base = str(p), self._root_text

@@ -256,7 +256,7 @@ class BgTool(Tool):
                 BlockKind.invalid_arguments,
                 f"argument 'outputPath' is required for action \"artifact\": pass the path the notice named.{mixed}",
             )
-        path, where = ctx.workspace.locate(args.outputPath, field="outputPath")
+        path, where = ctx.locate(args.outputPath, field="outputPath")
         shown = ctx.workspace.display(path)
         if ctx.store.artifact(shown) is None:
             job = next((r["id"] for r in JobManager.of(ctx).rows() if Path(r["log_path"]) == path), None)

@@ -69,7 +69,7 @@ class EditTool(Tool):
 
     async def run(self, ctx: ToolContext, args: EditArgs) -> ToolOutput:
         refuse_directory_name(args.path, "path", "edit changes files only")
-        path, where = ctx.workspace.locate(args.path)
+        path, where = ctx.locate(args.path)
         shown = ctx.workspace.display(path)
         _refuse_state(ctx, path, shown)
         old = args.old_string.replace("\r\n", "\n")
@@ -206,7 +206,7 @@ class DeleteTool(Tool):
     async def run(self, ctx: ToolContext, args: DeleteArgs) -> ToolOutput:
         refuse_directory_name(args.path, "path", "delete removes files only")
         path_raw = ctx.workspace.root / args.path if not os.path.isabs(args.path) else None
-        path, where = ctx.workspace.locate(args.path)
+        path, where = ctx.locate(args.path)
         shown = ctx.workspace.display(path)
         _refuse_state(ctx, path, shown)
         if path_raw is not None and path_raw.is_symlink():

@@ -63,7 +63,7 @@ class ReadTool(Tool):
     declarations = READ_ONLY_PARALLEL
 
     async def run(self, ctx: ToolContext, args: ReadArgs) -> ToolOutput:
-        path, where = ctx.workspace.locate(args.path)
+        path, where = ctx.locate(args.path)
         shown = ctx.workspace.display(path)
         start = args.offset or 1
         # A page never crosses the output limits (it would be withheld whole): at most max_lines
@@ -234,7 +234,7 @@ class WriteTool(Tool):
 
     async def run(self, ctx: ToolContext, args: WriteArgs) -> ToolOutput:
         refuse_directory_name(args.path, "path", "write creates or replaces files only")
-        path, where = ctx.workspace.locate(args.path)
+        path, where = ctx.locate(args.path)
         shown = ctx.workspace.display(path)
         if path == ctx.workspace.state_dir or path.is_relative_to(ctx.workspace.state_dir):
             raise Refused(

@@ -78,7 +78,7 @@ class ViewImageTool(Tool):
     declarations = READ_ONLY_PARALLEL
 
     async def run(self, ctx: ToolContext, args: ViewImageArgs) -> ToolOutput:
-        path, where = ctx.workspace.locate(args.path)
+        path, where = ctx.locate(args.path)
         shown = ctx.workspace.display(path)
         # Path permissions as read: a rule for read over this path applies here too.
         verdict = decide(

@@ -169,6 +169,10 @@ class ApplyPatchTool(Tool):
     def subject(self, args: ToolArgs) -> str | None:
         return first_path(getattr(args, "patch", ""))
 
+    def subject_paths(self, args: ToolArgs) -> tuple[str, ...]:
+        first = self.subject(args)
+        return (first,) if first is not None else ()
+
     async def run(self, ctx: ToolContext, args: ApplyPatchArgs) -> ToolOutput:
         try:
             ops = parse(args.patch)
@@ -214,8 +218,8 @@ class ApplyPatchTool(Tool):
                 if raw is not None:
                     rule = f"apply_patch changes files only (operation {n}, line {op.line})"
                     refuse_directory_name(raw, "patch", rule)
-            src = ctx.workspace.resolve(op.path, field="patch")
-            dest = ctx.workspace.resolve(op.move_to, field="patch") if op.move_to else None
+            src = ctx.resolve(op.path, field="patch")
+            dest = ctx.resolve(op.move_to, field="patch") if op.move_to else None
             if dest == src:
                 dest = None
             if (op.kind == "delete" or dest is not None) and _given(ctx, op.path).is_symlink():

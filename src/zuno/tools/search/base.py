@@ -189,6 +189,7 @@ def resolve_roots(ctx: ToolContext, raws: list[str], field: str, *, dirs_only: b
         check_text(field, raw)
         # "." (the default) is the root itself, as resolve() finds it (no component to walk)
         p = ctx.workspace.root if raw == "." else ctx.workspace.resolve(raw, field=field)
+        ctx.check_location(p, raw, field)
         try:  # one stat says the usual answer: an existing directory (glob), an existing path (grep)
             usual = stat.S_ISDIR(os.stat(p).st_mode) if dirs_only else os.path.lexists(p)
         except OSError:

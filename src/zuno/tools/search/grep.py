@@ -181,6 +181,9 @@ class ChordGrepTool(Tool):
         paths = getattr(args, "paths", None)
         return paths[0] if paths else None
 
+    def subject_paths(self, args: ToolArgs) -> tuple[str, ...]:
+        return tuple(getattr(args, "paths", None) or ())
+
     async def run(self, ctx: ToolContext, args: ChordGrepArgs) -> ToolOutput:
         asked = args.context_lines if args.context_lines is not None else limits.CHORD_CONTEXT_DEFAULT
         context = min(asked, limits.CHORD_CONTEXT_MAX)
