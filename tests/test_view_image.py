@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +138,13 @@ async def test_read_permission_rules_apply_to_the_path(workspace: Path) -> None:
     )
     assert (r["outcome"], r["block_kind"]) == ("blocked", "denied")
     assert "read" in r["text"]
+
+
+async def test_read_permission_rules_apply_to_where_the_path_resolves(workspace: Path) -> None:
+    (workspace / "secret").mkdir()
+    Image.new("RGB", (4, 4)).save(workspace / "secret/a.png")
+    os.symlink("secret", workspace / "alias")
+    rules = {"rules": [{"tool": "read", "pattern": "secret/*", "action": "deny"}]}
+    for spelt in ("./secret/a.png", "alias/a.png", f"{workspace}/secret/a.png"):
+        r = await view(workspace, spelt, permission=rules)
+        assert (r["outcome"], r["block_kind"]) == ("blocked", "denied"), (spelt, r["text"])

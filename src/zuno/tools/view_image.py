@@ -82,7 +82,10 @@ class ViewImageTool(Tool):
         shown = ctx.workspace.display(path)
         # Path permissions as read: a rule for read over this path applies here too.
         verdict = decide(
-            ctx.config.permission, "read", args.path, Declarations(Effect.ReadOnly, READ_ONLY_PARALLEL.replay)
+            ctx.config.permission,
+            "read",
+            (args.path, *ctx.workspace.location_forms(path)),  # as given and where it resolves
+            Declarations(Effect.ReadOnly, READ_ONLY_PARALLEL.replay),
         )
         if verdict.action == "deny" or (verdict.action == "ask" and verdict.rule is not None):
             raise Refused(
