@@ -55,7 +55,7 @@ async def test_a_deny_rule_on_a_directory_holds_however_the_path_is_spelt(worksp
     assert [(r.outcome, r.block_kind) for r in res.results] == [("blocked", "denied")] * len(calls)
     assert sorted(os.listdir(workspace / "secret")) == ["key.txt"]  # nothing written there
     assert not any("hunter2" in r.text for r in res.results)
-    assert "('alias/new3.txt' is 'secret/new3.txt')" in res.results[3].text  # says where the link leads
+    assert "(matched as 'secret/new3.txt')" in res.results[3].text  # says where the link leads
     # The same rules leave the other directory alone, spelt any way.
     async with zuno.Runtime(root=workspace, config_overrides={"permission": {"rules": DENY_SECRET}}) as rt:
         async with rt.session() as s:
@@ -127,3 +127,41 @@ def test_the_cli_refuses_a_dotted_spelling_of_a_denied_path(workspace: Path, run
     record = json.loads(out.stdout)
     assert (record["outcome"], record["block_kind"]) == ("blocked", "denied")
     assert not (workspace / "secret" / "cli.txt").exists()
+
+
+RM_DENIED = [{"tool": "shell", "pattern": "rm *", "action": "deny"}]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -f keep.txt",
+        "echo hi; rm -f keep.txt",
+        "true && rm -f keep.txt | cat",
+        "/bin/rm -f keep.txt",
+        "sudo -n rm -f keep.txt",
+        "env X=1 nice -n 5 rm -f keep.txt",
+        "FOO=1 rm -f keep.txt",
+        "bash -c 'rm -f keep.txt'",
+        "eval 'rm -f keep.txt'",
+        "(cd . && rm -f keep.txt)",
+        "echo $(rm -f keep.txt)",
+    ],
+)
+async def test_a_shell_rule_matches_each_simple_command_however_it_is_wrapped(workspace: Path, command: str) -> None:
+    (workspace / "keep.txt").write_text("x")
+    async with zuno.Runtime(root=workspace, config_overrides={"permission": {"rules": RM_DENIED}}) as rt:
+        async with rt.session() as s:
+            res = await s.step([{"name": "shell", "arguments": {"command": command}}])
+    r = res.results[0]
+    assert (r.outcome, r.block_kind) == ("blocked", "denied"), r.text
+    assert (workspace / "keep.txt").exists()
+    if command != "rm -f keep.txt":
+        assert "(matched as 'rm -f keep.txt')" in r.text
+
+
+async def test_a_shell_rule_does_not_match_text_that_only_names_the_program(workspace: Path) -> None:
+    async with zuno.Runtime(root=workspace, config_overrides={"permission": {"rules": RM_DENIED}}) as rt:
+        async with rt.session() as s:
+            res = await s.step([{"name": "shell", "arguments": {"command": "echo 'rm -f keep.txt'; echo rm"}}])
+    assert res.results[0].outcome == "ok", res.results[0].text

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -29,7 +30,7 @@ from zuno.admission import (
 from zuno.config import Config, json_type_name
 from zuno.declarations import STRICT, BlockKind, Declarations
 from zuno.hooks import applies, run_hook
-from zuno.permissions import ApprovalRequest, Approver, decide
+from zuno.permissions import ApprovalRequest, Approver, Decision, decide
 from zuno.step_state import StepState
 from zuno.store import Store
 from zuno.store.calls import CallEntry
@@ -228,10 +229,10 @@ class Admission:
         # 5. permission: on the subject as given and, for a path, where it resolves now (the tool
         # checks the location again when it resolves it: ToolContext.check_location)
         subject = tool.subject(args)
-        forms = subject_forms(self.config, self.workspace, tool, args, subject)
+        forms = subject_forms(self.config, self.workspace, tool, args)
         decision = decide(self.config.permission, name, forms or subject, decl)
         if decision.action == "deny":
-            return refuse(BlockKind.denied, decision.reason + _resolved_note(subject, forms) + ".", decl=decl)
+            return refuse(BlockKind.denied, decision.reason + _matched_as(decision, subject, forms) + ".", decl=decl)
         if decision.action == "ask":
             answer = await self._ask(
                 st, ApprovalRequest(self.session_id, call_id, name, subject, arguments, decl, decision.reason)
@@ -279,22 +280,17 @@ class Admission:
             st.asking = None
 
 
-def subject_forms(
-    config: Config, workspace: Workspace, tool: Tool, args: ToolArgs, subject: str | None
-) -> tuple[str, ...]:
-    """What permission patterns match for a call: its subject and, for each path of it, the forms of
-    where it resolves now (``Workspace.subject_forms``). Empty with no permission rules (nothing to
-    match)."""
-    if not config.permission.rules:
-        return ()
-    paths = tool.subject_paths(args)
-    forms = [subject] if subject is not None else []
-    for raw in paths:
-        forms.extend(workspace.subject_forms(raw))
-    return tuple(dict.fromkeys(forms))
+def subject_forms(config: Config, workspace: Workspace, tool: Tool, args: ToolArgs) -> tuple[str, ...]:
+    """What permission patterns match for a call (``Tool.subject_forms``); empty with no permission
+    rules (nothing to match)."""
+    return tool.subject_forms(args, workspace) if config.permission.rules else ()
 
 
-def _resolved_note(subject: str | None, forms: tuple[str, ...]) -> str:
-    """" ('alias/a' is 'secret/a')" when the subject's path resolves somewhere spelt otherwise."""
-    where = next((f for f in forms if f != subject and not f.startswith("/")), None)
-    return f" ({subject!r} is {where!r})" if subject is not None and where is not None else ""
+def _matched_as(decision: Decision, subject: str | None, forms: tuple[str, ...]) -> str:
+    """ " (matched as 'secret/a')" when the deciding rule matched a form of the subject other than its
+    text: where a path resolves, one simple command of a shell command."""
+    rule = decision.rule
+    if rule is None or rule.pattern is None:
+        return ""
+    form = next((f for f in forms if f != subject and fnmatchcase(f, rule.pattern)), None)
+    return f" (matched as {form!r})" if form is not None else ""

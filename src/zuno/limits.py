@@ -61,6 +61,9 @@ PREFLIGHT_RESERVE_FRACTION = 0.1  # ... and never more than this share of a smal
 # writtenPaths: how many literal paths one command may have examined before and after (a lower
 # bound; a command naming more is reported for the first ones only).
 SHELL_WRITTEN_MAX_CANDIDATES = 512
+# How many simple commands of one shell command permission patterns see besides its whole text (not
+# a spec limit: a bound on the reading).
+SHELL_PERMISSION_FORMS_MAX = 256
 # Output a command wrote that is read back into memory for the result; larger output is left in
 # its capture log and withheld from there (never read whole into memory).
 SHELL_INLINE_READ_MAX_BYTES = 8 << 20

@@ -36,6 +36,7 @@ class ContextSection:
 
 Refresher = Callable[["Store", str], ContextSection | None]
 
+
 class GoalObservation(Protocol):
     count: int  # consecutive identical observations, this one included
     paused: bool  # this observation paused the Goal with no_progress

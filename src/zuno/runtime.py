@@ -187,9 +187,7 @@ class Runtime:
             validate_session_id(session_id)
             store = self.existing_store()
             if store is None or not store.session_exists(session_id):
-                raise SessionNotFound(
-                    f"no session {session_id!r} in {self.db_path}. Run 'zuno sessions' to list them."
-                )
+                raise SessionNotFound(f"no session {session_id!r} in {self.db_path}. Run 'zuno sessions' to list them.")
             return session_id
         if continue_latest:
             store = self.existing_store()
@@ -360,7 +358,7 @@ class Session:
             return None
         tool, args = resolved
         subject = tool.subject(args)
-        forms = subject_forms(self.runtime.config, self.runtime.workspace, tool, args, subject)
+        forms = subject_forms(self.runtime.config, self.runtime.workspace, tool, args)
         decision = decide(self.runtime.config.permission, tool.name, forms or subject, tool.classify(args))
         return (decision.reason, subject) if decision.action == "ask" else None
 

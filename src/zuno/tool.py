@@ -349,6 +349,15 @@ class Tool:
                 return value
         return None
 
+    def subject_forms(self, args: ToolArgs, workspace: Workspace) -> tuple[str, ...]:
+        """Every form of the subject permission patterns match (a rule matches if it matches one):
+        the subject and, for each path of it, where it resolves now (``Workspace.subject_forms``)."""
+        subject = self.subject(args)
+        forms = [subject] if subject is not None else []
+        for raw in self.subject_paths(args):
+            forms.extend(workspace.subject_forms(raw))
+        return tuple(dict.fromkeys(forms))
+
     def subject_paths(self, args: ToolArgs) -> tuple[str, ...]:
         """The paths of the subject that name locations the tool opens: permission patterns also
         match where they resolve (``Workspace.subject_forms``)."""

@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -29,6 +29,9 @@ from zuno.tools.shell.execargs import check_exec
 from zuno.tools.shell.policy import INTERPRETERS, find_interpreter, installed_interpreters, plan
 from zuno.tools.shell.preflight import preflight
 from zuno.tools.shell.result import Run, background_result, command_result, job_receipt_hook
+
+if TYPE_CHECKING:
+    from zuno.workspace import Workspace
 
 LOGS_DIR = "logs"
 
@@ -104,6 +107,17 @@ class ShellTool(Tool):
     )
     Args = ShellArgs
     declarations = Declarations()  # SideEffecting, Never, Exclusive
+
+    def subject_forms(self, args: ToolArgs, workspace: Workspace) -> tuple[str, ...]:
+        """The command, and each simple command in it as written and as the program it runs
+        (``Analysis.invocations``): a rule on ``rm *`` also matches ``make && rm -rf build``,
+        ``sudo /bin/rm x`` and ``bash -c 'rm x'``."""
+        command = getattr(args, "command", None)
+        if not isinstance(command, str):
+            return super().subject_forms(args, workspace)
+        interpreter = getattr(args, "interpreter", None) or "bash"
+        reading = analyze(command, policy="pipefail", interpreter=interpreter)
+        return tuple(dict.fromkeys([command, *reading.invocations]))
 
     async def run(self, ctx: ToolContext, args: ShellArgs) -> ToolOutput:
         cfg = ctx.config.shell
@@ -328,5 +342,6 @@ class ShellTool(Tool):
             return await fut
 
     # -- the result ------------------------------------------------------------------------------
+
 
 __all__ = ["INTERPRETERS", "ShellArgs", "ShellTool"]

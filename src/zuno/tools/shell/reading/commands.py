@@ -202,6 +202,10 @@ class CommandReading:
             prog_words = prog_words[1:]
         name = prog_words[0] if prog_words else None
         base = os.path.basename(name) if name else None
+        if len(self.out.invocations) < limits.SHELL_PERMISSION_FORMS_MAX:
+            self.out.invocations.append(_text(self.src, n))
+            if base is not None:
+                self.out.invocations.append(" ".join([base, *(w if w is not None else "?" for w in prog_words[1:])]))
         gst = st
         if chdir is not None and st.base is not None:
             gst = st.inner()
@@ -363,6 +367,8 @@ class CommandReading:
         inner.vars = dict(self.vars) if same_shell else {}
         root = _parser().parse(inner.src).root_node
         inner.sequence(inner.children_as_sequence(root, set()), _State("" if same_shell else "."))
+        room = limits.SHELL_PERMISSION_FORMS_MAX - len(self.out.invocations)
+        self.out.invocations.extend(inner.out.invocations[: max(room, 0)])
         if same_shell:
             for lim in inner.out.limitations:
                 self.out.limitations.append(

@@ -65,6 +65,10 @@ class Analysis:
     backgrounded: bool = False
     unresolved_dir: bool = False  # a cd the reading could not follow
     programs: list[str | None] = field(default_factory=list)  # every program run (git as "git SUB"); None = expanded
+    # every simple command as permission patterns see it besides the whole text: as written, and as
+    # the program run (no directory, no wrapper: `sudo /bin/rm -f x` is also `rm -f x`; "?" a word
+    # only the shell expands), nested scripts (`bash -c '…'`, eval) included
+    invocations: list[str] = field(default_factory=list)
 
     @property
     def deliberate_wait(self) -> bool:
