@@ -32,6 +32,12 @@ READ_BINARY_SNIFF_BYTES = 8_192
 
 # Pre-dispatch hooks: how long a hook may take before the call is refused (fail closed).
 HOOK_TIMEOUT_S = 30.0
+# What of a pre-dispatch hook's stdout / stderr is kept (the decision, the reason); the rest is read
+# away and counted. And how long, once the hook exited and what it left behind was stopped, its
+# pipes may take to reach their end.
+HOOK_OUTPUT_MAX_BYTES = 64 * 1024
+HOOK_PIPE_GRACE_S = 1.0
+HOOK_EXIT_POLL_MAX_S = 0.01  # the longest pause between looks at whether a hook has exited
 
 # Process layer (issue 4/5): "A running command retains its most recent 2 MiB in memory while its
 # complete output stays on disk."
