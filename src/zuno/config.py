@@ -162,9 +162,13 @@ class ProviderOptions(_Strict):
     headers: dict[str, SecretStr] = Field(default_factory=dict)
     # Retries of a transient failure after the first attempt (0: none), and the read and connect
     # timeouts in ms (see limits.PROVIDER_*).
-    maxRetries: int = Field(limits.PROVIDER_MAX_RETRIES_DEFAULT, ge=0, le=limits.PROVIDER_MAX_RETRIES_CEILING)
+    maxRetries: int = Field(
+        limits.PROVIDER_MAX_RETRIES_DEFAULT, ge=0, le=limits.PROVIDER_MAX_RETRIES_CEILING
+    )
     timeout: int = Field(limits.PROVIDER_TIMEOUT_DEFAULT_MS, ge=1, le=limits.PROVIDER_TIMEOUT_MAX_MS)
-    connectTimeout: int = Field(limits.PROVIDER_CONNECT_TIMEOUT_DEFAULT_MS, ge=1, le=limits.PROVIDER_TIMEOUT_MAX_MS)
+    connectTimeout: int = Field(
+        limits.PROVIDER_CONNECT_TIMEOUT_DEFAULT_MS, ge=1, le=limits.PROVIDER_TIMEOUT_MAX_MS
+    )
 
 
 class ProviderConfig(_Strict):
@@ -482,7 +486,7 @@ def _describe(err: Mapping[str, Any], origin: Mapping[str, str], refs: Mapping[s
         near = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.7) if known else []
         if loc[:-1] == ("permission",) and value in ("allow", "ask", "deny"):  # another harness's shape
             rule = json.dumps({"rules": [{"tool": str(loc[-1]), "action": value}]})
-            return f'config key {key} is not a known key (from {src}). Permissions are rules: "permission": {rule}.'
+            return f"config key {key} is not a known key (from {src}). Permissions are rules: \"permission\": {rule}."
         if near:
             meant = ".".join([*map(str, loc[:-1]), near[0]])
             return f"config key {key} is not a known key (from {src}). Did you mean {meant}? Otherwise remove it."

@@ -36,7 +36,6 @@ class ContextSection:
 
 Refresher = Callable[["Store", str], ContextSection | None]
 
-
 class GoalObservation(Protocol):
     count: int  # consecutive identical observations, this one included
     paused: bool  # this observation paused the Goal with no_progress

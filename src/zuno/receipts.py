@@ -81,7 +81,9 @@ def record_read(ctx: ToolContext, path: Path, data: bytes, st: os.stat_result | 
     return record_seen(ctx, path, sha256_hex(data), len(data), st)
 
 
-def record_seen(ctx: ToolContext, path: Path, digest: str, size: int, st: os.stat_result | None = None) -> int:
+def record_seen(
+    ctx: ToolContext, path: Path, digest: str, size: int, st: os.stat_result | None = None
+) -> int:
     """Record a read receipt from a digest made while streaming (the bytes were never held).
     ``st`` is the status of the descriptor that was read; without it the name is looked up."""
     if st is None:

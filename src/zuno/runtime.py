@@ -187,7 +187,9 @@ class Runtime:
             validate_session_id(session_id)
             store = self.existing_store()
             if store is None or not store.session_exists(session_id):
-                raise SessionNotFound(f"no session {session_id!r} in {self.db_path}. Run 'zuno sessions' to list them.")
+                raise SessionNotFound(
+                    f"no session {session_id!r} in {self.db_path}. Run 'zuno sessions' to list them."
+                )
             return session_id
         if continue_latest:
             store = self.existing_store()

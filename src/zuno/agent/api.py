@@ -53,7 +53,7 @@ def nothing_to_resume(runtime: Runtime, session_id: str | None) -> NothingToResu
     ):
         return None
     which = f"session {session_id}" if session_id else "a new session"
-    resume = f'zuno resume {session_id} "…"' if session_id else 'zuno run "…"'
+    resume = f"zuno resume {session_id} \"…\"" if session_id else 'zuno run "…"'
     return NothingToResume(
         f"{which} has no agent conversation to continue (a session made by zuno call, zuno batch or the "
         f"MCP server has none): give a prompt, e.g. {resume}."

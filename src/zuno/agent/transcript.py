@@ -370,7 +370,9 @@ class Transcript:
                     Item(seq, turn, "tool_result", data, at=at, call_id=r.call_id, step=step, call_seq=r.call_seq)
                 )
 
-    def results_with_step(self, turn: int, rows: Callable[[list[CallRecord]], Sequence[ToolResultRow]]) -> StepWrites:
+    def results_with_step(
+        self, turn: int, rows: Callable[[list[CallRecord]], Sequence[ToolResultRow]]
+    ) -> StepWrites:
         """The result items of a step (``rows`` of its records), with the writes deferred until
         then, as writes that ride in the step's own last transaction (``Session.step(also=...)``):
         one commit for both. When they were not committed (``done`` false), ``abandon()`` puts
@@ -561,3 +563,5 @@ class Transcript:
     def calls_seq_floor(self) -> int:
         """A seq no later call row of this session can be at or under (seq is one global sequence)."""
         return self.store.call_seq_floor()
+
+

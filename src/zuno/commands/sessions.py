@@ -128,10 +128,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("action", nargs="?", choices=["prune"], help="prune: delete the sessions named by the options")
     p.add_argument("--json", action="store_true", help="print them as one JSON object")
     p.add_argument(
-        "--older-than",
-        type=_age_seconds,
-        default=None,
-        metavar="AGE",
+        "--older-than", type=_age_seconds, default=None, metavar="AGE",
         help="prune: sessions last active at least this long ago (days, or 30d, 12h, 90m, 45s)",
     )
     p.add_argument(

@@ -38,13 +38,8 @@ NO_KEY = "no-key"  # sent when a configured (non built-in) provider has no key; 
 EMPTY_TEXT = "(empty)"
 
 _STOP: dict[str, StopReason] = {
-    "end_turn": "end_turn",
-    "stop_sequence": "end_turn",
-    "tool_use": "tool_calls",
-    "max_tokens": "max_tokens",
-    "refusal": "content_filter",
-    "model_context_window_exceeded": "max_tokens",
-    "pause_turn": "paused",
+    "end_turn": "end_turn", "stop_sequence": "end_turn", "tool_use": "tool_calls", "max_tokens": "max_tokens",
+    "refusal": "content_filter", "model_context_window_exceeded": "max_tokens", "pause_turn": "paused",
 }
 _OPAQUE_BLOCKS = frozenset({"thinking", "redacted_thinking", "server_tool_use", "web_search_tool_result"})
 
@@ -259,11 +254,8 @@ class AnthropicProvider(StreamingProvider):
                     btype = block.get("type")
                     if btype == "tool_use":
                         calls.append(
-                            ToolCall(
-                                block.get("id") or "",
-                                block.get("name") or "",
-                                raw or json.dumps(block.get("input") or {}),
-                            )
+                            ToolCall(block.get("id") or "", block.get("name") or "",
+                                     raw or json.dumps(block.get("input") or {}))
                         )
                     elif btype in _OPAQUE_BLOCKS:
                         if btype == "server_tool_use" and raw:

@@ -132,7 +132,10 @@ class StreamingProvider(ABC):
     ) -> ProviderError:
         tries = f" after {len(attempts)} attempts" if len(attempts) > 1 else ""
         pid = self.settings.provider_id
-        msg = f"provider {pid} ({self.api}, model {self.settings.model}): {failure.category}{tries} — {failure.detail}"
+        msg = (
+            f"provider {pid} ({self.api}, model {self.settings.model}): "
+            f"{failure.category}{tries} — {failure.detail}"
+        )
         if retries_ran_out:
             # Name the knobs (a slow local server may want a longer timeout, or more retries).
             msg += f". Retries: provider.{pid}.options.maxRetries = {self.retry.max_attempts - 1}"
@@ -185,12 +188,8 @@ class StreamingProvider(ABC):
                 wait = self.retry.delay(number, failure.retry_after_s, self._rng)
                 log.info(
                     "provider %s (%s): attempt %d failed (%s%s); retrying in %.2fs",
-                    self.settings.provider_id,
-                    self.api,
-                    number,
-                    failure.category,
-                    ", after output began" if yielded else "",
-                    wait,
+                    self.settings.provider_id, self.api, number, failure.category,
+                    ", after output began" if yielded else "", wait,
                 )
                 if yielded:
                     # Output already reached the caller: it is told that it is void before the

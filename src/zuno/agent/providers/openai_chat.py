@@ -38,10 +38,7 @@ from zuno.agent.types import (
 NO_KEY = "no-key"
 
 _STOP: dict[str, StopReason] = {
-    "stop": "end_turn",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",
-    "length": "max_tokens",
+    "stop": "end_turn", "tool_calls": "tool_calls", "function_call": "tool_calls", "length": "max_tokens",
     "content_filter": "content_filter",
 }
 
@@ -216,7 +213,8 @@ class OpenAIChatProvider(StreamingProvider):
     api = "openai-chat"
     hosted_tools_supported = HOSTED_TOOLS["openai-chat"]
 
-    def __init__(self, settings: ProviderSettings, retry: RetryPolicy | None = None, *, builtin: bool = False) -> None:
+    def __init__(self, settings: ProviderSettings, retry: RetryPolicy | None = None, *,
+                 builtin: bool = False) -> None:
         super().__init__(settings, retry)
         self._client = openai_client(settings)
         # OpenAI itself wants max_completion_tokens; the compatible servers know max_tokens.
@@ -350,7 +348,9 @@ class OpenAIChatProvider(StreamingProvider):
             # Neither a finish_reason nor [DONE]: the answer broke off (a transient failure, as a
             # Responses or Messages stream without its final event), never a complete final.
             raise StreamFailure("connection", "the stream ended before a finish_reason or [DONE]")
-        tool_calls = tuple(ToolCall(b.id or f"call_{i}", b.name, b.arguments or "{}") for i, b in sorted(calls.items()))
+        tool_calls = tuple(
+            ToolCall(b.id or f"call_{i}", b.name, b.arguments or "{}") for i, b in sorted(calls.items())
+        )
         stop = _STOP.get(finish or "", "other")
         if tool_calls and stop == "end_turn":
             stop = "tool_calls"  # some compatible servers say "stop" after tool calls
@@ -379,3 +379,4 @@ class OpenAIChatProvider(StreamingProvider):
 
     async def aclose(self) -> None:
         await self._client.close()
+

@@ -100,8 +100,7 @@ def _hosted(hosted: tuple[HostedTool, ...]) -> tuple[HostedTool, ...]:
     for h in hosted:
         if h.blocked_domains and not h.allowed_domains:
             raise StreamFailure(
-                "unsupported",
-                "web_search on openai-responses takes allowed_domains only; blocked_domains "
+                "unsupported", "web_search on openai-responses takes allowed_domains only; blocked_domains "
                 "cannot be expressed (use allowed_domains, or the anthropic api)",
             )
         allowed = tuple(d for d in h.allowed_domains if d not in set(h.blocked_domains))
@@ -216,15 +215,12 @@ class OpenAIResponsesProvider(StreamingProvider):
                 elif kind == "response.failed":
                     err = (ev.get("response") or {}).get("error") or {}
                     code = err.get("code") or ""
-                    raise StreamFailure(
-                        _FAILED_CODES.get(code, "server"),
-                        f"response failed: {err.get('message') or code or 'no detail'}",
-                    )
+                    raise StreamFailure(_FAILED_CODES.get(code, "server"),
+                                        f"response failed: {err.get('message') or code or 'no detail'}")
                 elif kind == "error":
                     code = ev.get("code") or ""
-                    raise StreamFailure(
-                        _FAILED_CODES.get(code, "server"), f"stream error: {ev.get('message') or code or 'no detail'}"
-                    )
+                    raise StreamFailure(_FAILED_CODES.get(code, "server"),
+                                        f"stream error: {ev.get('message') or code or 'no detail'}")
         if final is None:
             raise StreamFailure("connection", "the stream ended before response.completed")
         usage = Usage()

@@ -52,7 +52,7 @@ def resolve_settings(
         raise err
     pid, sep, name = ref.partition("/")
     if not sep or not pid or not name:
-        raise ConfigError(f'{where} = {ref!r}: expected "<provider id>/<model name>", e.g. {_EXAMPLE}.')
+        raise ConfigError(f"{where} = {ref!r}: expected \"<provider id>/<model name>\", e.g. {_EXAMPLE}.")
     pconf = config.provider.get(pid) or ProviderConfig()
     builtin = BUILT_IN.get(pid)
     if builtin is None and pid not in config.provider:
@@ -74,7 +74,7 @@ def resolve_settings(
     base_url = pconf.options.baseURL
     if base_url is None and builtin is None:
         raise ConfigError(
-            f'config key provider.{pid}.options.baseURL is not set: name the server, e.g. "http://127.0.0.1:8080/v1".'
+            f"config key provider.{pid}.options.baseURL is not set: name the server, e.g. \"http://127.0.0.1:8080/v1\"."
         )
     if base_url is not None:
         check_base_url(pid, base_url)
@@ -84,7 +84,7 @@ def resolve_settings(
         if key is None:
             raise ConfigError(
                 f"provider {pid} has no key: set {builtin.key_env}, or config key provider.{pid}.options.apiKey "
-                f'(e.g. "{{env:{builtin.key_env}}}").'
+                f"(e.g. \"{{env:{builtin.key_env}}}\")."
             )
     mconf = pconf.models.get(name)
     context = (mconf.context if mconf else None) or (builtin.context_tokens if builtin else GENERIC_CONTEXT_TOKENS)
@@ -99,10 +99,8 @@ def resolve_settings(
             f"Set output below context (e.g. {max(1, context // 4)}) or raise context."
         )
     images = mconf.images if mconf is not None and mconf.images is not None else bool(builtin and builtin.images)
-    reasoning = (
-        mconf.reasoning
-        if mconf is not None and mconf.reasoning is not None
-        else bool(api == "openai-responses" and pid == "openai" and REASONING_MODEL.match(name))
+    reasoning = mconf.reasoning if mconf is not None and mconf.reasoning is not None else bool(
+        api == "openai-responses" and pid == "openai" and REASONING_MODEL.match(name)
     )
     return ProviderSettings(
         provider_id=pid,

@@ -174,10 +174,8 @@ _CONTEXT_PHRASES = (
 def _refine(category: str, kind: str | None, msg: str | None, code: str | None) -> str:
     if code in _QUOTA_CODES or kind in _QUOTA_CODES:
         return "quota"
-    if (
-        code in _CONTEXT_CODES
-        or kind in _CONTEXT_CODES
-        or (category == "bad_request" and msg is not None and any(p in msg.lower() for p in _CONTEXT_PHRASES))
+    if code in _CONTEXT_CODES or kind in _CONTEXT_CODES or (
+        category == "bad_request" and msg is not None and any(p in msg.lower() for p in _CONTEXT_PHRASES)
     ):
         return "context_length"
     return category

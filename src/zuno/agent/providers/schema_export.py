@@ -19,23 +19,16 @@ def _object_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 def chat_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
     return [
-        {
-            "type": "function",
-            "function": {"name": t.name, "description": t.description, "parameters": _object_schema(t.input_schema)},
-        }
+        {"type": "function",
+         "function": {"name": t.name, "description": t.description, "parameters": _object_schema(t.input_schema)}}
         for t in tools
     ]
 
 
 def responses_tools(tools: tuple[ToolSpec, ...], hosted: tuple[HostedTool, ...]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [
-        {
-            "type": "function",
-            "name": t.name,
-            "description": t.description,
-            "parameters": _object_schema(t.input_schema),
-            "strict": False,
-        }
+        {"type": "function", "name": t.name, "description": t.description,
+         "parameters": _object_schema(t.input_schema), "strict": False}
         for t in tools
     ]
     for h in hosted:
@@ -53,7 +46,8 @@ ANTHROPIC_WEB_SEARCH_TYPE = "web_search_20250305"
 
 def anthropic_tools(tools: tuple[ToolSpec, ...], hosted: tuple[HostedTool, ...]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [
-        {"name": t.name, "description": t.description, "input_schema": _object_schema(t.input_schema)} for t in tools
+        {"name": t.name, "description": t.description, "input_schema": _object_schema(t.input_schema)}
+        for t in tools
     ]
     for h in hosted:
         if h.kind == "web_search":

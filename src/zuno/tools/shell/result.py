@@ -139,7 +139,9 @@ def command_result(
     elif killed_by == "ceiling":
         outcome = Outcome.uncertain
         nothing("the command reached its hard ceiling and was killed there rather than deciding anything")
-        head = "[uncertain: killed at the hard ceiling] It decided nothing; inspect the real state before any retry."
+        head = (
+            "[uncertain: killed at the hard ceiling] It decided nothing; inspect the real state before any retry."
+        )
     elif sig is not None:
         outcome = Outcome.error
         nothing(f"killed by signal {sig} ({_signame(sig)}): there is no exit code, so it decides nothing")
@@ -283,7 +285,6 @@ def command_result(
         cancelled=run.cancelled,
         metadata=metadata,
     )
-
 
 def background_result(
     ctx: ToolContext,

@@ -192,7 +192,9 @@ def accept_proposal(store: Store, proposal_id: str) -> dict[str, Any]:
     with store.transaction() as db:
         p = db.execute("SELECT * FROM state_memory_proposals WHERE id = ?", (proposal_id,)).fetchone()
         if p is None or p["status"] != "pending":
-            raise StateRefusal("NotPending", f"memory proposal {proposal_id} is not pending.", _LIST_PENDING)
+            raise StateRefusal(
+                "NotPending", f"memory proposal {proposal_id} is not pending.", _LIST_PENDING
+            )
         result = _apply(db, p["root"], p["agent"], p["op"], p["key"], p["content"])
         db.execute(
             "UPDATE state_memory_proposals SET status = 'accepted', decided_at = ? WHERE id = ?",
@@ -210,7 +212,9 @@ def reject_proposal(store: Store, proposal_id: str) -> None:
         (time.time(), proposal_id),
     )
     if cur.rowcount != 1:
-        raise StateRefusal("NotPending", f"memory proposal {proposal_id} is not pending.", _LIST_PENDING)
+        raise StateRefusal(
+            "NotPending", f"memory proposal {proposal_id} is not pending.", _LIST_PENDING
+        )
 
 
 class MemoryReadTool(ActionTool):

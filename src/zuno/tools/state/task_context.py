@@ -331,4 +331,6 @@ class TaskContextTool(ActionTool):
                 metadata={"revision": result["revision"], "replayed": replayed, "invalidatesContext": True},
             )
 
-        return mutate_for_call(ctx, args, scope, KIND, lambda d: apply_update(ctx.store, ctx.session_id, d, a), render)
+        return mutate_for_call(
+            ctx, args, scope, KIND, lambda d: apply_update(ctx.store, ctx.session_id, d, a), render
+        )
