@@ -44,6 +44,12 @@ def open_db(path: Path, migrations: list[tuple[str, str]], *, readonly: bool) ->
         if db is not None:
             with contextlib.suppress(Exception):
                 db.close()
+        if ((getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            raise StoreUnusable(
+                f"store {path} is locked by another process: it stayed locked for the whole "
+                f"{BUSY_TIMEOUT_MS // 1000} s Zuno waits (a program holding a transaction open on it). "
+                "Let that program finish, or name another file with --db."
+            ) from None
         raise StoreUnusable(
             f"store {path} cannot be used as a SQLite database ({e}). Name another file with --db."
         ) from None
