@@ -52,7 +52,9 @@ class McpHub:
                         return name, e.message
 
             listed = await asyncio.gather(*(one(n, link) for n, link in self.links.items()))
-            owners: dict[str, str] = {n: "a built-in tool" for n in taken}
+            # Zuno's own resource tools are built-in names too: a server's tool never shadows them.
+            builtin = taken | {ResourceReadTool.name, ResourceListTool.name}
+            owners: dict[str, str] = {n: "a built-in tool" for n in builtin}
             for server, got in listed:
                 if isinstance(got, str):
                     self.failures[server] = got

@@ -30,6 +30,9 @@ from zuno.config import McpServerConfig
 from zuno.process.environment import withheld
 from zuno.process.environment import withheld_environment as inherited_environment
 
+# How much of a server's last stderr line a start failure quotes, and how long it waits for it.
+STDERR_TAIL_BYTES = 300
+STDERR_TAIL_WAIT_S = 2.0
 _ENV_REF = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -66,6 +69,8 @@ class _StderrSink:
         r, w = os.pipe()
         self.write_end = os.fdopen(w, "w")
         self._r = r
+        self._tail = b""  # the last bytes of this run's stderr, for a start failure's message
+        self.finished = threading.Event()
 
     def start(self) -> None:
         # A daemon thread: a server's child that keeps stderr open never holds up Zuno's exit.
@@ -79,6 +84,7 @@ class _StderrSink:
                 chunk = os.read(self._r, 65536)
                 if not chunk:
                     break
+                self._tail = (self._tail + chunk)[-STDERR_TAIL_BYTES:]
                 room = self.cap - written
                 if room > 0:
                     log.write(chunk[:room])
@@ -88,6 +94,11 @@ class _StderrSink:
             if dropped:
                 log.write(f"\n--- zuno: {dropped} more bytes of stderr dropped (cap {self.cap}) ---\n".encode())
         os.close(self._r)
+        self.finished.set()
+
+    def last_line(self) -> str:
+        lines = [ln.strip() for ln in self._tail.decode("utf-8", "replace").splitlines() if ln.strip()]
+        return lines[-1][:STDERR_TAIL_BYTES] if lines else ""
 
     def close_write(self) -> None:
         with contextlib.suppress(OSError):
@@ -101,11 +112,13 @@ class Link:
         self.root = root
         self.log_path = log_dir / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.log"
         self.timeout_s = cfg.timeout_ms / 1000
+        self.start_timeout_s = max(self.timeout_s, limits.MCP_START_TIMEOUT_MIN_S)
         self._client: Client | None = None
         self._owner: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._starting = asyncio.Lock()
         self.starts = 0
+        self._sink: _StderrSink | None = None
         self.ended_because: str | None = None  # why the previous connection ended, until reported
 
     # -- the connection -------------------------------------------------------------------------
@@ -133,12 +146,15 @@ class Link:
 
     async def _own(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
         sink = _StderrSink(self.log_path, limits.MCP_STDERR_LOG_MAX_BYTES) if self.cfg.command else None
+        self._sink = sink
         try:
             async with AsyncExitStack() as stack:
                 if sink is not None:
                     sink.start()
                     stack.callback(sink.close_write)
-                client = Client(self._transport(stack, sink), read_timeout_seconds=self.timeout_s)
+                # The SDK's own timeout is the handshake's bound too: never below the time a start may
+                # take (a call's own bound, timeout_ms, is kept by ``request``).
+                client = Client(self._transport(stack, sink), read_timeout_seconds=self.start_timeout_s)
                 await stack.enter_async_context(client)
                 if sink is not None:
                     sink.close_write()  # the child holds its own copy
@@ -173,25 +189,35 @@ class Link:
             stop = asyncio.Event()
             owner = asyncio.create_task(self._own(ready, stop), name=f"zuno-mcp-{self.name}")
             try:
-                client = await asyncio.wait_for(
-                    asyncio.shield(ready), max(self.timeout_s, limits.MCP_START_TIMEOUT_MIN_S)
-                )
+                client = await asyncio.wait_for(asyncio.shield(ready), self.start_timeout_s)
             except TimeoutError:
                 stop.set()
                 owner.cancel()
                 raise LinkError(
                     self.name,
                     "start",
-                    f"MCP server {self.name!r} did not finish starting within "
-                    f"{max(self.timeout_s, limits.MCP_START_TIMEOUT_MIN_S):g} s",
+                    f"MCP server {self.name!r} did not finish starting within {self.start_timeout_s:g} s",
                 ) from None
             except Exception as e:
-                raise LinkError(
-                    self.name, "start", f"MCP server {self.name!r} could not be started: {_describe(e)}"
-                ) from None
+                why = f"MCP server {self.name!r} could not be started: {_describe(e)}"
+                raise LinkError(self.name, "start", why + await self._stderr_hint()) from None
             self._client, self._owner, self._stop = client, owner, stop
             self.starts += 1
             return client
+
+    async def _stderr_hint(self) -> str:
+        """What a server that failed to start last said on stderr, and where the rest of it is."""
+        sink = self._sink
+        if sink is None:
+            return ""
+        await asyncio.to_thread(sink.finished.wait, STDERR_TAIL_WAIT_S)
+        try:
+            shown = self.log_path.relative_to(self.root)
+        except ValueError:
+            shown = self.log_path
+        last = sink.last_line()
+        said = f"; its stderr ended with {last!r}" if last else "; it wrote nothing to stderr"
+        return f"{said} (the whole log: {shown})"
 
     async def _drop(self) -> None:
         owner, stop = self._owner, self._stop
@@ -253,15 +279,28 @@ class Link:
         )
 
     async def list_tools(self) -> list[types.Tool]:
+        """Every page of the server's tools (never a silent part of them): a cursor sent twice or
+        more than ``limits.MCP_TOOL_LIST_PAGES_MAX`` pages is a protocol error naming it."""
         out: list[types.Tool] = []
         cursor: str | None = None
-        for _ in range(100):
+        seen: set[str] = set()
+        for _ in range(limits.MCP_TOOL_LIST_PAGES_MAX):
             page = await self.request("tools/list", lambda c, cur=cursor: c.list_tools(cursor=cur))
             out.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
-                break
-        return out
+                return out
+            if cursor in seen:
+                raise LinkError(
+                    self.name, "protocol", f"MCP server {self.name!r} sent the tools/list cursor {cursor[:64]!r} twice"
+                )
+            seen.add(cursor)
+        raise LinkError(
+            self.name,
+            "protocol",
+            f"MCP server {self.name!r} listed more than {limits.MCP_TOOL_LIST_PAGES_MAX} pages of tools "
+            f"({len(out)} tools so far); leave it out or ask its author to list fewer",
+        )
 
 
 def _describe(e: BaseException) -> str:

@@ -171,7 +171,23 @@ def build_app(frontend: Frontend, host: str, port: int, tokens: list[str]) -> AS
         # ceiling as a stdio line, so what is too large is refused by admission, naming why.
         max_request_body_size=MAX_MESSAGE_BYTES,
     )
+    _close_sessions_with_connections(server.session_manager, frontend)
     return BearerGate(WireCheck(app), tokens)
+
+
+def _close_sessions_with_connections(manager: Any, frontend: Frontend) -> None:
+    """The SDK forgets a legacy connection (the client's DELETE, its idle timeout, a crash) in one
+    place, ``_discard_session``: the Zuno session of that connection is closed there too. Before,
+    it stayed open until the server exited, its background jobs still running."""
+    discard = manager._discard_session
+
+    async def discard_and_close(session_id: str, transport: Any) -> None:
+        try:
+            await discard(session_id, transport)
+        finally:
+            frontend.connection_ended(f":{session_id}")
+
+    manager._discard_session = discard_and_close
 
 
 async def serve_http(frontend: Frontend, host: str, port: int, token: str | list[str] | None) -> None:

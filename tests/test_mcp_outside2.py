@@ -1,0 +1,232 @@
+"""MCP from outside, tenth round: ``zuno mcp`` as a real process driven by raw JSON-RPC (stdio
+pipes, HTTP with httpx), and Zuno as a client of real servers that misbehave on purpose.
+
+One test per defect found (docs/spec-coverage.md, "MCP — outside testing (tenth round)").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import zuno
+from zuno import limits
+
+from conftest import zuno_env
+from mcp_peers import HttpZuno
+
+LEGACY = "2025-11-25"
+SERVER = str(Path(__file__).with_name("mcp_misbehaving_server.py"))
+PAGING = str(Path(__file__).with_name("mcp_paging_server.py"))
+
+
+def _line(obj: Any) -> bytes:
+    return (json.dumps(obj) + "\n").encode()
+
+
+def _initialize(rid: Any = 0) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "method": "initialize",
+        "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+    }
+
+
+async def _start(root: Path) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "zuno", "mcp", "--root", str(root),
+        env=zuno_env(), cwd=str(root), limit=16 << 20,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+
+
+async def _next(proc: asyncio.subprocess.Process) -> dict[str, Any]:
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), 60)
+    assert line, "the server closed stdout"
+    return json.loads(line)
+
+
+# -- zuno mcp over stdio ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("token", [0, ""], ids=["zero", "empty string"])
+async def test_a_progress_token_of_zero_or_empty_still_gets_progress(workspace: Path, token: Any) -> None:
+    """A progress token is any string or integer: 0 and "" were taken for "no token" and a long
+    call sent no progress at all."""
+    proc = await _start(workspace)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(_line(_initialize()) + _line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        await _next(proc)
+        call = {"name": "shell", "arguments": {"command": "sleep 1.6"}, "_meta": {"progressToken": token}}
+        proc.stdin.write(_line({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}))
+        await proc.stdin.drain()
+        progress: list[dict[str, Any]] = []
+        while (msg := await _next(proc)).get("id") != 1:
+            if msg.get("method") == "notifications/progress":
+                progress.append(msg["params"])
+        assert msg["result"]["structuredContent"]["outcome"] == "ok"
+        assert progress and all(p["progressToken"] == token for p in progress), progress
+    finally:
+        proc.stdin.close()
+        await asyncio.wait_for(proc.wait(), 30)
+
+
+# -- zuno mcp over streamable HTTP ------------------------------------------------------------------
+
+
+def _sse_result(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 200, response.text
+    for line in response.text.splitlines():
+        if line.startswith("data:"):
+            return json.loads(line[5:])
+    return response.json()
+
+
+async def _http_session(http: httpx.AsyncClient, z: HttpZuno) -> tuple[dict[str, str], dict[str, Any]]:
+    headers = {"Authorization": f"Bearer {z.token}", "Accept": "application/json, text/event-stream"}
+    r = await http.post(z.url, json=_initialize(1), headers=headers)
+    init = _sse_result(r)
+    headers |= {"Mcp-Session-Id": r.headers["mcp-session-id"], "MCP-Protocol-Version": LEGACY}
+    r = await http.post(z.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    assert r.status_code == 202
+    return headers, init
+
+
+async def test_http_handshake_says_the_tool_list_changes_as_stdio_does(workspace: Path) -> None:
+    """tool_search expands the listing and a legacy client is sent tools/list_changed; over HTTP
+    the handshake said ``listChanged: false`` (the SDK's manager builds default options), so a
+    client that trusts the capability never re-listed."""
+    async with HttpZuno(workspace) as z, httpx.AsyncClient(timeout=30) as http:
+        _headers, init = await _http_session(http, z)
+    assert init["result"]["capabilities"]["tools"] == {"listChanged": True}
+
+
+def _running(marker: str) -> list[int]:
+    """The pids whose command line holds marker (read from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline:
+                found.append(int(entry))
+    return found
+
+
+async def test_deleting_an_http_session_closes_its_zuno_session_and_ends_its_jobs(workspace: Path) -> None:
+    """DELETE of a legacy HTTP session (or its idle timeout) left its Zuno session open until the
+    server exited: its background jobs kept running and the session was never closed. Now the
+    Zuno session closes with the connection; a call in flight settles and is recorded first."""
+    tag = f"{os.getpid() % 1000:03d}.{time.time_ns() % 10**6:06d}"
+    bg_secs, fg_secs = f"3{tag}", f"4{tag}"  # marks the processes of this test in /proc
+    async with HttpZuno(workspace) as z, httpx.AsyncClient(timeout=60) as http:
+        headers, _ = await _http_session(http, z)
+        bg = {"name": "shell", "arguments": {"command": f"sleep {bg_secs}", "run_in_background": True}}
+        started = _sse_result(
+            await http.post(
+                z.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": bg}, headers=headers
+            )
+        )
+        facts = started["result"]["structuredContent"]
+        assert facts["outcome"] == "ok" and _running(bg_secs)
+        fg = {"name": "shell", "arguments": {"command": f"sleep {fg_secs}"}}
+        call = asyncio.create_task(
+            http.post(z.url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": fg}, headers=headers)
+        )
+        for _ in range(200):
+            if _running(fg_secs):
+                break
+            await asyncio.sleep(0.05)
+        r = await http.delete(z.url, headers=headers)
+        assert r.status_code == 200
+        await asyncio.wait_for(call, 30)
+        for _ in range(200):  # the job ends with its session, not with the server
+            if not _running(bg_secs) and not _running(fg_secs):
+                break
+            await asyncio.sleep(0.05)
+        assert not _running(bg_secs), "the session's job outlived its DELETEd session"
+        assert not _running(fg_secs)
+        assert z.proc.returncode is None  # the server itself still serves
+        async with zuno.Runtime(root=workspace) as rt:
+            events = [e["kind"] for e in rt.store.events(facts["session"])]
+            calls = rt.store.calls(facts["session"])
+    assert "session-closed" in events
+    # the call in flight settled (cancelled) and was recorded before the close
+    assert [c.cancelled for c in calls if c.name == "shell"] == [False, True], calls
+
+
+# -- Zuno as an MCP client --------------------------------------------------------------------------
+
+
+def _server(*args: str, **entry: Any) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [SERVER, *args], "timeout_ms": 20000, **entry}
+
+
+async def test_a_connected_tool_named_like_a_resource_tool_is_refused_not_shadowed(workspace: Path) -> None:
+    """Server "resource" with tools "read" and "list" gives mcp_resource_read / mcp_resource_list,
+    Zuno's own resource tools: the server's tools were silently replaced by them. Now it is the
+    name collision the docs promise, naming both."""
+    cfg = {"mcp": {"resource": _server("--resource-names")}, "tool_search": {"defer": "never"}}
+    async with zuno.Runtime(root=workspace, config_overrides=cfg) as rt:
+        with pytest.raises(zuno.ConfigError) as e:
+            await rt.session().open()
+    assert "mcp_resource_read" in str(e.value) and "'read'" in str(e.value) and "built-in" in str(e.value)
+
+
+async def test_every_page_of_a_long_tool_list_is_registered(workspace: Path) -> None:
+    """Only the first 100 pages of a server's tools/list were read, silently: in pages of 10,
+    tool 1000 and later were missing."""
+    cfg = {"mcp": {"p": {"command": sys.executable, "args": [PAGING, "1500", "10"]}}, "tool_search": {"defer": "never"}}
+    async with zuno.Runtime(root=workspace, config_overrides=cfg) as rt:
+        async with rt.session() as s:
+            res = await s.step([{"name": "mcp_p_t1499", "arguments": {}}])
+            names = {n for n in rt.surface.tools if n.startswith("mcp_p_")}
+    assert len(names) == 1500
+    assert res.results[0].outcome is zuno.Outcome.ok and res.results[0].text == "t1499"
+
+
+async def test_a_tool_list_cursor_that_never_ends_is_a_start_failure_naming_it(workspace: Path) -> None:
+    cfg = {"mcp": {"p": {"command": sys.executable, "args": [PAGING, "5", "5", "--stuck"]}}}
+    async with zuno.Runtime(root=workspace, config_overrides=cfg) as rt:
+        async with rt.session() as s:
+            res = await s.step([{"name": "read", "arguments": {"path": "."}}])
+    failed = [n["text"] for n in res.notices if n["kind"] == "mcp_server_failed"]
+    assert failed and "cursor 'again' twice" in failed[0], res.notices
+    assert limits.MCP_TOOL_LIST_PAGES_MAX >= 1000
+
+
+async def test_a_server_that_fails_to_start_is_named_with_what_it_said(workspace: Path) -> None:
+    """The notice said only "MCPError: Connection closed": now the last line the server wrote to
+    stderr, and where its whole log is."""
+    cfg = {"mcp": {"bad": _server("--fail-at-start", "fatal: MY_API_KEY is not set")}}
+    async with zuno.Runtime(root=workspace, config_overrides=cfg) as rt:
+        async with rt.session() as s:
+            res = await s.step([{"name": "read", "arguments": {"path": "."}}])
+    failed = [n["text"] for n in res.notices if n["kind"] == "mcp_server_failed"]
+    assert failed, res.notices
+    assert "fatal: MY_API_KEY is not set" in failed[0] and ".zuno/logs/mcp/bad.log" in failed[0], failed[0]
+
+
+async def test_a_slow_start_with_a_short_call_timeout_still_starts(workspace: Path) -> None:
+    """Starting may take at least 30 s (limits.MCP_START_TIMEOUT_MIN_S) whatever timeout_ms says:
+    but the SDK's own request timeout was timeout_ms, so with 500 ms a server that took 11 s to
+    start (past the SDK's 10 s discover probe) failed its handshake."""
+    cfg = {"mcp": {"bad": _server("--start-after", "11", timeout_ms=500)}, "tool_search": {"defer": "never"}}
+    async with zuno.Runtime(root=workspace, config_overrides=cfg) as rt:
+        async with rt.session() as s:
+            res = await s.step([{"name": "mcp_bad_idem", "arguments": {"key": "k"}}])
+    assert not [n for n in res.notices if n["kind"] == "mcp_server_failed"], res.notices
+    assert res.results[0].outcome is zuno.Outcome.ok and res.results[0].text == "set k"
