@@ -230,3 +230,19 @@ async def test_a_slow_start_with_a_short_call_timeout_still_starts(workspace: Pa
             res = await s.step([{"name": "mcp_bad_idem", "arguments": {"key": "k"}}])
     assert not [n for n in res.notices if n["kind"] == "mcp_server_failed"], res.notices
     assert res.results[0].outcome is zuno.Outcome.ok and res.results[0].text == "set k"
+
+
+def test_a_server_that_prints_to_stdout_leaves_no_traceback_on_zunos_stderr(run_zuno: Any, workspace: Path) -> None:
+    """Each stdout line of a server that is not JSON-RPC (a banner, a stray print) put an 11-line
+    traceback of the SDK's on Zuno's stderr: the terminal of `zuno run`, the MCP client's log of
+    `zuno mcp`. It is noted in the server's own log instead."""
+    junk = str(Path(__file__).with_name("mcp_garbage_server.py"))
+    cfg = {"mcp": {"junk": {"command": sys.executable, "args": [junk], "timeout_ms": 5000}}}
+    cfg["tool_search"] = {"defer": "never"}
+    calls = json.dumps([{"name": "mcp_junk_mangle", "arguments": {}}])
+    p = run_zuno("batch", "-", input=calls, env={"ZUNO_CONFIG_CONTENT": json.dumps(cfg)})
+    assert p.returncode == 1, p.stderr  # the call's own outcome: uncertain, naming the server
+    assert json.loads(p.stdout)["results"][0]["outcome"] == "uncertain"
+    assert "Traceback" not in p.stderr and "Failed to parse" not in p.stderr, p.stderr
+    log = (workspace / ".zuno" / "logs" / "mcp" / "junk.log").read_text()
+    assert "not JSON-RPC was ignored: 'this is not JSON-RPC at all'" in log, log

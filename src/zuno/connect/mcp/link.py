@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import logging
 import os
 import re
 import threading
 import time
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +60,50 @@ def server_environment(cfg: McpServerConfig) -> dict[str, str]:
         if not withheld(k):
             env[k] = expand_env(v)
     return env
+
+
+# How many stdout lines that are not JSON-RPC a server's log notes per run (the rest are counted).
+STDOUT_NOISE_NOTED_MAX = 100
+
+
+@dataclass
+class _Noise:
+    """Where the stdout lines of one run of a server that are not JSON-RPC are noted."""
+
+    path: Path
+    seen: int = 0
+
+
+# The connection the running task serves (the SDK's stdout reader runs in a task of that
+# connection, so it sees the value its owner task set).
+_SERVER_NOISE: contextvars.ContextVar[_Noise | None] = contextvars.ContextVar("zuno_mcp_noise", default=None)
+
+
+class _StdoutNoise(logging.Filter):
+    """The SDK logs each line of a server's stdout that is not JSON-RPC (a banner, a stray print)
+    with a whole traceback, on Zuno's own stderr: the terminal of ``zuno run``, the client's log of
+    ``zuno mcp``. The line is noted in that server's log instead, without the traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        noise = _SERVER_NOISE.get()
+        if noise is None:
+            return True
+        noise.seen += 1
+        if noise.seen > STDOUT_NOISE_NOTED_MAX:
+            return False
+        error: Any = record.exc_info[1] if record.exc_info else None
+        try:
+            detail = repr(error.errors()[0]["input"])
+        except Exception:
+            detail = " ".join(str(error or record.getMessage()).split())
+        more = " (further ones are not noted)" if noise.seen == STDOUT_NOISE_NOTED_MAX else ""
+        with contextlib.suppress(OSError), open(noise.path, "ab") as log:
+            note = f"--- zuno: a stdout line that is not JSON-RPC was ignored{more}: {detail[:STDERR_TAIL_BYTES]} ---\n"
+            log.write(note.encode())
+        return False
+
+
+logging.getLogger("mcp.client.stdio").addFilter(_StdoutNoise())
 
 
 class _StderrSink:
@@ -147,6 +194,8 @@ class Link:
     async def _own(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
         sink = _StderrSink(self.log_path, limits.MCP_STDERR_LOG_MAX_BYTES) if self.cfg.command else None
         self._sink = sink
+        if sink is not None:
+            _SERVER_NOISE.set(_Noise(self.log_path))  # this task's own context: the SDK's reader inherits it
         try:
             async with AsyncExitStack() as stack:
                 if sink is not None:
