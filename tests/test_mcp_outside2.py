@@ -246,3 +246,19 @@ def test_a_server_that_prints_to_stdout_leaves_no_traceback_on_zunos_stderr(run_
     assert "Traceback" not in p.stderr and "Failed to parse" not in p.stderr, p.stderr
     log = (workspace / ".zuno" / "logs" / "mcp" / "junk.log").read_text()
     assert "not JSON-RPC was ignored: 'this is not JSON-RPC at all'" in log, log
+
+
+async def test_a_refusal_does_not_list_thousands_of_connected_tools(workspace: Path) -> None:
+    """An unknown tool's refusal listed every tool "available": with a server of 2,000 tools (whose
+    schemas deferral keeps out of the prompt) that was 2,000 names in one result. Now Zuno's own
+    tools and connected ones up to limits.AVAILABLE_TOOLS_SHOWN_MAX, then how many more."""
+    cfg = {"mcp": {"p": {"command": sys.executable, "args": [PAGING, "2000", "500"]}}}
+    async with zuno.Runtime(root=workspace, config_overrides=cfg) as rt:
+        async with rt.session() as s:
+            res = await s.step([{"name": "mcp_p_t20000", "arguments": {}}, {"arguments": {}}])
+    unknown, nameless = (r.text for r in res.results)
+    for text in (unknown, nameless):
+        assert "tool_search" in text and "read" in text, text
+        assert "more connected MCP tools (tool_search finds them)" in text, text
+        assert text.count("mcp_p_t") <= limits.AVAILABLE_TOOLS_SHOWN_MAX + 1, text
+    assert "Did you mean 'mcp_p_t200'" in unknown  # the suggestion still looks at every tool

@@ -226,6 +226,9 @@ MCP_TOOL_NAME_MAX = TOOL_NAME_MAX
 # characters; a longer one (a client can send megabytes) is shown by its first MCP_TOOL_NAME_MAX
 # characters and its length.
 UNKNOWN_TOOL_NAME_SHOWN_MAX = 256
+# A refusal that names the available tools names at most this many (every one of Zuno's own, then
+# connected MCP tools as fit, then how many more there are): a server can offer thousands.
+AVAILABLE_TOOLS_SHOWN_MAX = 64
 # tool_search returns at most this many matches (default 5).
 TOOL_SEARCH_DEFAULT_RESULTS = 5
 TOOL_SEARCH_MAX_RESULTS = 20
