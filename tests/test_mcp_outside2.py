@@ -168,6 +168,28 @@ async def test_deleting_an_http_session_closes_its_zuno_session_and_ends_its_job
     assert [c.cancelled for c in calls if c.name == "shell"] == [False, True], calls
 
 
+async def test_a_legacy_http_session_serves_only_the_token_that_opened_it(workspace: Path) -> None:
+    """With two --token clients, the one holding the second token could call tools in, and DELETE,
+    a session the first one opened (given its Mcp-Session-Id): the SDK checks a session's owner
+    only when the request names its principal, which Zuno's bearer check did not. Now the other
+    token gets the 404 an unknown session gets, and the owner's session is untouched."""
+    async with HttpZuno(workspace, "--token", "first-token", "--token", "second-token") as z:
+        z.token = "first-token"
+        async with httpx.AsyncClient(timeout=30) as http:
+            headers, _ = await _http_session(http, z)
+            other = headers | {"Authorization": "Bearer second-token"}
+            call = {"name": "read", "arguments": {"path": "."}}
+            r = await http.post(
+                z.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}, headers=other
+            )
+            assert r.status_code == 404, r.text
+            assert (await http.delete(z.url, headers=other)).status_code == 404
+            mine = await http.post(
+                z.url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call}, headers=headers
+            )
+            assert _sse_result(mine)["result"]["structuredContent"]["outcome"] == "ok"
+
+
 # -- Zuno as an MCP client --------------------------------------------------------------------------
 
 

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -93,7 +95,12 @@ class BearerGate:
             )
             await send({"type": "http.response.body", "body": body})
             return
-        scope.setdefault("state", {})[IDENTITY_KEY] = token_identity(match.decode())
+        identity = token_identity(match.decode())
+        scope.setdefault("state", {})[IDENTITY_KEY] = identity
+        # The SDK serves a legacy session only to the principal that opened it (as if unknown to
+        # any other: 404), when it is told who that is: without this, a client holding another
+        # token could use, or DELETE, a session it did not open.
+        scope["user"] = AuthenticatedUser(AccessToken(token=identity, client_id=identity, scopes=[]))
         await self.app(scope, receive, send)
 
 
