@@ -190,6 +190,28 @@ async def test_a_legacy_http_session_serves_only_the_token_that_opened_it(worksp
             assert _sse_result(mine)["result"]["structuredContent"]["outcome"] == "ok"
 
 
+@pytest.mark.parametrize("version", ["1999-01-01", "garbage", ""])
+async def test_an_unsupported_protocol_version_header_is_named_with_the_versions_served(
+    workspace: Path, version: str
+) -> None:
+    """An MCP-Protocol-Version header naming no version this server speaks got "params._meta must
+    be an object carrying the required ... envelope keys" (the SDK took it for the 2026-07-28 wire):
+    now 400 with -32022 naming the header's value and every version served."""
+    from mcp_types.version import SUPPORTED_PROTOCOL_VERSIONS
+
+    async with HttpZuno(workspace) as z, httpx.AsyncClient(timeout=30) as http:
+        headers, _ = await _http_session(http, z)
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        r = await http.post(z.url, json=ping, headers=headers | {"MCP-Protocol-Version": version})
+        assert r.status_code == 400
+        error = r.json()["error"]
+        assert error["code"] == -32022 and repr(version) in error["message"], error
+        assert error["data"] == {"supported": list(SUPPORTED_PROTOCOL_VERSIONS), "requested": version}
+        assert all(v in error["message"] for v in SUPPORTED_PROTOCOL_VERSIONS)
+        ok = await http.post(z.url, json=ping, headers=headers)  # the session itself is untouched
+        assert _sse_result(ok)["result"]["tools"]
+
+
 # -- Zuno as an MCP client --------------------------------------------------------------------------
 
 

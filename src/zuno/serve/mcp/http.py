@@ -13,16 +13,19 @@ import contextlib
 import hashlib
 import hmac
 import ipaddress
+import json
 import secrets
 import sys
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
+import mcp_types as types
 import uvicorn
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types.version import SUPPORTED_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from zuno.cli_support import UsageError
@@ -108,13 +111,32 @@ class WireCheck:
     """ASGI middleware: a POST body that is not one valid JSON-RPC message is answered 400 with its
     JSON-RPC error (``wire_check.reject``), as on stdio. Without it the SDK took a request whose
     ``id`` is null, a fraction or a boolean for a notification (202, never answered) and answered
-    a batch with -32602. Anything else reaches the SDK unchanged, body and all."""
+    a batch with -32602. A request whose ``MCP-Protocol-Version`` header names no version this
+    server speaks is answered 400 with -32022 naming the versions (any method). Anything else
+    reaches the SDK unchanged, body and all."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("method") != "POST":
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        version = _protocol_header(scope)
+        if version is not None and version not in SUPPORTED_PROTOCOL_VERSIONS:
+            # The SDK took every unknown version for the 2026-07-28 wire and answered "params._meta
+            # must be an object carrying ... envelope keys", which names neither the header nor the fix.
+            shown = ", ".join(SUPPORTED_PROTOCOL_VERSIONS)
+            error = {
+                "code": types.UNSUPPORTED_PROTOCOL_VERSION,
+                "message": f"Unsupported protocol version: the MCP-Protocol-Version header says {version!r}; "
+                f"this server speaks {shown}",
+                "data": {"supported": list(SUPPORTED_PROTOCOL_VERSIONS), "requested": version},
+            }
+            body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+            await _send_json(send, 400, body)
+            return
+        if scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
         held: deque[Message] = deque()
@@ -146,6 +168,18 @@ class WireCheck:
             return held.popleft() if held else await receive()
 
         await self.app(scope, replay, send)
+
+
+async def _send_json(send: Send, status: int, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _protocol_header(scope: Scope) -> str | None:
+    for k, v in scope.get("headers", []):
+        if k.lower() == b"mcp-protocol-version":
+            return v.decode("latin-1").strip()
+    return None
 
 
 def identify(ctx: Any) -> str:
