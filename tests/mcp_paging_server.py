@@ -1,8 +1,10 @@
 """An MCP server (the official SDK's low-level server) that lists its tools page by page, for
 Zuno's client tests.
 
-Run: python mcp_paging_server.py TOOLS PAGE [--stuck]. Its tools t0 .. t<TOOLS-1> answer their own
-name; each tools/list page holds PAGE of them. --stuck sends the same next cursor forever.
+Run: python mcp_paging_server.py TOOLS PAGE [--stuck] [--bad-schemas]. Its tools t0 .. t<TOOLS-1>
+answer their own name; each tools/list page holds PAGE of them. --stuck sends the same next cursor
+forever; --bad-schemas adds "badtype" (its input schema is not valid JSON Schema) and "badref" (a
+$ref to nowhere) to the first page.
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> t
     tools = [
         types.Tool(name=f"t{i}", description=f"tool {i}", input_schema={"type": "object"}) for i in range(start, end)
     ]
+    if "--bad-schemas" in sys.argv and start == 0:
+        tools.append(
+            types.Tool(name="badtype", input_schema={"type": "object", "properties": {"a": {"type": "strng"}}})
+        )
+        ref = {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}
+        tools.append(types.Tool(name="badref", input_schema=ref))
     return types.ListToolsResult(tools=tools, next_cursor="again" if STUCK else (str(end) if end < TOOLS else None))
 
 

@@ -306,3 +306,26 @@ async def test_a_refusal_does_not_list_thousands_of_connected_tools(workspace: P
         assert "more connected MCP tools (tool_search finds them)" in text, text
         assert text.count("mcp_p_t") <= limits.AVAILABLE_TOOLS_SHOWN_MAX + 1, text
     assert "Did you mean 'mcp_p_t200'" in unknown  # the suggestion still looks at every tool
+
+
+async def test_a_tool_whose_input_schema_is_broken_is_left_out_not_a_crash(workspace: Path) -> None:
+    """A connected tool whose input schema is not valid JSON Schema ("type": "strng") made the
+    whole step fail ("zuno: internal error: UnknownType", every other call of it lost); a $ref to
+    nowhere did the same. Now the first is left out at start with a notice naming it, and a call
+    of the second is refused (nothing sent), the rest of the step running."""
+    cfg = {"mcp": {"p": {"command": sys.executable, "args": [PAGING, "1", "5", "--bad-schemas"]}}}
+    cfg["tool_search"] = {"defer": "never"}
+    calls = [
+        {"name": "mcp_p_badtype", "arguments": {"a": 1}},
+        {"name": "mcp_p_badref", "arguments": {"a": 1}},
+        {"name": "mcp_p_t0", "arguments": {}},
+    ]
+    async with zuno.Runtime(root=workspace, config_overrides=cfg) as rt:
+        async with rt.session() as s:
+            res = await s.step(calls)
+    left = [n["text"] for n in res.notices if n["kind"] == "mcp_tool_left_out"]
+    assert left and "'badtype'" in left[0] and "not valid JSON Schema" in left[0], res.notices
+    badtype, badref, fine = res.results
+    assert badtype.block_kind is zuno.BlockKind.unavailable
+    assert badref.outcome is zuno.Outcome.blocked and "cannot be checked" in badref.text, badref.text
+    assert fine.outcome is zuno.Outcome.ok and fine.text == "t0"
