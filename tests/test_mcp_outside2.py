@@ -329,3 +329,17 @@ async def test_a_tool_whose_input_schema_is_broken_is_left_out_not_a_crash(works
     assert badtype.block_kind is zuno.BlockKind.unavailable
     assert badref.outcome is zuno.Outcome.blocked and "cannot be checked" in badref.text, badref.text
     assert fine.outcome is zuno.Outcome.ok and fine.text == "t0"
+
+
+async def test_an_http_server_that_refuses_the_bearer_is_named_with_its_status(tmp_path: Path, workspace: Path) -> None:
+    """A connected HTTP server that answered 401 to a wrong bearer was told only "could not be
+    started: MCPError: Server returned an error response": now the HTTP status and what to check."""
+    served = tmp_path / "served"
+    served.mkdir()
+    async with HttpZuno(served, "--token", "the-right-one") as z:
+        cfg = {"mcp": {"h": {"url": z.url, "bearer": "a-wrong-one", "timeout_ms": 10000}}}
+        async with zuno.Runtime(root=workspace, config_overrides=cfg) as rt:
+            async with rt.session() as s:
+                res = await s.step([{"name": "read", "arguments": {"path": "."}}])
+    failed = [n["text"] for n in res.notices if n["kind"] == "mcp_server_failed"]
+    assert failed and "HTTP 401" in failed[0] and "bearer" in failed[0], res.notices

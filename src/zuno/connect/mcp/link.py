@@ -166,6 +166,7 @@ class Link:
         self._starting = asyncio.Lock()
         self.starts = 0
         self._sink: _StderrSink | None = None
+        self._http_status: int | None = None  # the last HTTP error status an HTTP server answered
         self.ended_because: str | None = None  # why the previous connection ended, until reported
 
     # -- the connection -------------------------------------------------------------------------
@@ -187,7 +188,13 @@ class Link:
         headers = {k: expand_env(v) for k, v in cfg.headers.items()}
         if cfg.bearer:
             headers["Authorization"] = f"Bearer {expand_env(cfg.bearer)}"
-        http = httpx2.AsyncClient(headers=headers, timeout=self.timeout_s)
+        self._http_status = None
+
+        async def note_status(response: Any) -> None:  # the SDK's error names no HTTP status
+            if response.status_code >= 400:
+                self._http_status = response.status_code
+
+        http = httpx2.AsyncClient(headers=headers, timeout=self.timeout_s, event_hooks={"response": [note_status]})
         stack.push_async_callback(http.aclose)
         return streamable_http_client(str(cfg.url), http_client=http)
 
@@ -255,10 +262,15 @@ class Link:
             return client
 
     async def _stderr_hint(self) -> str:
-        """What a server that failed to start last said on stderr, and where the rest of it is."""
+        """What a server that failed to start last said on stderr, and where the rest of it is (an
+        HTTP server: the HTTP status it answered)."""
         sink = self._sink
         if sink is None:
-            return ""
+            status = self._http_status
+            if status is None:
+                return ""
+            check = " (check the entry's bearer and headers)" if status in (401, 403) else ""
+            return f"; it answered HTTP {status}{check}"
         await asyncio.to_thread(sink.finished.wait, STDERR_TAIL_WAIT_S)
         try:
             shown = self.log_path.relative_to(self.root)
