@@ -82,6 +82,26 @@ async def test_a_progress_token_of_zero_or_empty_still_gets_progress(workspace: 
         await asyncio.wait_for(proc.wait(), 30)
 
 
+async def test_a_tools_list_cursor_zuno_never_gave_is_invalid_params(workspace: Path) -> None:
+    """zuno mcp lists every tool in one page and sends no nextCursor; a cursor it never gave got
+    the whole list again, as if it were the first page (MCP: an invalid cursor SHOULD be -32602)."""
+    proc = await _start(workspace)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(_line(_initialize()) + _line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        await _next(proc)
+        proc.stdin.write(_line({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"cursor": "page-2"}}))
+        proc.stdin.write(_line({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}))
+        await proc.stdin.drain()
+        bad, good = await _next(proc), await _next(proc)
+        assert bad["id"] == 1 and bad["error"]["code"] == -32602, bad
+        assert "'page-2'" in bad["error"]["message"] and "without a cursor" in bad["error"]["message"]
+        assert good["id"] == 2 and good["result"]["tools"] and "nextCursor" not in good["result"]
+    finally:
+        proc.stdin.close()
+        await asyncio.wait_for(proc.wait(), 30)
+
+
 # -- zuno mcp over streamable HTTP ------------------------------------------------------------------
 
 

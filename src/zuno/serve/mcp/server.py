@@ -22,6 +22,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from zuno.declarations import Concurrency
@@ -125,6 +126,14 @@ class Frontend:
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        if params is not None and params.cursor:  # ("" read as none, as lenient clients send it)
+            # Zuno lists every tool in one page and never sends a cursor: any cursor is one it did
+            # not give (MCP: an invalid cursor SHOULD be -32602), not a request for the first page.
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"Invalid params: unknown cursor {params.cursor[:64]!r}; zuno mcp lists every tool in one page "
+                "(no nextCursor), so send tools/list without a cursor",
+            )
         client = await self.client(self.identify(ctx))
         tools = [types.Tool.model_validate(tool_listing(t)) for t in client.session.visible_tools()]
         return types.ListToolsResult(tools=tools)
