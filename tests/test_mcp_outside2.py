@@ -232,6 +232,41 @@ async def test_an_unsupported_protocol_version_header_is_named_with_the_versions
         assert _sse_result(ok)["result"]["tools"]
 
 
+async def test_http_on_a_port_in_use_is_a_usage_error_and_port_zero_names_the_port(workspace: Path) -> None:
+    """A port in use printed "zuno mcp: serving http://127.0.0.1:PORT/mcp", then uvicorn's own
+    "ERROR: [Errno 98] ..." and exit status 3 (undocumented); port 0 was announced as ":0". Now
+    the socket is bound first: exit 2 naming the address, and the port actually bound is shown."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "zuno", "mcp", "--root", str(workspace), "--http", f"127.0.0.1:{port}",
+            "--token", "t", env=zuno_env(), stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+    text = err.decode()
+    assert proc.returncode == 2, text
+    assert f"127.0.0.1:{port}" in text and "cannot listen there" in text and "serving" not in text, text
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "zuno", "mcp", "--root", str(workspace), "--http", "127.0.0.1:0", "--token", "t",
+        env=zuno_env(), stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        line = (await asyncio.wait_for(proc.stderr.readline(), 60)).decode()
+        assert line.startswith("zuno mcp: serving http://127.0.0.1:") and ":0/" not in line, line
+        url = line.split("serving ", 1)[1].strip()
+        async with httpx.AsyncClient(timeout=30) as http:
+            headers = {"Authorization": "Bearer t", "Accept": "application/json, text/event-stream"}
+            assert _sse_result(await http.post(url, json=_initialize(1), headers=headers))["result"]
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 30)
+
+
 # -- Zuno as an MCP client --------------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ import hmac
 import ipaddress
 import json
 import secrets
+import socket
 import sys
 from collections import deque
 from collections.abc import Iterator
@@ -232,6 +233,18 @@ def _close_sessions_with_connections(manager: Any, frontend: Frontend) -> None:
 
 
 async def serve_http(frontend: Frontend, host: str, port: int, token: str | list[str] | None) -> None:
+    # Bound first, before anything starts or "serving" is said: a port in use is a usage error
+    # naming it (it was "serving http://...", then uvicorn's own error and exit status 3), and
+    # port 0 names the port actually bound.
+    sock = bind_socket(host, port)
+    try:
+        await _serve_on(frontend, sock, host, token)
+    finally:
+        sock.close()
+
+
+async def _serve_on(frontend: Frontend, sock: socket.socket, host: str, token: str | list[str] | None) -> None:
+    port = sock.getsockname()[1]
     # Connected MCP servers start now: a name collision is an error at start, not on a first request.
     await frontend.runtime.start_mcp()
     tokens = [token] if isinstance(token, str) else list(token or [])
@@ -249,4 +262,19 @@ async def serve_http(frontend: Frontend, host: str, port: int, token: str | list
     frontend.stop = lambda: setattr(server, "should_exit", True)
     shown = f"[{host}]" if ":" in host else host
     print(f"zuno mcp: serving http://{shown}:{port}{MCP_PATH}", file=sys.stderr, flush=True)
-    await server.serve()
+    await server.serve(sockets=[sock])
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise UsageError(
+            f"--http {host}:{port}: cannot listen there ({e.strerror or e}). "
+            "Choose another port (0 picks a free one), or stop what is using it."
+        ) from None
+    return sock
