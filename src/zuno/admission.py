@@ -194,6 +194,20 @@ def suggest_tool(name: str, available: list[str]) -> str | None:
     return by_fold[close[0]] if close else None
 
 
+def available_list(names: list[str]) -> str:
+    """The tools a refusal names as available: every one up to ``limits.AVAILABLE_TOOLS_SHOWN_MAX``;
+    past it (thousands of connected MCP tools) every tool of Zuno's own and as many connected ones
+    as fit, then how many more there are."""
+    if len(names) <= limits.AVAILABLE_TOOLS_SHOWN_MAX:
+        return ", ".join(names)
+    own = [n for n in names if not n.startswith("mcp_") or n in ("mcp_resource_read", "mcp_resource_list")]
+    connected = [n for n in names if n not in own]
+    room = max(0, limits.AVAILABLE_TOOLS_SHOWN_MAX - len(own))
+    rest = len(connected) - room
+    find = " (tool_search finds them)" if "tool_search" in names else ""
+    return ", ".join(own + connected[:room]) + f", and {rest:,} more connected MCP tools{find}"
+
+
 def sentence(message: str) -> str:
     """A message as a whole sentence, so text can follow it ("… Nothing ran.")."""
     message = message.rstrip()

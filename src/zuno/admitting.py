@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from zuno import limits
 from zuno.admission import (
     as_text,
+    available_list,
     describe_validation,
     lone_surrogate,
     measure_call,
@@ -129,7 +130,7 @@ class Admission:
                 arguments,
                 STRICT,
                 BlockKind.invalid_arguments,
-                'the call has no tool "name"; name one of: ' + ", ".join(self.surface.names()) + ".",
+                'the call has no tool "name"; name one of: ' + available_list(self.surface.names()) + ".",
             )
 
         def refuse(kind: BlockKind, message: str, decl: Declarations = STRICT) -> Blocked:
@@ -141,7 +142,7 @@ class Admission:
             offered = [n for n in self.surface.names() if n not in st.hidden]
             return refuse(
                 BlockKind.unavailable,
-                f"tool {name!r} is not offered now: {st.hidden[name]}. Available: " + ", ".join(offered) + ".",
+                f"tool {name!r} is not offered now: {st.hidden[name]}. Available: " + available_list(offered) + ".",
             )
         if tool is None:
             why = self.surface.disabled.get(name)
@@ -155,7 +156,7 @@ class Admission:
             meant = suggest_tool(name, self.surface.names())
             if meant is not None:
                 msg += f" Did you mean {meant!r}?"
-            msg += " Available: " + ", ".join(self.surface.names()) + "."
+            msg += " Available: " + available_list(self.surface.names()) + "."
             return refuse(BlockKind.unavailable, msg)
         # 2. validate
         if isinstance(arguments, str):

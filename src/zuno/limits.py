@@ -224,6 +224,9 @@ MCP_TIMEOUT_DEFAULT_MS = 60_000
 MCP_TIMEOUT_MAX_MS = 3_600_000
 # Starting a server (spawn + handshake) may take longer than a short call timeout: at least 30 s.
 MCP_START_TIMEOUT_MIN_S = 30.0
+# A connected server's tools/list is read page by page to its end, up to this many pages (beyond,
+# or a cursor sent twice, the server is refused at start with a protocol error naming it).
+MCP_TOOL_LIST_PAGES_MAX = 1000
 # Tool names as providers take them: ^[A-Za-z0-9_-]{1,64}$ (an extension tool's name is held to it;
 # a connected MCP server's tool is renamed to fit it).
 TOOL_NAME_MAX = 64
@@ -232,6 +235,9 @@ MCP_TOOL_NAME_MAX = TOOL_NAME_MAX
 # characters; a longer one (a client can send megabytes) is shown by its first MCP_TOOL_NAME_MAX
 # characters and its length.
 UNKNOWN_TOOL_NAME_SHOWN_MAX = 256
+# A refusal that names the available tools names at most this many (every one of Zuno's own, then
+# connected MCP tools as fit, then how many more there are): a server can offer thousands.
+AVAILABLE_TOOLS_SHOWN_MAX = 64
 # tool_search returns at most this many matches (default 5).
 TOOL_SEARCH_DEFAULT_RESULTS = 5
 TOOL_SEARCH_MAX_RESULTS = 20

@@ -279,6 +279,8 @@ class Session:
                 rt.store.add_notice(
                     self.id, "mcp_server_failed", f"{why}; its tools are not available.", {"server": server}
                 )
+            for tool, why in rt.mcp.left_out.items():
+                rt.store.add_notice(self.id, "mcp_tool_left_out", f"{why}.", {"tool": tool})
         return self
 
     def _recover(self) -> None:

@@ -107,7 +107,7 @@ async def _serve(
             from zuno.serve.mcp.http import serve_http
 
             await serve_http(frontend, http[0], http[1], token)
-    except (SessionBusy, ConfigError) as e:
+    except (SessionBusy, ConfigError, UsageError) as e:
         print(f"zuno mcp: {e}", file=sys.stderr)
         return EXIT_USAGE
     except asyncio.CancelledError:

@@ -18,7 +18,7 @@ import mcp_types as types
 from zuno.config import Config, ConfigError
 from zuno.connect.mcp.link import Link, LinkError
 from zuno.connect.mcp.names import declarations_for, tool_name
-from zuno.connect.mcp.tools import McpTool, ResourceListTool, ResourceReadTool
+from zuno.connect.mcp.tools import InvalidInputSchema, McpTool, ResourceListTool, ResourceReadTool
 from zuno.tool import Tool
 
 
@@ -29,6 +29,7 @@ class McpHub:
         self._bound = asyncio.Semaphore(config.concurrency.mcp_connections)
         self.tools: dict[str, McpTool] = {}
         self.failures: dict[str, str] = {}
+        self.left_out: dict[str, str] = {}  # connected tools that cannot be offered, and why
         self._started = False
         self._lock = asyncio.Lock()
 
@@ -52,7 +53,9 @@ class McpHub:
                         return name, e.message
 
             listed = await asyncio.gather(*(one(n, link) for n, link in self.links.items()))
-            owners: dict[str, str] = {n: "a built-in tool" for n in taken}
+            # Zuno's own resource tools are built-in names too: a server's tool never shadows them.
+            builtin = taken | {ResourceReadTool.name, ResourceListTool.name}
+            owners: dict[str, str] = {n: "a built-in tool" for n in builtin}
             for server, got in listed:
                 if isinstance(got, str):
                     self.failures[server] = got
@@ -71,7 +74,10 @@ class McpHub:
                         )
                     owners[name] = f"tool {remote.name!r} of MCP server {server!r}"
                     decl = declarations_for(remote.annotations, cfg.trusted, cfg.declarations.get(remote.name))
-                    self.tools[name] = McpTool(self, server, remote, name, decl)
+                    try:
+                        self.tools[name] = McpTool(self, server, remote, name, decl)
+                    except InvalidInputSchema as e:  # it could never be checked: left out, said once
+                        self.left_out[name] = f"tool {remote.name!r} of MCP server {server!r} is left out: {e}"
             return self._surface()
 
     def _surface(self) -> dict[str, Tool]:

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import logging
 import os
 import re
 import threading
 import time
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,9 @@ from zuno.config import McpServerConfig
 from zuno.process.environment import withheld
 from zuno.process.environment import withheld_environment as inherited_environment
 
+# How much of a server's last stderr line a start failure quotes, and how long it waits for it.
+STDERR_TAIL_BYTES = 300
+STDERR_TAIL_WAIT_S = 2.0
 _ENV_REF = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -56,6 +62,50 @@ def server_environment(cfg: McpServerConfig) -> dict[str, str]:
     return env
 
 
+# How many stdout lines that are not JSON-RPC a server's log notes per run (the rest are counted).
+STDOUT_NOISE_NOTED_MAX = 100
+
+
+@dataclass
+class _Noise:
+    """Where the stdout lines of one run of a server that are not JSON-RPC are noted."""
+
+    path: Path
+    seen: int = 0
+
+
+# The connection the running task serves (the SDK's stdout reader runs in a task of that
+# connection, so it sees the value its owner task set).
+_SERVER_NOISE: contextvars.ContextVar[_Noise | None] = contextvars.ContextVar("zuno_mcp_noise", default=None)
+
+
+class _StdoutNoise(logging.Filter):
+    """The SDK logs each line of a server's stdout that is not JSON-RPC (a banner, a stray print)
+    with a whole traceback, on Zuno's own stderr: the terminal of ``zuno run``, the client's log of
+    ``zuno mcp``. The line is noted in that server's log instead, without the traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        noise = _SERVER_NOISE.get()
+        if noise is None:
+            return True
+        noise.seen += 1
+        if noise.seen > STDOUT_NOISE_NOTED_MAX:
+            return False
+        error: Any = record.exc_info[1] if record.exc_info else None
+        try:
+            detail = repr(error.errors()[0]["input"])
+        except Exception:
+            detail = " ".join(str(error or record.getMessage()).split())
+        more = " (further ones are not noted)" if noise.seen == STDOUT_NOISE_NOTED_MAX else ""
+        with contextlib.suppress(OSError), open(noise.path, "ab") as log:
+            note = f"--- zuno: a stdout line that is not JSON-RPC was ignored{more}: {detail[:STDERR_TAIL_BYTES]} ---\n"
+            log.write(note.encode())
+        return False
+
+
+logging.getLogger("mcp.client.stdio").addFilter(_StdoutNoise())
+
+
 class _StderrSink:
     """A pipe the server writes its stderr to, copied into the log file up to a cap per run."""
 
@@ -66,6 +116,8 @@ class _StderrSink:
         r, w = os.pipe()
         self.write_end = os.fdopen(w, "w")
         self._r = r
+        self._tail = b""  # the last bytes of this run's stderr, for a start failure's message
+        self.finished = threading.Event()
 
     def start(self) -> None:
         # A daemon thread: a server's child that keeps stderr open never holds up Zuno's exit.
@@ -79,6 +131,7 @@ class _StderrSink:
                 chunk = os.read(self._r, 65536)
                 if not chunk:
                     break
+                self._tail = (self._tail + chunk)[-STDERR_TAIL_BYTES:]
                 room = self.cap - written
                 if room > 0:
                     log.write(chunk[:room])
@@ -88,6 +141,11 @@ class _StderrSink:
             if dropped:
                 log.write(f"\n--- zuno: {dropped} more bytes of stderr dropped (cap {self.cap}) ---\n".encode())
         os.close(self._r)
+        self.finished.set()
+
+    def last_line(self) -> str:
+        lines = [ln.strip() for ln in self._tail.decode("utf-8", "replace").splitlines() if ln.strip()]
+        return lines[-1][:STDERR_TAIL_BYTES] if lines else ""
 
     def close_write(self) -> None:
         with contextlib.suppress(OSError):
@@ -101,11 +159,14 @@ class Link:
         self.root = root
         self.log_path = log_dir / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.log"
         self.timeout_s = cfg.timeout_ms / 1000
+        self.start_timeout_s = max(self.timeout_s, limits.MCP_START_TIMEOUT_MIN_S)
         self._client: Client | None = None
         self._owner: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._starting = asyncio.Lock()
         self.starts = 0
+        self._sink: _StderrSink | None = None
+        self._http_status: int | None = None  # the last HTTP error status an HTTP server answered
         self.ended_because: str | None = None  # why the previous connection ended, until reported
 
     # -- the connection -------------------------------------------------------------------------
@@ -127,18 +188,29 @@ class Link:
         headers = {k: expand_env(v) for k, v in cfg.headers.items()}
         if cfg.bearer:
             headers["Authorization"] = f"Bearer {expand_env(cfg.bearer)}"
-        http = httpx2.AsyncClient(headers=headers, timeout=self.timeout_s)
+        self._http_status = None
+
+        async def note_status(response: Any) -> None:  # the SDK's error names no HTTP status
+            if response.status_code >= 400:
+                self._http_status = response.status_code
+
+        http = httpx2.AsyncClient(headers=headers, timeout=self.timeout_s, event_hooks={"response": [note_status]})
         stack.push_async_callback(http.aclose)
         return streamable_http_client(str(cfg.url), http_client=http)
 
     async def _own(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
         sink = _StderrSink(self.log_path, limits.MCP_STDERR_LOG_MAX_BYTES) if self.cfg.command else None
+        self._sink = sink
+        if sink is not None:
+            _SERVER_NOISE.set(_Noise(self.log_path))  # this task's own context: the SDK's reader inherits it
         try:
             async with AsyncExitStack() as stack:
                 if sink is not None:
                     sink.start()
                     stack.callback(sink.close_write)
-                client = Client(self._transport(stack, sink), read_timeout_seconds=self.timeout_s)
+                # The SDK's own timeout is the handshake's bound too: never below the time a start may
+                # take (a call's own bound, timeout_ms, is kept by ``request``).
+                client = Client(self._transport(stack, sink), read_timeout_seconds=self.start_timeout_s)
                 await stack.enter_async_context(client)
                 if sink is not None:
                     sink.close_write()  # the child holds its own copy
@@ -173,25 +245,40 @@ class Link:
             stop = asyncio.Event()
             owner = asyncio.create_task(self._own(ready, stop), name=f"zuno-mcp-{self.name}")
             try:
-                client = await asyncio.wait_for(
-                    asyncio.shield(ready), max(self.timeout_s, limits.MCP_START_TIMEOUT_MIN_S)
-                )
+                client = await asyncio.wait_for(asyncio.shield(ready), self.start_timeout_s)
             except TimeoutError:
                 stop.set()
                 owner.cancel()
                 raise LinkError(
                     self.name,
                     "start",
-                    f"MCP server {self.name!r} did not finish starting within "
-                    f"{max(self.timeout_s, limits.MCP_START_TIMEOUT_MIN_S):g} s",
+                    f"MCP server {self.name!r} did not finish starting within {self.start_timeout_s:g} s",
                 ) from None
             except Exception as e:
-                raise LinkError(
-                    self.name, "start", f"MCP server {self.name!r} could not be started: {_describe(e)}"
-                ) from None
+                why = f"MCP server {self.name!r} could not be started: {_describe(e)}"
+                raise LinkError(self.name, "start", why + await self._stderr_hint()) from None
             self._client, self._owner, self._stop = client, owner, stop
             self.starts += 1
             return client
+
+    async def _stderr_hint(self) -> str:
+        """What a server that failed to start last said on stderr, and where the rest of it is (an
+        HTTP server: the HTTP status it answered)."""
+        sink = self._sink
+        if sink is None:
+            status = self._http_status
+            if status is None:
+                return ""
+            check = " (check the entry's bearer and headers)" if status in (401, 403) else ""
+            return f"; it answered HTTP {status}{check}"
+        await asyncio.to_thread(sink.finished.wait, STDERR_TAIL_WAIT_S)
+        try:
+            shown = self.log_path.relative_to(self.root)
+        except ValueError:
+            shown = self.log_path
+        last = sink.last_line()
+        said = f"; its stderr ended with {last!r}" if last else "; it wrote nothing to stderr"
+        return f"{said} (the whole log: {shown})"
 
     async def _drop(self) -> None:
         owner, stop = self._owner, self._stop
@@ -253,15 +340,28 @@ class Link:
         )
 
     async def list_tools(self) -> list[types.Tool]:
+        """Every page of the server's tools (never a silent part of them): a cursor sent twice or
+        more than ``limits.MCP_TOOL_LIST_PAGES_MAX`` pages is a protocol error naming it."""
         out: list[types.Tool] = []
         cursor: str | None = None
-        for _ in range(100):
+        seen: set[str] = set()
+        for _ in range(limits.MCP_TOOL_LIST_PAGES_MAX):
             page = await self.request("tools/list", lambda c, cur=cursor: c.list_tools(cursor=cur))
             out.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
-                break
-        return out
+                return out
+            if cursor in seen:
+                raise LinkError(
+                    self.name, "protocol", f"MCP server {self.name!r} sent the tools/list cursor {cursor[:64]!r} twice"
+                )
+            seen.add(cursor)
+        raise LinkError(
+            self.name,
+            "protocol",
+            f"MCP server {self.name!r} listed more than {limits.MCP_TOOL_LIST_PAGES_MAX} pages of tools "
+            f"({len(out)} tools so far); leave it out or ask its author to list fewer",
+        )
 
 
 def _describe(e: BaseException) -> str:

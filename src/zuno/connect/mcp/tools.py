@@ -27,8 +27,17 @@ if TYPE_CHECKING:
 from zuno.connect.mcp.link import LinkError
 
 
+class InvalidInputSchema(ValueError):
+    """A connected tool's input schema is not valid JSON Schema: the tool is left out."""
+
+
 def _args_model(schema: dict[str, Any], name: str) -> type[ToolArgs]:
     validator_cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        validator_cls.check_schema(schema)
+    except jsonschema.SchemaError as e:
+        where = "/".join(str(p) for p in e.path) or "(top)"
+        raise InvalidInputSchema(f"its input schema is not valid JSON Schema at {where}: {e.message}") from None
     validator = validator_cls(schema)
 
     class McpArgs(ToolArgs):
@@ -37,7 +46,13 @@ def _args_model(schema: dict[str, Any], name: str) -> type[ToolArgs]:
         @model_validator(mode="before")
         @classmethod
         def _check(cls, data: Any) -> Any:
-            errors = sorted(validator.iter_errors(data), key=lambda e: list(e.path))
+            try:
+                errors = sorted(validator.iter_errors(data), key=lambda e: list(e.path))
+            except Exception as e:  # a $ref to nowhere, say: the schema, not the call, is wrong
+                raise ValueError(
+                    f"the server's input schema of {name} cannot be checked ({type(e).__name__}: {e}); "
+                    "the call was not sent"
+                ) from None
             if errors:
                 e = errors[0]
                 where = ".".join(str(p) for p in e.path) or "(arguments)"

@@ -13,14 +13,20 @@ import contextlib
 import hashlib
 import hmac
 import ipaddress
+import json
 import secrets
+import socket
 import sys
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
+import mcp_types as types
 import uvicorn
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types.version import SUPPORTED_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from zuno.cli_support import UsageError
@@ -93,7 +99,12 @@ class BearerGate:
             )
             await send({"type": "http.response.body", "body": body})
             return
-        scope.setdefault("state", {})[IDENTITY_KEY] = token_identity(match.decode())
+        identity = token_identity(match.decode())
+        scope.setdefault("state", {})[IDENTITY_KEY] = identity
+        # The SDK serves a legacy session only to the principal that opened it (as if unknown to
+        # any other: 404), when it is told who that is: without this, a client holding another
+        # token could use, or DELETE, a session it did not open.
+        scope["user"] = AuthenticatedUser(AccessToken(token=identity, client_id=identity, scopes=[]))
         await self.app(scope, receive, send)
 
 
@@ -101,13 +112,32 @@ class WireCheck:
     """ASGI middleware: a POST body that is not one valid JSON-RPC message is answered 400 with its
     JSON-RPC error (``wire_check.reject``), as on stdio. Without it the SDK took a request whose
     ``id`` is null, a fraction or a boolean for a notification (202, never answered) and answered
-    a batch with -32602. Anything else reaches the SDK unchanged, body and all."""
+    a batch with -32602. A request whose ``MCP-Protocol-Version`` header names no version this
+    server speaks is answered 400 with -32022 naming the versions (any method). Anything else
+    reaches the SDK unchanged, body and all."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("method") != "POST":
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        version = _protocol_header(scope)
+        if version is not None and version not in SUPPORTED_PROTOCOL_VERSIONS:
+            # The SDK took every unknown version for the 2026-07-28 wire and answered "params._meta
+            # must be an object carrying ... envelope keys", which names neither the header nor the fix.
+            shown = ", ".join(SUPPORTED_PROTOCOL_VERSIONS)
+            error = {
+                "code": types.UNSUPPORTED_PROTOCOL_VERSION,
+                "message": f"Unsupported protocol version: the MCP-Protocol-Version header says {version!r}; "
+                f"this server speaks {shown}",
+                "data": {"supported": list(SUPPORTED_PROTOCOL_VERSIONS), "requested": version},
+            }
+            body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+            await _send_json(send, 400, body)
+            return
+        if scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
         held: deque[Message] = deque()
@@ -141,6 +171,18 @@ class WireCheck:
         await self.app(scope, replay, send)
 
 
+async def _send_json(send: Send, status: int, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _protocol_header(scope: Scope) -> str | None:
+    for k, v in scope.get("headers", []):
+        if k.lower() == b"mcp-protocol-version":
+            return v.decode("latin-1").strip()
+    return None
+
+
 def identify(ctx: Any) -> str:
     request = getattr(ctx, "request", None)
     if request is None:
@@ -171,10 +213,38 @@ def build_app(frontend: Frontend, host: str, port: int, tokens: list[str]) -> AS
         # ceiling as a stdio line, so what is too large is refused by admission, naming why.
         max_request_body_size=MAX_MESSAGE_BYTES,
     )
+    _close_sessions_with_connections(server.session_manager, frontend)
     return BearerGate(WireCheck(app), tokens)
 
 
+def _close_sessions_with_connections(manager: Any, frontend: Frontend) -> None:
+    """The SDK forgets a legacy connection (the client's DELETE, its idle timeout, a crash) in one
+    place, ``_discard_session``: the Zuno session of that connection is closed there too. Before,
+    it stayed open until the server exited, its background jobs still running."""
+    discard = manager._discard_session
+
+    async def discard_and_close(session_id: str, transport: Any) -> None:
+        try:
+            await discard(session_id, transport)
+        finally:
+            frontend.connection_ended(f":{session_id}")
+
+    manager._discard_session = discard_and_close
+
+
 async def serve_http(frontend: Frontend, host: str, port: int, token: str | list[str] | None) -> None:
+    # Bound first, before anything starts or "serving" is said: a port in use is a usage error
+    # naming it (it was "serving http://...", then uvicorn's own error and exit status 3), and
+    # port 0 names the port actually bound.
+    sock = bind_socket(host, port)
+    try:
+        await _serve_on(frontend, sock, host, token)
+    finally:
+        sock.close()
+
+
+async def _serve_on(frontend: Frontend, sock: socket.socket, host: str, token: str | list[str] | None) -> None:
+    port = sock.getsockname()[1]
     # Connected MCP servers start now: a name collision is an error at start, not on a first request.
     await frontend.runtime.start_mcp()
     tokens = [token] if isinstance(token, str) else list(token or [])
@@ -192,4 +262,19 @@ async def serve_http(frontend: Frontend, host: str, port: int, token: str | list
     frontend.stop = lambda: setattr(server, "should_exit", True)
     shown = f"[{host}]" if ":" in host else host
     print(f"zuno mcp: serving http://{shown}:{port}{MCP_PATH}", file=sys.stderr, flush=True)
-    await server.serve()
+    await server.serve(sockets=[sock])
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise UsageError(
+            f"--http {host}:{port}: cannot listen there ({e.strerror or e}). "
+            "Choose another port (0 picks a free one), or stop what is using it."
+        ) from None
+    return sock

@@ -20,6 +20,9 @@ import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from zuno.declarations import Concurrency
@@ -74,6 +77,7 @@ class Frontend:
         self.seal = RequestStateSeal()
         self._clients: dict[str, Client] = {}
         self._opening = asyncio.Lock()
+        self._closing: set[asyncio.Task[None]] = set()
         # How a transport that shuts down by itself is asked to (HTTP); None: cancel the server task.
         self.stop: Callable[[], None] | None = None
 
@@ -95,7 +99,24 @@ class Frontend:
     def sessions(self) -> dict[str, str]:
         return {identity: c.session.id for identity, c in self._clients.items()}
 
+    def connection_ended(self, suffix: str) -> None:
+        """A transport's connection ended for good (HTTP: the client's DELETE, the idle timeout):
+        the Zuno session of every identity ending with ``suffix`` is closed (its background jobs
+        end with it, as with the process) once its requests in flight have settled."""
+        for identity in [i for i in self._clients if i.endswith(suffix)]:
+            client = self._clients.pop(identity)
+            task = asyncio.get_running_loop().create_task(self._close(client))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    @staticmethod
+    async def _close(client: Client) -> None:
+        async with client.gate.slot(True):  # every earlier request settles (and is recorded) first
+            await client.session.close()
+
     async def aclose(self) -> None:
+        if self._closing:
+            await asyncio.gather(*list(self._closing), return_exceptions=True)
         clients, self._clients = list(self._clients.values()), {}
         for c in clients:
             await c.session.close()
@@ -105,6 +126,14 @@ class Frontend:
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        if params is not None and params.cursor:  # ("" read as none, as lenient clients send it)
+            # Zuno lists every tool in one page and never sends a cursor: any cursor is one it did
+            # not give (MCP: an invalid cursor SHOULD be -32602), not a request for the first page.
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"Invalid params: unknown cursor {params.cursor[:64]!r}; zuno mcp lists every tool in one page "
+                "(no nextCursor), so send tools/list without a cursor",
+            )
         client = await self.client(self.identify(ctx))
         tools = [types.Tool.model_validate(tool_listing(t)) for t in client.session.visible_tools()]
         return types.ListToolsResult(tools=tools)
@@ -196,7 +225,8 @@ class Frontend:
         task = asyncio.create_task(session.step([call]))
         t0 = time.monotonic()
         meta: Any = ctx.meta or {}
-        wants_progress = bool(meta.get("progress_token", meta.get("progressToken")))
+        # A token is any string or integer, 0 and "" included: only its absence means "no progress".
+        wants_progress = meta.get("progress_token", meta.get("progressToken")) is not None
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=PROGRESS_INTERVAL_S if wants_progress else None)
@@ -212,10 +242,22 @@ class Frontend:
         return task.result()
 
 
+class _Server(Server[Any]):
+    """The SDK's server, whose handshake says what Zuno does on every transport: the tool list
+    changes (``tool_search`` expands it; a legacy client is notified). The HTTP session manager
+    builds its options without arguments, which said ``listChanged: false``."""
+
+    def create_initialization_options(
+        self, notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
+    ) -> InitializationOptions:
+        options = notification_options or NotificationOptions(tools_changed=True)
+        return super().create_initialization_options(options, *args, **kwargs)
+
+
 def build_server(frontend: Frontend) -> Server[Any]:
     from importlib.metadata import version
 
-    return Server(
+    return _Server(
         SERVER_NAME,
         version=version("zuno"),
         instructions=(
