@@ -126,6 +126,40 @@ def check_glob(field: str, value: str, path_field: str = "path") -> None:
         )
 
 
+def anchor_glob(ctx: ToolContext, field: str, value: str, roots: list[Path]) -> str:
+    """The glob rg is given for ``value``, matched against the paths beneath the search path: a
+    leading "./" means the search path itself, so it is anchored there ("/x"; "./*.py" would
+    otherwise match nothing), and an absolute path to the one search directory is made relative to
+    it. An absolute path to anywhere else in the workspace or its granted directories can match
+    nothing: refused."""
+    neg = "!" if value.startswith("!") else ""
+    body = value[len(neg) :]
+    if body.startswith("./"):
+        while body.startswith("./"):
+            body = body[2:]
+        body = "/" + body.lstrip("/")
+    if "/./" in body:
+        while "/./" in body:
+            body = body.replace("/./", "/")
+    # "/src/*.py" is anchored at the search path; read as an absolute path only when its first
+    # component is not an entry of the search path.
+    first = body[1:].split("/", 1)[0]
+    if body.startswith("/") and first and not any(os.path.lexists(r / first) for r in roots if r.is_dir()):
+        if len(roots) == 1 and roots[0].is_dir():
+            top = str(roots[0]).rstrip("/") + "/"
+            if body.startswith(top) and len(body) > len(top):
+                return neg + "/" + body[len(top) :]
+        if any(body.startswith(str(r).rstrip("/") + "/") for r in ctx.workspace.roots()):
+            raise Refused(
+                BlockKind.invalid_arguments,
+                f"argument '{field}': {quote(value)} is an absolute path, and a glob is matched against the paths "
+                f"beneath the search path ({', '.join(ctx.workspace.display(r) for r in roots)}), so it can match "
+                "nothing. Give its directory as the path and a glob relative to it.",
+                field=field,
+            )
+    return neg + body
+
+
 def _surely_fits(argv: list[str], env: dict[str, str]) -> bool:
     """A bound that needs no encoding: at most 4 bytes per character (UTF-8; a surrogate escape is
     one), so when even that fits the smallest space execve ever gives (and every string its
@@ -342,6 +376,15 @@ def check_failure(
                 BlockKind.invalid_arguments,
                 f"argument '{pattern_field}': the regex {quote(pattern)} is over ripgrep's compiled-size limit "
                 f"({perr.message}). Use a simpler pattern (fewer or smaller repetitions).",
+                field=pattern_field,
+                rgError=perr.message,
+            )
+        if perr.kind == "newline":
+            raise Refused(
+                BlockKind.invalid_arguments,
+                f"argument '{pattern_field}': the regex {quote(pattern)} can match a line break (\\n), and grep "
+                "matches one line at a time, so it could never match. Search for text within one line (for text "
+                "that spans lines, search for one of its lines, then read around the hit).",
                 field=pattern_field,
                 rgError=perr.message,
             )

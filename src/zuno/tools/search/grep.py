@@ -13,6 +13,7 @@ from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.search import chord_format
 from zuno.tools.search.base import (
     NO_FILES,
+    anchor_glob,
     check_exec,
     check_failure,
     check_glob,
@@ -27,7 +28,7 @@ from zuno.tools.search.base import (
 )
 from zuno.tools.search.collect import FileHits, GrepCollector, quote_path
 from zuno.tools.search.glob import truncation_note
-from zuno.tools.search.rg import RgResult
+from zuno.tools.search.rg import RgResult, pattern_error
 from zuno.tools.search.rg_discovery import Rg
 
 _PATTERN_HELP = "Rust regex (ripgrep), case-sensitive unless (?i); escape ( [ { . * + ? | \\ for literals"
@@ -53,6 +54,11 @@ class ChordGrepArgs(ToolArgs):
     )
 
 
+def _names_cr(stderr: bytes) -> bool:
+    perr = pattern_error(stderr)
+    return perr is not None and perr.kind == "cr"
+
+
 def _hit_summary(files: list[FileHits]) -> tuple[int, int]:
     return sum(f.hits for f in files), len(files)
 
@@ -74,12 +80,14 @@ async def _search(
         if not g:
             raise Refused(BlockKind.invalid_arguments, f"argument '{include_field}': an empty glob matches nothing.")
     roots = resolve_roots(ctx, raw_paths, path_field, dirs_only=False)
+    includes = [anchor_glob(ctx, include_field, g, roots) for g in includes]
     rg = await find_rg(ctx)
     if isinstance(rg, ToolOutput):
         return rg
     the_plan = plan(ctx, roots)
     col = GrepCollector(ctx.config.search.grep_max_hits, context)
-    argv = [*common_flags(ctx), "--line-number", "--with-filename", "--no-heading", "--no-context-separator"]
+    # --crlf: a CRLF file's lines end before their "\r\n", as read shows them, so "x$" finds "x\r\n".
+    argv = [*common_flags(ctx), "--line-number", "--with-filename", "--no-heading", "--no-context-separator", "--crlf"]
     if context:
         argv += ["--context", str(context)]
     for g in includes:
@@ -89,6 +97,14 @@ async def _search(
     res = await execute(ctx, rg, argv, the_plan, col.feed)
     if isinstance(res, ToolOutput):
         return res
+    if res.returncode == 2 and _names_cr(res.stderr):
+        # A pattern that names "\r" itself (looking for CRLF files, say) is refused under --crlf,
+        # where "\r" is part of the line terminator: it is searched as rg searches by default.
+        argv.remove("--crlf")
+        col = GrepCollector(ctx.config.search.grep_max_hits, context)
+        res = await execute(ctx, rg, argv, the_plan, col.feed)
+        if isinstance(res, ToolOutput):
+            return res
     files = col.finish(plain=plain)
     failed = check_failure(
         res,
