@@ -10,8 +10,10 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import shlex
 import stat
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,16 +39,26 @@ if TYPE_CHECKING:
     from zuno.config import Config
 
 
-def _suggest(p: Path) -> str:
+def _suggest(p: Path, display: Callable[[Path], str]) -> str:
+    """Names close to ``p``'s in its nearest existing parent, shown as the workspace shows paths;
+    a name that is not valid UTF-8 is not offered (no argument can name it)."""
     parent = p.parent
     while not parent.is_dir() and parent != parent.parent:
         parent = parent.parent
     try:
-        names = os.listdir(parent)
+        names = [n for n in os.listdir(parent) if _nameable(n)]
     except OSError:
         return ""
     close = difflib.get_close_matches(p.name, names, n=3, cutoff=0.5)
-    return (" Did you mean: " + ", ".join(str(parent / c) for c in close) + "?") if close else ""
+    return (" Did you mean: " + ", ".join(json.dumps(display(parent / c)) for c in close) + "?") if close else ""
+
+
+def _nameable(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class ReadArgs(ToolArgs):
@@ -113,7 +125,7 @@ class ReadTool(Tool):
         except OSError as e:
             return ToolOutput.failure(f"{shown}: cannot be read ({e.strerror}).")
         if kind == "missing":
-            return ToolOutput.failure(f"{shown}: no such file or directory.{_suggest(path)}")
+            return ToolOutput.failure(f"{shown}: no such file or directory.{_suggest(path, ctx.workspace.display)}")
         if kind == "dir":
             return self._list(value, shown, args, ctx.config.tool_output.max_lines, budget)
         scan, st = value
@@ -199,8 +211,26 @@ def image_tool_on_surface(config: Config) -> bool:
     return config.agent.tools is None or "view_image" in config.agent.tools
 
 
+# Byte-order marks of the text encodings whose text holds NUL bytes (UTF-32 first: its LE mark
+# starts with UTF-16 LE's).
+_WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32LE"),
+    (b"\x00\x00\xfe\xff", "UTF-32BE"),
+    (b"\xff\xfe", "UTF-16LE"),
+    (b"\xfe\xff", "UTF-16BE"),
+)
+
+
 def _binary_message(ctx: ToolContext, shown: str, scan: Scan) -> str:
     fmt = image_format(scan.head)
+    wide = next((name for mark, name in _WIDE_BOMS if scan.head.startswith(mark)), None)
+    if fmt is None and wide is not None:
+        return (
+            f"{shown} is {wide} text (it starts with a {wide[:6]} byte-order mark, {scan.size} bytes), not UTF-8; "
+            "read, edit and apply_patch handle UTF-8 text only"
+            + ("; grep decodes it when it searches" if wide.startswith("UTF-16") else "")
+            + f". To see it, run shell `iconv -f {wide[:6]} -t UTF-8 {shlex.quote(shown)}`."
+        )
     if fmt is None:
         return (
             f"{shown} is a binary file ({scan.size} bytes); read shows text only. "

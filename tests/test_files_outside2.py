@@ -1,0 +1,113 @@
+"""Outside testing of the file tools (tenth round): glob, grep, read, write, edit, apply_patch and
+delete driven through the Python API (``zuno.Runtime``, ``Session.step``) with the inputs models
+and users send. Each test here failed before the fix it names."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import zuno
+
+
+def _steps(root: Path, *steps: list[tuple[str, dict[str, Any]]], profile: str = "zuno") -> list[list[Any]]:
+    """Run each list of (tool, arguments) as one step of one session; the records of every step."""
+
+    async def main() -> list[list[Any]]:
+        out = []
+        async with zuno.Runtime(root=root, profile=profile) as rt, rt.session() as session:
+            for calls in steps:
+                step = await session.step([{"name": n, "arguments": a} for n, a in calls])
+                out.append(step.results)
+        return out
+
+    return asyncio.run(main())
+
+
+def _one(root: Path, name: str, profile: str = "zuno", **args: Any) -> Any:
+    return _steps(root, [(name, args)], profile=profile)[0][0]
+
+
+def test_grep_dollar_ends_the_lines_of_a_crlf_file(workspace: Path) -> None:
+    """rg's "$" does not match before "\\r\\n", so `x$` found nothing in a Windows file whose lines
+    read shows ending in x; a pattern naming "\\r" itself still finds it."""
+    (workspace / "win.txt").write_bytes(b"alpha\r\nbeta\r\ngamma")
+    (workspace / "unix.txt").write_bytes(b"alpha\nbeta\n")
+    for profile in ("zuno", "chord"):
+        res = _one(workspace, "grep", profile=profile, pattern="^beta$")
+        assert res.outcome == "ok", res.text
+        assert res.text.splitlines() == ["unix.txt:2:beta", "win.txt:2:beta"]
+    cr = _one(workspace, "grep", pattern=r"ha\r$")
+    assert cr.outcome == "ok" and cr.text.splitlines() == ["win.txt:1:alpha"], cr.text
+    assert _one(workspace, "grep", pattern="gamma$").text == "win.txt:3:gamma"
+
+
+def test_a_pattern_that_can_only_match_a_line_break_is_refused_naming_it(workspace: Path) -> None:
+    """A "\\n" in the pattern (escaped, literal or in a class) was an `error` quoting rg's advice to
+    pass --multiline, a flag grep does not take; it is a refusal saying grep matches one line at a
+    time."""
+    (workspace / "a.txt").write_text("one\ntwo\n")
+    for pattern in (r"one\ntwo", "one\ntwo", r"[\n]", r"\x0a"):
+        res = _one(workspace, "grep", pattern=pattern)
+        assert res.outcome == "blocked" and res.block_kind == "invalid_arguments", res.text
+        assert json.dumps(pattern) in res.text and "one line at a time" in res.text
+        assert "--multiline" not in res.text
+
+
+def test_a_glob_starting_with_dot_slash_or_an_absolute_path_finds_what_it_names(workspace: Path) -> None:
+    """"./*.py", "./src/*.py" and "/abs/workspace/src/*.py" (what models send) were "No files
+    found" though the files are there; an absolute path elsewhere in the workspace is refused, and
+    "/src/*.py" stays anchored at the search path."""
+    (workspace / "src" / "deep").mkdir(parents=True)
+    for rel in ("top.py", "src/a.py", "src/deep/b.py"):
+        (workspace / rel).write_text("hit\n")
+    root = str(workspace.resolve())
+    want = {
+        "./*.py": ["top.py"],
+        "./src/*.py": ["src/a.py"],
+        "src/./deep/*.py": ["src/deep/b.py"],
+        f"{root}/src/*.py": ["src/a.py"],
+        f"{root}/**/b.py": ["src/deep/b.py"],
+        "/src/*.py": ["src/a.py"],
+    }
+    for pattern, paths in want.items():
+        res = _one(workspace, "glob", pattern=pattern)
+        assert res.outcome == "ok" and res.metadata["paths"] == paths, (pattern, res.text)
+    inside = _one(workspace, "glob", pattern=f"{root}/src/*.py", path="src")
+    assert inside.metadata["paths"] == ["src/a.py"], inside.text
+    elsewhere = _one(workspace, "glob", pattern=f"{root}/*.py", path="src")
+    assert elsewhere.outcome == "blocked" and elsewhere.block_kind == "invalid_arguments"
+    assert "absolute path" in elsewhere.text and "'pattern'" in elsewhere.text
+    inc = _one(workspace, "grep", pattern="hit", include="./src/*.py")
+    assert inc.text == "src/a.py:1:hit", inc.text
+    chord = _one(workspace, "grep", profile="chord", pattern="hit", includes=[f"{root}/src/deep/*.py"])
+    assert chord.text == "src/deep/b.py:1:hit", chord.text
+
+
+def test_a_utf16_file_is_named_as_text_in_another_encoding_not_as_binary(workspace: Path) -> None:
+    """read said a UTF-16 file (a BOM, as Windows tools write them) was "a binary file ... Inspect it
+    with a tool meant for its format", while grep found its lines; it names the encoding and how
+    to see the text."""
+    (workspace / "le.txt").write_bytes("\ufeffhello\r\n".encode("utf-16-le"))
+    (workspace / "be.txt").write_bytes("\ufeffhello\n".encode("utf-16-be"))
+    (workspace / "bin.dat").write_bytes(b"\x00\x01\x02")
+    le = _one(workspace, "read", path="le.txt")
+    assert le.outcome == "error" and "UTF-16LE text" in le.text and "binary" not in le.text, le.text
+    assert "iconv -f UTF-16 -t UTF-8 le.txt" in le.text
+    assert "UTF-16BE text" in _one(workspace, "read", path="be.txt").text
+    assert "is a binary file" in _one(workspace, "read", path="bin.dat").text
+    assert _one(workspace, "grep", pattern="hello$").text.splitlines() == ["be.txt:1:hello", "le.txt:1:hello"]
+
+
+def test_read_of_a_missing_file_suggests_names_it_can_use(workspace: Path) -> None:
+    """The "Did you mean" of a missing file gave absolute paths, and offered a name that is not
+    UTF-8 (as "\\udcff"), which no argument can name; it gives workspace paths a read can take."""
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / "config.yaml").write_text("x\n")
+    (workspace / "sub" / b"confi\xffg.yaml".decode("utf-8", "surrogateescape")).write_text("y\n")
+    res = _one(workspace, "read", path="sub/config.yml")
+    assert res.outcome == "error"
+    assert 'Did you mean: "sub/config.yaml"?' in res.text, res.text
+    assert str(workspace) not in res.text and "\\udcff" not in res.text
