@@ -111,3 +111,29 @@ def test_read_of_a_missing_file_suggests_names_it_can_use(workspace: Path) -> No
     assert res.outcome == "error"
     assert 'Did you mean: "sub/config.yaml"?' in res.text, res.text
     assert str(workspace) not in res.text and "\\udcff" not in res.text
+
+
+def test_a_name_glob_respects_gitignore_and_ignore(workspace: Path) -> None:
+    """glob `*.log` listed the .gitignore'd logs, and `*` / `**` listed every file of an ignored
+    node_modules/ (rg's --glob is an override of every ignore rule); grep's include searched them.
+    A file-name glob now only filters what the ignore rules leave; a path glob still names where
+    to look."""
+    (workspace / ".git").mkdir()
+    (workspace / ".gitignore").write_text("*.log\n!keep.log\nnode_modules/\nbuild/\n")
+    (workspace / ".ignore").write_text("!build/\n")
+    for rel in ("logs/a.log", "logs/keep.log", "node_modules/pkg/i.js", "build/out.txt", "src/m.js", "top.txt"):
+        (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / rel).write_text("hit\n")
+    kept = [".gitignore", ".ignore", "build/out.txt", "logs/keep.log", "src/m.js", "top.txt"]
+    for pattern in ("*", "**", "**/*"):
+        res = _one(workspace, "glob", pattern=pattern)
+        assert res.metadata["paths"] == kept, (pattern, res.text)
+    assert _one(workspace, "glob", pattern="*.log").metadata["paths"] == ["logs/keep.log"]
+    assert _one(workspace, "glob", pattern="**/*.{js,log}").metadata["paths"] == ["logs/keep.log", "src/m.js"]
+    assert _one(workspace, "glob", pattern="!*.txt").metadata["paths"] == [*kept[:2], "logs/keep.log", "src/m.js"]
+    assert _one(workspace, "glob", pattern="logs/*.log").metadata["paths"] == ["logs/a.log", "logs/keep.log"]
+    assert _one(workspace, "grep", pattern="hit", include="*.log").text == "logs/keep.log:1:hit"
+    chord = _one(workspace, "grep", profile="chord", pattern="hit", includes=["*.js", "*.log"])
+    assert chord.text.splitlines() == ["logs/keep.log:1:hit", "src/m.js:1:hit"]
+    named = _one(workspace, "grep", pattern="hit", path="node_modules", include="*.js")
+    assert named.text == "node_modules/pkg/i.js:1:hit", named.text

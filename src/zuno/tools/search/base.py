@@ -275,6 +275,44 @@ def plan(ctx: ToolContext, roots: list[Path], *, dirs: bool = False) -> Plan:
     return Plan(str(ws.root), args, "", True, {norm_root(a) for a in args}, shown)
 
 
+_NAME_TYPE = "zunoglob"
+
+
+def _name_glob(g: str) -> str | None:
+    """The file-name glob ``g`` is (``*.py``, ``**/*.{ts,tsx}``, ``*``), or None when it names a path
+    (a ``/`` after any leading ``**/``), is a negation, or is not a plain name glob."""
+    while g.startswith("**/"):
+        g = g[3:]
+    if g == "**":  # every file, at any depth
+        g = "*"
+    if not g or g.startswith("!") or "/" in g or "**" in g or ":" in g:
+        return None
+    return g
+
+
+def filter_args(globs: list[str]) -> list[str]:
+    """rg's arguments that keep only the files ``globs`` match (any of them), ignore rules respected.
+
+    A ``--glob`` that matches is an override: it lists the file even when .gitignore / .ignore
+    ignore it, and ``*`` or ``**`` opens every ignored directory. When every positive glob is a
+    file-name glob they are a file type instead (``--type-add``), which only filters what the
+    ignore rules left; a path glob (``src/**/*.ts``) stays an override: it names where to look."""
+    names = [_name_glob(g) for g in globs if not g.startswith("!")]
+    if names and all(n is not None for n in names):
+        out: list[str] = []
+        for n in names:
+            out += ["--type-add", f"{_NAME_TYPE}:{n}"]
+        out += ["--type", _NAME_TYPE]
+        for g in globs:
+            if g.startswith("!"):
+                out += ["--glob", g]
+        return out
+    out = []
+    for g in globs:
+        out += ["--glob", g]
+    return out
+
+
 def exclusion_globs() -> list[str]:
     out: list[str] = []
     for d in EXCLUDED_DIRS:
@@ -360,11 +398,11 @@ def check_failure(
     if perr is not None:
         if perr.kind == "glob":
             blamed = pattern_field
-            for field, values in globs.items():
-                if perr.glob is not None and perr.glob in values:
-                    blamed = field
-                    break
             shown = perr.glob if perr.glob is not None else pattern
+            # rg quotes the glob it was given: the value itself, or the file-name glob filter_args made of it
+            given = [(f, v) for f, vs in globs.items() for v in vs if perr.glob in (v, _name_glob(v))]
+            if perr.glob is not None and given:
+                blamed, shown = given[0]
             raise Refused(
                 BlockKind.invalid_arguments,
                 f"argument '{blamed}': rg cannot parse the glob {shown!r}: {perr.message}. Fix the glob in '{blamed}'.",

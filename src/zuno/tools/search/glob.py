@@ -15,6 +15,7 @@ from zuno.tools.search.base import (
     common_flags,
     exclusion_globs,
     execute,
+    filter_args,
     find_rg,
     plan,
     resolve_roots,
@@ -76,7 +77,7 @@ class GlobTool(Tool):
         paths_args = the_plan.args
         if paths_args == ["."]:
             paths_args, the_plan.strip_dot = [], False
-        argv = [*common_flags(ctx), "--files", "--glob", pattern, *exclusion_globs(), "--", *paths_args]
+        argv = [*common_flags(ctx), "--files", *filter_args([pattern]), *exclusion_globs(), "--", *paths_args]
         check_exec(rg, argv, {"pattern": [args.pattern], "path": the_plan.args})
         res = await execute(ctx, rg, argv, the_plan, col.feed)
         if isinstance(res, ToolOutput):

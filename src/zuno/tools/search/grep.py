@@ -21,6 +21,7 @@ from zuno.tools.search.base import (
     common_flags,
     exclusion_globs,
     execute,
+    filter_args,
     find_rg,
     plan,
     resolve_roots,
@@ -90,8 +91,7 @@ async def _search(
     argv = [*common_flags(ctx), "--line-number", "--with-filename", "--no-heading", "--no-context-separator", "--crlf"]
     if context:
         argv += ["--context", str(context)]
-    for g in includes:
-        argv += ["--glob", g]
+    argv += filter_args(includes)
     argv += [*exclusion_globs(), "--regexp", pattern, "--", *the_plan.args]
     check_exec(rg, argv, {"pattern": [pattern], include_field: includes, path_field: the_plan.args})
     res = await execute(ctx, rg, argv, the_plan, col.feed)
