@@ -12,12 +12,17 @@ from typing import Any
 import zuno
 
 
-def _steps(root: Path, *steps: list[tuple[str, dict[str, Any]]], profile: str = "zuno") -> list[list[Any]]:
+def _steps(
+    root: Path, *steps: list[tuple[str, dict[str, Any]]], profile: str = "zuno", config: dict[str, Any] | None = None
+) -> list[list[Any]]:
     """Run each list of (tool, arguments) as one step of one session; the records of every step."""
 
     async def main() -> list[list[Any]]:
         out = []
-        async with zuno.Runtime(root=root, profile=profile) as rt, rt.session() as session:
+        async with (
+            zuno.Runtime(root=root, profile=profile, config_overrides=config) as rt,
+            rt.session() as session,
+        ):
             for calls in steps:
                 step = await session.step([{"name": n, "arguments": a} for n, a in calls])
                 out.append(step.results)
@@ -137,3 +142,22 @@ def test_a_name_glob_respects_gitignore_and_ignore(workspace: Path) -> None:
     assert chord.text.splitlines() == ["logs/keep.log:1:hit", "src/m.js:1:hit"]
     named = _one(workspace, "grep", pattern="hit", path="node_modules", include="*.js")
     assert named.text == "node_modules/pkg/i.js:1:hit", named.text
+
+
+def test_a_line_longer_than_the_page_is_cut_to_fit_not_withheld_with_the_page(workspace: Path) -> None:
+    """read of a minified bundle (one 200 KB line) was withheld whole into an artifact ("read it
+    back with bg artifact") although the page is bounded to fit the output limits; the line is
+    cut to what the page holds, with a note giving its length, and the next line stays readable."""
+    line = "var a=1;" * 25_000
+    (workspace / "min.js").write_text(line + "\nconsole.log(a)\n")
+    for limit in (None, 8000):
+        config = {"tool_output": {"max_bytes": limit}} if limit else None
+        res = _steps(workspace, [("read", {"path": "min.js"})], config=config)[0][0]
+        cap = limit or 51200
+        assert res.outcome == "ok" and "withheldOutput" not in res.metadata, res.text[:300]
+        assert len(res.text.encode()) <= cap
+        first, second = res.text.split("\n")[:2]
+        shown = first.split("\t", 1)[1].split(" [...", 1)[0]
+        assert line.startswith(shown) and len(shown) > cap // 2
+        assert f"line 1 is {len(line)} bytes; read holds its first {len(shown)}." in first
+        assert second == "2\tconsole.log(a)" or "continue with offset=2" in res.text

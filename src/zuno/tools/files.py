@@ -82,6 +82,9 @@ class ReadTool(Tool):
         # rows, in max_bytes; the footer names the next offset.
         want = min(args.limit or limits.READ_DEFAULT_LIMIT_LINES, ctx.config.tool_output.max_lines)
         budget = ctx.config.tool_output.max_bytes - 200
+        # One line longer than the page can hold (a minified bundle) is cut to what fits, with a note,
+        # rather than withheld whole with the page it is on.
+        hold = min(limits.READ_LINE_HOLD_BYTES, max(1024, budget - 512))
 
         def work(stop: threading.Event) -> tuple[str, Any]:
             st = safefs.lstat(where)
@@ -91,7 +94,7 @@ class ReadTool(Tool):
                 return "dir", safefs.listdir(where)
             fd = safefs.open_regular(where)  # no link followed, no FIFO waited on; the descriptor is checked
             try:
-                return "file", (scan_window(fd, start, want, budget, stop), os.fstat(fd))
+                return "file", (scan_window(fd, start, want, budget, stop, hold=hold), os.fstat(fd))
             finally:
                 os.close(fd)
 
@@ -106,7 +109,7 @@ class ReadTool(Tool):
                 fst = os.fstat(fd)
                 if fst.st_size > limits.READ_INLINE_MAX_BYTES:
                     return None
-                return "file", (scan_window(fd, start, want, budget, _NEVER), fst)
+                return "file", (scan_window(fd, start, want, budget, _NEVER, hold=hold), fst)
             finally:
                 os.close(fd)
 
@@ -150,7 +153,7 @@ class ReadTool(Tool):
             if row.cut:
                 text += (
                     f" [... line {row.number} is {row.length} bytes; read holds its first "
-                    f"{limits.READ_LINE_HOLD_BYTES}. Read the rest with grep or shell.]"
+                    f"{hold}. Read the rest with grep or shell.]"
                 )
             out.append(f"{row.number:>{width}}\t{text}")
         end = scan.rows[-1].number if scan.rows else start - 1
