@@ -161,3 +161,18 @@ def test_a_line_longer_than_the_page_is_cut_to_fit_not_withheld_with_the_page(wo
         assert line.startswith(shown) and len(shown) > cap // 2
         assert f"line 1 is {len(line)} bytes; read holds its first {len(shown)}." in first
         assert second == "2\tconsole.log(a)" or "continue with offset=2" in res.text
+
+
+def test_delete_of_a_link_named_by_its_absolute_path_is_refused_like_the_relative_name(workspace: Path) -> None:
+    """delete refused `link.txt` (a symbolic link) but, named as /abs/ws/link.txt, deleted the file
+    the link points to and left the link dangling."""
+    (workspace / "target.txt").write_text("keep me\n")
+    (workspace / "link.txt").symlink_to("target.txt")
+    absolute = str(workspace.resolve() / "link.txt")
+    for name in (absolute, "link.txt"):
+        read, deleted = (
+            r[0] for r in _steps(workspace, [("read", {"path": name})], [("delete", {"path": name})], profile="chord")
+        )
+        assert read.outcome == "ok"
+        assert deleted.outcome == "error" and "is a symbolic link" in deleted.text, deleted.text
+        assert (workspace / "target.txt").read_text() == "keep me\n" and (workspace / "link.txt").is_symlink()

@@ -218,7 +218,7 @@ class ApplyPatchTool(Tool):
             dest = ctx.workspace.resolve(op.move_to, field="patch") if op.move_to else None
             if dest == src:
                 dest = None
-            if (op.kind == "delete" or dest is not None) and _given(ctx, op.path).is_symlink():
+            if (op.kind == "delete" or dest is not None) and given_path(ctx, op.path).is_symlink():
                 what = "delete" if op.kind == "delete" else "move"
                 raise Refused(
                     BlockKind.invalid_arguments,
@@ -578,7 +578,7 @@ def safefs_present(where: safefs.Target) -> bool:
         return False
 
 
-def _given(ctx: ToolContext, raw: str) -> Path:
+def given_path(ctx: ToolContext, raw: str) -> Path:
     """The path as the model named it, before symbolic links are resolved."""
     p = Path(os.path.expanduser(raw))
     return p if p.is_absolute() else ctx.workspace.root / p
