@@ -176,3 +176,20 @@ def test_delete_of_a_link_named_by_its_absolute_path_is_refused_like_the_relativ
         assert read.outcome == "ok"
         assert deleted.outcome == "error" and "is a symbolic link" in deleted.text, deleted.text
         assert (workspace / "target.txt").read_text() == "keep me\n" and (workspace / "link.txt").is_symlink()
+
+
+def test_ambiguous_patch_context_names_the_anchor_that_picks_each_match(workspace: Path) -> None:
+    """A chunk whose context matched twice was told to "add an '@@ <line>' anchor", which models
+    read as a line number (`@@ 4`, then "its anchor line '4' is not in the file"); the conflict now
+    names, for each match, the '@@' text that selects it, and that anchor applies."""
+    (workspace / "m.py").write_text("def f():\n    a\n    b\n\ndef g():\n    a\n    b\n")
+    body = "     a\n-    b\n+    B\n"
+    patch = "*** Begin Patch\n*** Update File: m.py\n@@{}\n" + body + "*** End Patch"
+    read = ("read", {"path": "m.py"})
+    _read, first = (r[0] for r in _steps(workspace, [read], [("apply_patch", {"patch": patch.format("")})]))
+    assert first.outcome == "error" and first.metadata["conflict"]["kind"] == "ContextMismatch"
+    assert "'@@ def f():' for line 2, '@@ def g():' for line 6" in first.text, first.text
+    assert "not as a line number" in first.text
+    _read, done = (r[0] for r in _steps(workspace, [read], [("apply_patch", {"patch": patch.format(" def g():")})]))
+    assert done.outcome == "ok", done.text
+    assert (workspace / "m.py").read_text() == "def f():\n    a\n    b\n\ndef g():\n    a\n    B\n"
