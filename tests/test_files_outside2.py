@@ -193,3 +193,22 @@ def test_ambiguous_patch_context_names_the_anchor_that_picks_each_match(workspac
     _read, done = (r[0] for r in _steps(workspace, [read], [("apply_patch", {"patch": patch.format(" def g():")})]))
     assert done.outcome == "ok", done.text
     assert (workspace / "m.py").read_text() == "def f():\n    a\n    b\n\ndef g():\n    a\n    B\n"
+
+
+def test_a_directory_listing_keeps_one_entry_per_line_under_names_a_call_can_take(workspace: Path) -> None:
+    """read of a directory printed a name with a newline as two entries ("new", "line.txt") and a
+    name that is not UTF-8 as "n\\udcffm.txt", which names nothing; the first is a JSON string, as
+    glob prints it, the second is counted in a note."""
+    (workspace / "new\nline.txt").write_text("x\n")
+    (workspace / " lead.txt").write_text("x\n")
+    (workspace / "plain.txt").write_text("x\n")
+    (workspace / b"n\xffm.txt".decode("utf-8", "surrogateescape")).write_text("x\n")
+    (workspace / "sub").mkdir()
+    res = _one(workspace, "read", path=".")
+    assert res.outcome == "ok"
+    rows = [r for r in res.text.splitlines() if r != ".zuno/"]  # the session's own folder
+    assert rows[1:5] == ['" lead.txt"', '"new\\nline.txt"', "plain.txt", "sub/"], rows
+    assert res.metadata["entries"] == 5 and res.metadata["unnameable"] == 1
+    assert "\\udcff" not in res.text and "1 more entry not shown: the name is not valid UTF-8" in res.text
+    back = _one(workspace, "read", path=json.loads(rows[2]))
+    assert back.outcome == "ok" and back.text == "1\tx"

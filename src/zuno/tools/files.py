@@ -33,6 +33,7 @@ from zuno.tools.file_scan import (
     refuse_directory_name,
     scan_window,
 )
+from zuno.tools.search.collect import quote_path
 from zuno.workspace import STATE_DIR
 
 if TYPE_CHECKING:
@@ -180,7 +181,11 @@ class ReadTool(Tool):
 
     @staticmethod
     def _list(entries: list[tuple[str, bool]], shown: str, args: ReadArgs, max_lines: int, budget: int) -> ToolOutput:
-        names = [name + ("/" if is_dir else "") for name, is_dir in entries]
+        # One entry per line, under a name a call can take: a name with a newline (or a quote, or
+        # leading/trailing whitespace) is a JSON string, as glob prints it; one that is not UTF-8
+        # names nothing and is counted in a note instead.
+        names = [quote_path(name + ("/" if is_dir else ""), grep=False) for name, is_dir in entries if _nameable(name)]
+        unnameable = len(entries) - len(names)
         start = args.offset or 1
         if start > max(len(names), 1):
             return ToolOutput.failure(
@@ -199,8 +204,17 @@ class ReadTool(Tool):
         footer = ""
         if start - 1 + len(page) < len(names):
             footer = f"({len(page)} of {len(names)} entries; continue with offset={start + len(page)})"
+        if unnameable:
+            note = (
+                f"({unnameable} more entr{'y' if unnameable == 1 else 'ies'} not shown: the name is not valid UTF-8, "
+                "so no argument can name it; rename it with shell to reach it)"
+            )
+            footer = f"{footer}\n{note}" if footer else note
         head = f"{shown}/ ({len(names)} entries)" if shown != "." else f"./ ({len(names)} entries)"
-        return ToolOutput(text="\n".join(page), head=head, tail=footer, metadata={"path": shown, "entries": len(names)})
+        meta: dict[str, Any] = {"path": shown, "entries": len(names)}
+        if unnameable:
+            meta["unnameable"] = unnameable
+        return ToolOutput(text="\n".join(page), head=head, tail=footer, metadata=meta)
 
 
 _UTF8_BOM = b"\xef\xbb\xbf"
