@@ -212,3 +212,14 @@ def test_a_directory_listing_keeps_one_entry_per_line_under_names_a_call_can_tak
     assert "\\udcff" not in res.text and "1 more entry not shown: the name is not valid UTF-8" in res.text
     back = _one(workspace, "read", path=json.loads(rows[2]))
     assert back.outcome == "ok" and back.text == "1\tx"
+
+
+def test_grep_of_a_binary_file_that_matched_does_not_also_say_no_files_found(workspace: Path) -> None:
+    """grep of a binary file named as the path answered "No files found" above the status line
+    saying that file matched; only the status line is left (no match is still "No files found")."""
+    (workspace / "blob.bin").write_bytes(b"head\x00\nneedle\n")
+    for profile, args in (("zuno", {"path": "blob.bin"}), ("chord", {"paths": ["blob.bin"]})):
+        res = _one(workspace, "grep", profile=profile, pattern="needle", **args)
+        assert res.outcome == "ok" and res.metadata["dropped"]["binaryFiles"] == 1
+        assert "No files found" not in res.text and "1 binary file(s) named in the search path matched" in res.text
+        assert _one(workspace, "grep", profile=profile, pattern="absent", **args).text == "No files found"

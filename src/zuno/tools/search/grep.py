@@ -135,6 +135,12 @@ def _metadata(rg: Rg, res: RgResult, col: GrepCollector, files: list[FileHits]) 
     }
 
 
+def _nothing(col: GrepCollector) -> str:
+    """The body when no line is shown: "No files found", unless a binary file named as the path
+    matched (its status line says so; "No files found" above it would contradict it)."""
+    return "" if col.drops.binary else NO_FILES
+
+
 def _capped_note(n: int, binary: int = 0) -> str:
     notes = []
     if n:
@@ -180,7 +186,7 @@ class GrepTool(Tool):
             col.drops, meta["matches"], col.total_hits, "matches", "Narrow the pattern, the path or the include glob."
         )
         tail = "\n".join(x for x in (_capped_note(meta["linesCapped"], col.drops.binary), note) if x)
-        return ToolOutput(text="\n".join(rows) if rows else NO_FILES, tail=tail, metadata=meta)
+        return ToolOutput(text="\n".join(rows) if rows else _nothing(col), tail=tail, metadata=meta)
 
 
 class ChordGrepTool(Tool):
@@ -224,4 +230,4 @@ class ChordGrepTool(Tool):
             col.drops, meta["matches"], col.total_hits, "matches", "Narrow the pattern, the paths or the includes."
         )
         tail = "\n".join(x for x in (_capped_note(meta["linesCapped"], col.drops.binary), r.closing, note) if x)
-        return ToolOutput(text="\n".join(r.lines) if r.lines else NO_FILES, head=head, tail=tail, metadata=meta)
+        return ToolOutput(text="\n".join(r.lines) if r.lines else _nothing(col), head=head, tail=tail, metadata=meta)
