@@ -203,12 +203,22 @@ def check_exec(rg: Rg, argv: list[str], fields: dict[str, list[str]]) -> None:
         return
     value = argv[problem.index - 1] if problem.index else None
     blamed = next((f for f, values in fields.items() if value is not None and value in values), None)
+    described = problem.describe("it" if problem.kind == "string" else None)
+    if blamed is None and value is not None and value.startswith(_TYPE_PREFIX):
+        # a file-name glob given to rg as a file type (filter_args): blamed, and sized, as given
+        name = value[len(_TYPE_PREFIX) :]
+        given = next(((f, v) for f, vs in fields.items() for v in vs if _name_glob(v) == name), None)
+        if given is not None:
+            blamed = given[0]
+            size = len(given[1].encode("utf-8", "surrogateescape"))
+            described = described.replace(
+                f"it is {problem.size:,} bytes", f"it is {size:,} bytes ({problem.size:,} as rg's --type-add argument)"
+            )
     if blamed is None:  # the whole line is too long: blame the argument that contributed most
         blamed = max(fields, key=lambda f: sum(len(v) for v in fields[f]))
-    what = "it" if problem.kind == "string" else None
     raise Refused(
         BlockKind.invalid_arguments,
-        f"argument '{blamed}': {problem.describe(what)}, so rg cannot be started with it. Shorten '{blamed}'.",
+        f"argument '{blamed}': {described}, so rg cannot be started with it. Shorten '{blamed}'.",
         field=blamed,
         bytes=problem.size,
         limit=problem.limit - 1 if problem.kind == "string" else problem.limit,
@@ -276,6 +286,7 @@ def plan(ctx: ToolContext, roots: list[Path], *, dirs: bool = False) -> Plan:
 
 
 _NAME_TYPE = "zunoglob"
+_TYPE_PREFIX = _NAME_TYPE + ":"
 
 
 def _name_glob(g: str) -> str | None:
