@@ -80,6 +80,10 @@ def test_a_glob_starting_with_dot_slash_or_an_absolute_path_finds_what_it_names(
     for pattern, paths in want.items():
         res = _one(workspace, "glob", pattern=pattern)
         assert res.outcome == "ok" and res.metadata["paths"] == paths, (pattern, res.text)
+    link = workspace.parent / "ws-link"  # the workspace by another name (macOS: /tmp -> /private/tmp)
+    link.symlink_to(workspace, target_is_directory=True)
+    via = _one(workspace, "glob", pattern=f"{link}/src/*.py")
+    assert via.metadata["paths"] == ["src/a.py"], via.text
     inside = _one(workspace, "glob", pattern=f"{root}/src/*.py", path="src")
     assert inside.metadata["paths"] == ["src/a.py"], inside.text
     elsewhere = _one(workspace, "glob", pattern=f"{root}/*.py", path="src")

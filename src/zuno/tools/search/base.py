@@ -145,6 +145,7 @@ def anchor_glob(ctx: ToolContext, field: str, value: str, roots: list[Path]) -> 
     # component is not an entry of the search path.
     first = body[1:].split("/", 1)[0]
     if body.startswith("/") and first and not any(os.path.lexists(r / first) for r in roots if r.is_dir()):
+        body = _real_prefix(body)
         if len(roots) == 1 and roots[0].is_dir():
             top = str(roots[0]).rstrip("/") + "/"
             if body.startswith(top) and len(body) > len(top):
@@ -158,6 +159,21 @@ def anchor_glob(ctx: ToolContext, field: str, value: str, roots: list[Path]) -> 
                 field=field,
             )
     return neg + body
+
+
+_GLOB_META = re.compile(r"[*?\[\]{}\\]")
+
+
+def _real_prefix(body: str) -> str:
+    """An absolute glob with its leading literal directories resolved as the roots are (a link in
+    it, such as macOS's /tmp -> /private/tmp, names the same directory)."""
+    parts = body.split("/")
+    n = 1
+    while n < len(parts) - 1 and not _GLOB_META.search(parts[n]):
+        n += 1
+    prefix = "/".join(parts[:n])
+    real = os.path.realpath(prefix) if prefix else ""
+    return real.rstrip("/") + "/" + "/".join(parts[n:]) if real and real != prefix else body
 
 
 def _surely_fits(argv: list[str], env: dict[str, str]) -> bool:
