@@ -10,7 +10,6 @@ breaks take the file's style.
 
 from __future__ import annotations
 
-import os
 import re
 import stat
 
@@ -23,7 +22,7 @@ from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.file_scan import digest_current, in_thread, not_a_file, read_current, refuse_directory_name
 from zuno.tools.patch import textfile
-from zuno.tools.patch.applier import ABSENT, in_state_dir, remember, replay_conflict
+from zuno.tools.patch.applier import ABSENT, given_path, in_state_dir, remember, replay_conflict
 from zuno.tools.patch.grammar import digest
 from zuno.tools.patch.retry import NOT_UTF8_HINT, READ_ROWS_HINT, copies_undecodable, without_read_rows
 from zuno.workspace import STATE_DIR
@@ -205,11 +204,10 @@ class DeleteTool(Tool):
 
     async def run(self, ctx: ToolContext, args: DeleteArgs) -> ToolOutput:
         refuse_directory_name(args.path, "path", "delete removes files only")
-        path_raw = ctx.workspace.root / args.path if not os.path.isabs(args.path) else None
         path, where = ctx.locate(args.path)
         shown = ctx.workspace.display(path)
         _refuse_state(ctx, path, shown)
-        if path_raw is not None and path_raw.is_symlink():
+        if given_path(ctx, args.path).is_symlink():  # also when named by its absolute path
             return ToolOutput.failure(
                 f"{args.path} is a symbolic link; delete removes regular files only (it would not remove the link)."
             )

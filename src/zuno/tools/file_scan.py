@@ -64,6 +64,10 @@ class Scan:
     rows: list[Row] = field(default_factory=list)
 
 
+# What read's note on a cut row ("[... line N is L bytes; read holds its first H. ...]") may take.
+CUT_NOTE_BYTES = 160
+
+
 def scan_window(
     fd: int, start: int, want: int, budget: int, stop: threading.Event, *, hold: int = limits.READ_LINE_HOLD_BYTES
 ) -> Scan:
@@ -88,7 +92,7 @@ def scan_window(
         cut = real > len(held)
         if not cut:
             text = text.rstrip("\r")
-        cost = width + 1 + len(text.encode()) + 1
+        cost = width + 1 + len(text.encode()) + 1 + (CUT_NOTE_BYTES if cut else 0)
         if out.rows and used + cost > budget:
             done = True
         else:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import shlex
 import stat
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,22 +33,33 @@ from zuno.tools.file_scan import (
     refuse_directory_name,
     scan_window,
 )
+from zuno.tools.search.collect import quote_path
 from zuno.workspace import STATE_DIR
 
 if TYPE_CHECKING:
     from zuno.config import Config
 
 
-def _suggest(p: Path) -> str:
+def _suggest(p: Path, display: Callable[[Path], str]) -> str:
+    """Names close to ``p``'s in its nearest existing parent, shown as the workspace shows paths;
+    a name that is not valid UTF-8 is not offered (no argument can name it)."""
     parent = p.parent
     while not parent.is_dir() and parent != parent.parent:
         parent = parent.parent
     try:
-        names = os.listdir(parent)
+        names = [n for n in os.listdir(parent) if _nameable(n)]
     except OSError:
         return ""
     close = difflib.get_close_matches(p.name, names, n=3, cutoff=0.5)
-    return (" Did you mean: " + ", ".join(str(parent / c) for c in close) + "?") if close else ""
+    return (" Did you mean: " + ", ".join(json.dumps(display(parent / c)) for c in close) + "?") if close else ""
+
+
+def _nameable(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class ReadArgs(ToolArgs):
@@ -70,6 +83,9 @@ class ReadTool(Tool):
         # rows, in max_bytes; the footer names the next offset.
         want = min(args.limit or limits.READ_DEFAULT_LIMIT_LINES, ctx.config.tool_output.max_lines)
         budget = ctx.config.tool_output.max_bytes - 200
+        # One line longer than the page can hold (a minified bundle) is cut to what fits, with a note,
+        # rather than withheld whole with the page it is on.
+        hold = min(limits.READ_LINE_HOLD_BYTES, max(1024, budget - 512))
 
         def work(stop: threading.Event) -> tuple[str, Any]:
             st = safefs.lstat(where)
@@ -79,7 +95,7 @@ class ReadTool(Tool):
                 return "dir", safefs.listdir(where)
             fd = safefs.open_regular(where)  # no link followed, no FIFO waited on; the descriptor is checked
             try:
-                return "file", (scan_window(fd, start, want, budget, stop), os.fstat(fd))
+                return "file", (scan_window(fd, start, want, budget, stop, hold=hold), os.fstat(fd))
             finally:
                 os.close(fd)
 
@@ -94,7 +110,7 @@ class ReadTool(Tool):
                 fst = os.fstat(fd)
                 if fst.st_size > limits.READ_INLINE_MAX_BYTES:
                     return None
-                return "file", (scan_window(fd, start, want, budget, _NEVER), fst)
+                return "file", (scan_window(fd, start, want, budget, _NEVER, hold=hold), fst)
             finally:
                 os.close(fd)
 
@@ -113,7 +129,7 @@ class ReadTool(Tool):
         except OSError as e:
             return ToolOutput.failure(f"{shown}: cannot be read ({e.strerror}).")
         if kind == "missing":
-            return ToolOutput.failure(f"{shown}: no such file or directory.{_suggest(path)}")
+            return ToolOutput.failure(f"{shown}: no such file or directory.{_suggest(path, ctx.workspace.display)}")
         if kind == "dir":
             return self._list(value, shown, args, ctx.config.tool_output.max_lines, budget)
         scan, st = value
@@ -138,7 +154,7 @@ class ReadTool(Tool):
             if row.cut:
                 text += (
                     f" [... line {row.number} is {row.length} bytes; read holds its first "
-                    f"{limits.READ_LINE_HOLD_BYTES}. Read the rest with grep or shell.]"
+                    f"{hold}. Read the rest with grep or shell.]"
                 )
             out.append(f"{row.number:>{width}}\t{text}")
         end = scan.rows[-1].number if scan.rows else start - 1
@@ -165,7 +181,11 @@ class ReadTool(Tool):
 
     @staticmethod
     def _list(entries: list[tuple[str, bool]], shown: str, args: ReadArgs, max_lines: int, budget: int) -> ToolOutput:
-        names = [name + ("/" if is_dir else "") for name, is_dir in entries]
+        # One entry per line, under a name a call can take: a name with a newline (or a quote, or
+        # leading/trailing whitespace) is a JSON string, as glob prints it; one that is not UTF-8
+        # names nothing and is counted in a note instead.
+        names = [quote_path(name + ("/" if is_dir else ""), grep=False) for name, is_dir in entries if _nameable(name)]
+        unnameable = len(entries) - len(names)
         start = args.offset or 1
         if start > max(len(names), 1):
             return ToolOutput.failure(
@@ -184,8 +204,17 @@ class ReadTool(Tool):
         footer = ""
         if start - 1 + len(page) < len(names):
             footer = f"({len(page)} of {len(names)} entries; continue with offset={start + len(page)})"
+        if unnameable:
+            note = (
+                f"({unnameable} more entr{'y' if unnameable == 1 else 'ies'} not shown: the name is not valid UTF-8, "
+                "so no argument can name it; rename it with shell to reach it)"
+            )
+            footer = f"{footer}\n{note}" if footer else note
         head = f"{shown}/ ({len(names)} entries)" if shown != "." else f"./ ({len(names)} entries)"
-        return ToolOutput(text="\n".join(page), head=head, tail=footer, metadata={"path": shown, "entries": len(names)})
+        meta: dict[str, Any] = {"path": shown, "entries": len(names)}
+        if unnameable:
+            meta["unnameable"] = unnameable
+        return ToolOutput(text="\n".join(page), head=head, tail=footer, metadata=meta)
 
 
 _UTF8_BOM = b"\xef\xbb\xbf"
@@ -199,8 +228,26 @@ def image_tool_on_surface(config: Config) -> bool:
     return config.agent.tools is None or "view_image" in config.agent.tools
 
 
+# Byte-order marks of the text encodings whose text holds NUL bytes (UTF-32 first: its LE mark
+# starts with UTF-16 LE's).
+_WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32LE"),
+    (b"\x00\x00\xfe\xff", "UTF-32BE"),
+    (b"\xff\xfe", "UTF-16LE"),
+    (b"\xfe\xff", "UTF-16BE"),
+)
+
+
 def _binary_message(ctx: ToolContext, shown: str, scan: Scan) -> str:
     fmt = image_format(scan.head)
+    wide = next((name for mark, name in _WIDE_BOMS if scan.head.startswith(mark)), None)
+    if fmt is None and wide is not None:
+        return (
+            f"{shown} is {wide} text (it starts with a {wide[:6]} byte-order mark, {scan.size} bytes), not UTF-8; "
+            "read, edit and apply_patch handle UTF-8 text only"
+            + ("; grep decodes it when it searches" if wide.startswith("UTF-16") else "")
+            + f". To see it, run shell `iconv -f {wide[:6]} -t UTF-8 {shlex.quote(shown)}`."
+        )
     if fmt is None:
         return (
             f"{shown} is a binary file ({scan.size} bytes); read shows text only. "

@@ -222,7 +222,7 @@ class ApplyPatchTool(Tool):
             dest = ctx.resolve(op.move_to, field="patch") if op.move_to else None
             if dest == src:
                 dest = None
-            if (op.kind == "delete" or dest is not None) and _given(ctx, op.path).is_symlink():
+            if (op.kind == "delete" or dest is not None) and given_path(ctx, op.path).is_symlink():
                 what = "delete" if op.kind == "delete" else "move"
                 raise Refused(
                     BlockKind.invalid_arguments,
@@ -411,12 +411,7 @@ class ApplyPatchTool(Tool):
                     near if near >= 0 else region,
                 )
             if len(found) > 1:
-                return mismatch(
-                    chunk,
-                    f"its context matches more than once (at lines {found[0] + 1} and {found[1] + 1}); "
-                    "add an '@@ <line>' anchor or more unique context",
-                    found[0],
-                )
+                return mismatch(chunk, _ambiguous(lines, cursor, found[0], found[1]), found[0])
             plan.level = max(plan.level, level)
             placed.append((found[0], len(old), chunk))
             plan.chunks_at.append(found[0] + 1)
@@ -582,7 +577,32 @@ def safefs_present(where: safefs.Target) -> bool:
         return False
 
 
-def _given(ctx: ToolContext, raw: str) -> Path:
+def _ambiguous(lines: list[str], cursor: int, first: int, second: int) -> str:
+    """A chunk's context found at 0-based lines ``first`` and ``second``: the message, with the
+    '@@' anchor that picks each (the nearest line above it that an anchor would find first)."""
+
+    def anchor(at: int, after: int) -> str | None:
+        for j in range(at - 1, after - 1, -1):
+            text = lines[j].strip()
+            if text and all(ln.strip() != text for ln in lines[cursor:j]):
+                return text
+        return None
+
+    picks = [(a, n) for a, n in ((anchor(first, cursor), first), (anchor(second, first), second)) if a is not None]
+    how = (
+        "name the one meant with an '@@' anchor, the text of a line above it: "
+        + ", ".join(f"'@@ {a}' for line {n + 1}" for a, n in picks)
+        + "; or add more unique context"
+        if picks
+        else "add an '@@ <text of a line above it>' anchor or more unique context"
+    )
+    return (
+        f"its context matches more than once (at lines {first + 1} and {second + 1}); {how} "
+        "(an '@@' line is matched as text, not as a line number)"
+    )
+
+
+def given_path(ctx: ToolContext, raw: str) -> Path:
     """The path as the model named it, before symbolic links are resolved."""
     p = Path(os.path.expanduser(raw))
     return p if p.is_absolute() else ctx.workspace.root / p

@@ -126,6 +126,56 @@ def check_glob(field: str, value: str, path_field: str = "path") -> None:
         )
 
 
+def anchor_glob(ctx: ToolContext, field: str, value: str, roots: list[Path]) -> str:
+    """The glob rg is given for ``value``, matched against the paths beneath the search path: a
+    leading "./" means the search path itself, so it is anchored there ("/x"; "./*.py" would
+    otherwise match nothing), and an absolute path to the one search directory is made relative to
+    it. An absolute path to anywhere else in the workspace or its granted directories can match
+    nothing: refused."""
+    neg = "!" if value.startswith("!") else ""
+    body = value[len(neg) :]
+    if body.startswith("./"):
+        while body.startswith("./"):
+            body = body[2:]
+        body = "/" + body.lstrip("/")
+    if "/./" in body:
+        while "/./" in body:
+            body = body.replace("/./", "/")
+    # "/src/*.py" is anchored at the search path; read as an absolute path only when its first
+    # component is not an entry of the search path.
+    first = body[1:].split("/", 1)[0]
+    if body.startswith("/") and first and not any(os.path.lexists(r / first) for r in roots if r.is_dir()):
+        body = _real_prefix(body)
+        if len(roots) == 1 and roots[0].is_dir():
+            top = str(roots[0]).rstrip("/") + "/"
+            if body.startswith(top) and len(body) > len(top):
+                return neg + "/" + body[len(top) :]
+        if any(body.startswith(str(r).rstrip("/") + "/") for r in ctx.workspace.roots()):
+            raise Refused(
+                BlockKind.invalid_arguments,
+                f"argument '{field}': {quote(value)} is an absolute path, and a glob is matched against the paths "
+                f"beneath the search path ({', '.join(ctx.workspace.display(r) for r in roots)}), so it can match "
+                "nothing. Give its directory as the path and a glob relative to it.",
+                field=field,
+            )
+    return neg + body
+
+
+_GLOB_META = re.compile(r"[*?\[\]{}\\]")
+
+
+def _real_prefix(body: str) -> str:
+    """An absolute glob with its leading literal directories resolved as the roots are (a link in
+    it, such as macOS's /tmp -> /private/tmp, names the same directory)."""
+    parts = body.split("/")
+    n = 1
+    while n < len(parts) - 1 and not _GLOB_META.search(parts[n]):
+        n += 1
+    prefix = "/".join(parts[:n])
+    real = os.path.realpath(prefix) if prefix else ""
+    return real.rstrip("/") + "/" + "/".join(parts[n:]) if real and real != prefix else body
+
+
 def _surely_fits(argv: list[str], env: dict[str, str]) -> bool:
     """A bound that needs no encoding: at most 4 bytes per character (UTF-8; a surrogate escape is
     one), so when even that fits the smallest space execve ever gives (and every string its
@@ -169,12 +219,22 @@ def check_exec(rg: Rg, argv: list[str], fields: dict[str, list[str]]) -> None:
         return
     value = argv[problem.index - 1] if problem.index else None
     blamed = next((f for f, values in fields.items() if value is not None and value in values), None)
+    described = problem.describe("it" if problem.kind == "string" else None)
+    if blamed is None and value is not None and value.startswith(_TYPE_PREFIX):
+        # a file-name glob given to rg as a file type (filter_args): blamed, and sized, as given
+        name = value[len(_TYPE_PREFIX) :]
+        given = next(((f, v) for f, vs in fields.items() for v in vs if _name_glob(v) == name), None)
+        if given is not None:
+            blamed = given[0]
+            size = len(given[1].encode("utf-8", "surrogateescape"))
+            described = described.replace(
+                f"it is {problem.size:,} bytes", f"it is {size:,} bytes ({problem.size:,} as rg's --type-add argument)"
+            )
     if blamed is None:  # the whole line is too long: blame the argument that contributed most
         blamed = max(fields, key=lambda f: sum(len(v) for v in fields[f]))
-    what = "it" if problem.kind == "string" else None
     raise Refused(
         BlockKind.invalid_arguments,
-        f"argument '{blamed}': {problem.describe(what)}, so rg cannot be started with it. Shorten '{blamed}'.",
+        f"argument '{blamed}': {described}, so rg cannot be started with it. Shorten '{blamed}'.",
         field=blamed,
         bytes=problem.size,
         limit=problem.limit - 1 if problem.kind == "string" else problem.limit,
@@ -240,6 +300,45 @@ def plan(ctx: ToolContext, roots: list[Path], *, dirs: bool = False) -> Plan:
         return Plan(str(parent), [r.name], "" if d == "." else d.rstrip("/") + "/", False, {norm_root(r.name)}, shown)
     args = [ws.display(r) for r in roots]
     return Plan(str(ws.root), args, "", True, {norm_root(a) for a in args}, shown)
+
+
+_NAME_TYPE = "zunoglob"
+_TYPE_PREFIX = _NAME_TYPE + ":"
+
+
+def _name_glob(g: str) -> str | None:
+    """The file-name glob ``g`` is (``*.py``, ``**/*.{ts,tsx}``, ``*``), or None when it names a path
+    (a ``/`` after any leading ``**/``), is a negation, or is not a plain name glob."""
+    while g.startswith("**/"):
+        g = g[3:]
+    if g == "**":  # every file, at any depth
+        g = "*"
+    if not g or g.startswith("!") or "/" in g or "**" in g or ":" in g:
+        return None
+    return g
+
+
+def filter_args(globs: list[str]) -> list[str]:
+    """rg's arguments that keep only the files ``globs`` match (any of them), ignore rules respected.
+
+    A ``--glob`` that matches is an override: it lists the file even when .gitignore / .ignore
+    ignore it, and ``*`` or ``**`` opens every ignored directory. When every positive glob is a
+    file-name glob they are a file type instead (``--type-add``), which only filters what the
+    ignore rules left; a path glob (``src/**/*.ts``) stays an override: it names where to look."""
+    names = [_name_glob(g) for g in globs if not g.startswith("!")]
+    if names and all(n is not None for n in names):
+        out: list[str] = []
+        for n in names:
+            out += ["--type-add", f"{_NAME_TYPE}:{n}"]
+        out += ["--type", _NAME_TYPE]
+        for g in globs:
+            if g.startswith("!"):
+                out += ["--glob", g]
+        return out
+    out = []
+    for g in globs:
+        out += ["--glob", g]
+    return out
 
 
 def exclusion_globs() -> list[str]:
@@ -327,11 +426,11 @@ def check_failure(
     if perr is not None:
         if perr.kind == "glob":
             blamed = pattern_field
-            for field, values in globs.items():
-                if perr.glob is not None and perr.glob in values:
-                    blamed = field
-                    break
             shown = perr.glob if perr.glob is not None else pattern
+            # rg quotes the glob it was given: the value itself, or the file-name glob filter_args made of it
+            given = [(f, v) for f, vs in globs.items() for v in vs if perr.glob in (v, _name_glob(v))]
+            if perr.glob is not None and given:
+                blamed, shown = given[0]
             raise Refused(
                 BlockKind.invalid_arguments,
                 f"argument '{blamed}': rg cannot parse the glob {shown!r}: {perr.message}. Fix the glob in '{blamed}'.",
@@ -343,6 +442,15 @@ def check_failure(
                 BlockKind.invalid_arguments,
                 f"argument '{pattern_field}': the regex {quote(pattern)} is over ripgrep's compiled-size limit "
                 f"({perr.message}). Use a simpler pattern (fewer or smaller repetitions).",
+                field=pattern_field,
+                rgError=perr.message,
+            )
+        if perr.kind == "newline":
+            raise Refused(
+                BlockKind.invalid_arguments,
+                f"argument '{pattern_field}': the regex {quote(pattern)} can match a line break (\\n), and grep "
+                "matches one line at a time, so it could never match. Search for text within one line (for text "
+                "that spans lines, search for one of its lines, then read around the hit).",
                 field=pattern_field,
                 rgError=perr.message,
             )

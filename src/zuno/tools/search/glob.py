@@ -8,12 +8,14 @@ from zuno.declarations import READ_ONLY_PARALLEL
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.search.base import (
     NO_FILES,
+    anchor_glob,
     check_exec,
     check_failure,
     check_glob,
     common_flags,
     exclusion_globs,
     execute,
+    filter_args,
     find_rg,
     plan,
     resolve_roots,
@@ -62,6 +64,7 @@ class GlobTool(Tool):
     async def run(self, ctx: ToolContext, args: GlobArgs) -> ToolOutput:
         check_glob("pattern", args.pattern)
         roots = resolve_roots(ctx, [args.path or "."], "path", dirs_only=True)
+        pattern = anchor_glob(ctx, "pattern", args.pattern, roots)
         rg = await find_rg(ctx)
         if isinstance(rg, ToolOutput):
             return rg
@@ -74,7 +77,7 @@ class GlobTool(Tool):
         paths_args = the_plan.args
         if paths_args == ["."]:
             paths_args, the_plan.strip_dot = [], False
-        argv = [*common_flags(ctx), "--files", "--glob", args.pattern, *exclusion_globs(), "--", *paths_args]
+        argv = [*common_flags(ctx), "--files", *filter_args([pattern]), *exclusion_globs(), "--", *paths_args]
         check_exec(rg, argv, {"pattern": [args.pattern], "path": the_plan.args})
         res = await execute(ctx, rg, argv, the_plan, col.feed)
         if isinstance(res, ToolOutput):
@@ -86,7 +89,7 @@ class GlobTool(Tool):
             found_anything=bool(joined) or col.drops.unnameable > 0,
             pattern=args.pattern,
             pattern_field="pattern",
-            globs={"pattern": [args.pattern]},
+            globs={"pattern": [pattern]},
         )
         if failed is not None:
             return failed

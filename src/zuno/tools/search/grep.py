@@ -13,6 +13,7 @@ from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.search import chord_format
 from zuno.tools.search.base import (
     NO_FILES,
+    anchor_glob,
     check_exec,
     check_failure,
     check_glob,
@@ -20,6 +21,7 @@ from zuno.tools.search.base import (
     common_flags,
     exclusion_globs,
     execute,
+    filter_args,
     find_rg,
     plan,
     resolve_roots,
@@ -27,7 +29,7 @@ from zuno.tools.search.base import (
 )
 from zuno.tools.search.collect import FileHits, GrepCollector, quote_path
 from zuno.tools.search.glob import truncation_note
-from zuno.tools.search.rg import RgResult
+from zuno.tools.search.rg import RgResult, pattern_error
 from zuno.tools.search.rg_discovery import Rg
 
 _PATTERN_HELP = "Rust regex (ripgrep), case-sensitive unless (?i); escape ( [ { . * + ? | \\ for literals"
@@ -53,6 +55,11 @@ class ChordGrepArgs(ToolArgs):
     )
 
 
+def _names_cr(stderr: bytes) -> bool:
+    perr = pattern_error(stderr)
+    return perr is not None and perr.kind == "cr"
+
+
 def _hit_summary(files: list[FileHits]) -> tuple[int, int]:
     return sum(f.hits for f in files), len(files)
 
@@ -74,21 +81,30 @@ async def _search(
         if not g:
             raise Refused(BlockKind.invalid_arguments, f"argument '{include_field}': an empty glob matches nothing.")
     roots = resolve_roots(ctx, raw_paths, path_field, dirs_only=False)
+    includes = [anchor_glob(ctx, include_field, g, roots) for g in includes]
     rg = await find_rg(ctx)
     if isinstance(rg, ToolOutput):
         return rg
     the_plan = plan(ctx, roots)
     col = GrepCollector(ctx.config.search.grep_max_hits, context)
-    argv = [*common_flags(ctx), "--line-number", "--with-filename", "--no-heading", "--no-context-separator"]
+    # --crlf: a CRLF file's lines end before their "\r\n", as read shows them, so "x$" finds "x\r\n".
+    argv = [*common_flags(ctx), "--line-number", "--with-filename", "--no-heading", "--no-context-separator", "--crlf"]
     if context:
         argv += ["--context", str(context)]
-    for g in includes:
-        argv += ["--glob", g]
+    argv += filter_args(includes)
     argv += [*exclusion_globs(), "--regexp", pattern, "--", *the_plan.args]
     check_exec(rg, argv, {"pattern": [pattern], include_field: includes, path_field: the_plan.args})
     res = await execute(ctx, rg, argv, the_plan, col.feed)
     if isinstance(res, ToolOutput):
         return res
+    if res.returncode == 2 and _names_cr(res.stderr):
+        # A pattern that names "\r" itself (looking for CRLF files, say) is refused under --crlf,
+        # where "\r" is part of the line terminator: it is searched as rg searches by default.
+        argv.remove("--crlf")
+        col = GrepCollector(ctx.config.search.grep_max_hits, context)
+        res = await execute(ctx, rg, argv, the_plan, col.feed)
+        if isinstance(res, ToolOutput):
+            return res
     files = col.finish(plain=plain)
     failed = check_failure(
         res,
@@ -117,6 +133,12 @@ def _metadata(rg: Rg, res: RgResult, col: GrepCollector, files: list[FileHits]) 
         "linesCapped": capped,
         "rg": rg_facts(rg, res),
     }
+
+
+def _nothing(col: GrepCollector) -> str:
+    """The body when no line is shown: "No files found", unless a binary file named as the path
+    matched (its status line says so; "No files found" above it would contradict it)."""
+    return "" if col.drops.binary else NO_FILES
 
 
 def _capped_note(n: int, binary: int = 0) -> str:
@@ -164,7 +186,7 @@ class GrepTool(Tool):
             col.drops, meta["matches"], col.total_hits, "matches", "Narrow the pattern, the path or the include glob."
         )
         tail = "\n".join(x for x in (_capped_note(meta["linesCapped"], col.drops.binary), note) if x)
-        return ToolOutput(text="\n".join(rows) if rows else NO_FILES, tail=tail, metadata=meta)
+        return ToolOutput(text="\n".join(rows) if rows else _nothing(col), tail=tail, metadata=meta)
 
 
 class ChordGrepTool(Tool):
@@ -211,4 +233,4 @@ class ChordGrepTool(Tool):
             col.drops, meta["matches"], col.total_hits, "matches", "Narrow the pattern, the paths or the includes."
         )
         tail = "\n".join(x for x in (_capped_note(meta["linesCapped"], col.drops.binary), r.closing, note) if x)
-        return ToolOutput(text="\n".join(r.lines) if r.lines else NO_FILES, head=head, tail=tail, metadata=meta)
+        return ToolOutput(text="\n".join(r.lines) if r.lines else _nothing(col), head=head, tail=tail, metadata=meta)

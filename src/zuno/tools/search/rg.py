@@ -365,9 +365,15 @@ _PATH_ERR_IO = re.compile(r"^rg: (?P<p>.*): IO error for operation on (?P=p): .*
 _PATH_ERR = re.compile(r"^rg: (?P<p>.*): [A-Z][^:]*\(os error \d+\)$")
 
 
+# rg's refusal of a pattern that can match a line terminator: "\n" always (it matches line by line),
+# "\r" under --crlf (grep's default, so that "$" ends a CRLF file's lines).
+_LITERAL_NEWLINE = 'rg: the literal "\\n" is not allowed in a regex'
+_LITERAL_CR = 'rg: the literal "\\r" is not allowed in a regex'
+
+
 @dataclass(frozen=True, slots=True)
 class PatternError:
-    kind: str  # regex | glob | size
+    kind: str  # regex | glob | size | newline | cr
     message: str  # rg's own words, verbatim
     glob: str | None = None  # the glob rg quoted, for a glob error
 
@@ -383,6 +389,10 @@ def pattern_error(stderr: bytes) -> PatternError | None:
         return PatternError("regex", msg)
     if "exceeds size limit" in text:
         return PatternError("size", msg)
+    if text.startswith(_LITERAL_NEWLINE):
+        return PatternError("newline", msg)
+    if text.startswith(_LITERAL_CR):
+        return PatternError("cr", msg)
     if text.startswith("rg: ") and "error:" in text and "os error" not in text:
         return PatternError("regex", msg)
     return None
