@@ -147,3 +147,16 @@ def test_invalid_unicode_in_a_call_is_refused_not_a_crash(workspace: Path, run_z
     assert "argument 'path' is not valid Unicode" in first["text"]
     assert "intent[1]." in second["text"] and second["block_kind"] == "invalid_arguments"
     assert third["block_kind"] == "unavailable" and third["call_id"] == "\\ud800"
+
+
+def test_the_common_options_may_come_before_the_commands_name(workspace: Path, run_zuno: Any, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "a.txt").write_text("from the other root\n")
+    out = run_zuno("--profile", "chord", f"--root={other}", "call", "read", '{"path": "a.txt"}', "--json")
+    assert out.returncode == 0, out.stderr
+    record = json.loads(out.stdout)
+    assert record["outcome"] == "ok" and "from the other root" in record["text"]
+    listed = run_zuno("--profile", "chord", "tools")
+    assert listed.returncode == 0 and "view_image" in listed.stdout  # chord's surface, not zuno's
+    assert run_zuno("--profile").returncode == 2  # a value missing is still a usage error

@@ -35,6 +35,7 @@ from zuno.cli_support import (
     UsageError,
     add_common_arguments,
     add_session_arguments,
+    hoist_common_options,
     print_json,
     runtime_from_args,
 )
@@ -368,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_parsed(argv: list[str] | None, startup: StartupCollection) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(hoist_common_options(sys.argv[1:] if argv is None else argv))
         if getattr(args, "long_lived", False):
             # The command builds what it keeps until exit (see zuno.startup_gc); it settles
             # ``args.startup`` once that is built.

@@ -84,6 +84,40 @@ def add_common_arguments(p: argparse.ArgumentParser, session: bool = True) -> No
         )
 
 
+# The options every command takes (add_common_arguments): those taking a value, and the flags.
+COMMON_VALUE_OPTIONS = ("--root", "--config", "--profile", "--db")
+COMMON_FLAGS = ("--approve",)
+
+
+def hoist_common_options(argv: list[str]) -> list[str]:
+    """``zuno --profile chord steps f.jsonl`` as ``zuno steps --profile chord f.jsonl``: the options
+    every command takes may come before the command's name (as they do for git), and are moved
+    after it; anything else before the name is left where it is (argparse judges it)."""
+    hoisted: list[str] = []
+    before: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        name = a.split("=", 1)[0]
+        if name in COMMON_VALUE_OPTIONS:
+            take = 1 if "=" in a else 2
+            if i + take > len(argv):
+                break  # a value missing: argparse says so
+            hoisted.extend(argv[i : i + take])
+            i += take
+        elif a in COMMON_FLAGS:
+            hoisted.append(a)
+            i += 1
+        elif a.startswith("-"):
+            before.append(a)
+            i += 1
+        else:  # the command's name
+            if not hoisted:
+                return argv
+            return [*before, a, *hoisted, *argv[i + 1 :]]
+    return argv
+
+
 def add_session_arguments(p: argparse.ArgumentParser, *, new: bool = False, required: bool = False) -> None:
     """--session ID (continue that session; an error when it does not exist), -c/--continue (the
     workspace's most recent session) and, with ``new``, --new-session ID (start one with that id)."""
