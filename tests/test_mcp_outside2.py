@@ -398,3 +398,25 @@ async def test_an_http_server_that_refuses_the_bearer_is_named_with_its_status(t
                 res = await s.step([{"name": "read", "arguments": {"path": "."}}])
     failed = [n["text"] for n in res.notices if n["kind"] == "mcp_server_failed"]
     assert failed and "HTTP 401" in failed[0] and "bearer" in failed[0], res.notices
+
+
+async def test_listing_resources_skips_servers_that_declare_none(workspace: Path) -> None:
+    """mcp_resource_list asked every connected server, and one that declares no resources (most
+    servers) answered "Method not found": listed as an [error] line, and the whole listing was an
+    error when no server had any. Such a server is skipped, and said to declare none."""
+    cfg = {
+        "mcp": {"p": {"command": sys.executable, "args": [PAGING, "1", "5"]}, "bad": _server()},
+        "tool_search": {"defer": "never"},
+    }
+    async with zuno.Runtime(root=workspace, config_overrides=cfg) as rt:
+        async with rt.session() as s:
+            res = await s.step(
+                [
+                    {"name": "mcp_resource_list", "arguments": {}},
+                    {"name": "mcp_resource_list", "arguments": {"server": "p"}},
+                ]
+            )
+    every, only_p = res.results
+    assert every.outcome is zuno.Outcome.ok and every.text == "bad\tnote://hello\thello\ttext/plain", every.text
+    assert only_p.outcome is zuno.Outcome.ok, only_p.text
+    assert only_p.text == "no resources (MCP server 'p' declares none)" and "[error]" not in only_p.text

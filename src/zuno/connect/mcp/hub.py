@@ -109,21 +109,27 @@ class McpHub:
         async with self._bound:
             return await link.request(f"resources/read {uri}", lambda c: c.read_resource(uri))
 
-    async def list_resources(self, server: str | None) -> tuple[list[dict[str, Any]], list[str]]:
+    async def list_resources(self, server: str | None) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+        """The resources of one server or of every connected one, the failures, and the servers
+        that declare no resources (skipped: asking them would only be "Method not found")."""
         names = [server] if server else [n for n in self.links if n not in self.failures]
         rows: list[dict[str, Any]] = []
         failures: list[str] = []
+        without: list[str] = []
         for name in names:
             try:
                 link = self.link(name)
                 async with self._bound:
+                    if (await link.client()).server_capabilities.resources is None:
+                        without.append(name)
+                        continue
                     listed = await link.request("resources/list", lambda c: c.list_resources())
             except LinkError as e:
                 failures.append(e.message)
                 continue
             for r in listed.resources:
                 rows.append({"server": name, "uri": str(r.uri), "name": r.name, "mimeType": r.mime_type})
-        return rows, failures
+        return rows, failures, without
 
     async def aclose(self) -> None:
         await asyncio.gather(*(link.aclose() for link in self.links.values()), return_exceptions=True)

@@ -215,11 +215,15 @@ class ResourceListTool(Tool):
         self.hub = hub
 
     async def run(self, ctx: ToolContext, args: ResourceListArgs) -> ToolOutput:
-        rows, failures = await self.hub.list_resources(args.server)
+        rows, failures, without = await self.hub.list_resources(args.server)
         lines = [f"{r['server']}\t{r['uri']}\t{r.get('name') or ''}\t{r.get('mimeType') or ''}" for r in rows]
         lines += [f"[error] {f}" for f in failures]
+        empty = "no resources"
+        if without:
+            who = ", ".join(map(repr, without))
+            empty += f" (MCP server {who} declares none)" if len(without) == 1 else f" (MCP servers {who} declare none)"
         return ToolOutput(
-            text="\n".join(lines) or "no resources",
-            metadata={"resources": rows, "failures": failures},
+            text="\n".join(lines) or empty,
+            metadata={"resources": rows, "failures": failures, "withoutResources": without},
             outcome=Outcome.error if failures and not rows else Outcome.ok,
         )
