@@ -35,6 +35,7 @@ from zuno.cli_support import (
     resolve_or_start,
     runtime_from_args,
 )
+from zuno.limits import RUN_HISTORY_LINES
 from zuno.session_ids import InvalidSessionId, SessionNotFound
 from zuno.startup_gc import StartupCollection
 
@@ -298,6 +299,17 @@ class _Interrupts:
         loop.call_soon_threadsafe(main.cancel)
 
 
+def _save_history(readline: Any, history: Path, added: int) -> None:
+    """Append this session's lines to the history file (created private: prompts can hold secrets),
+    which is then cut to its last RUN_HISTORY_LINES: another session's lines, saved while this one
+    ran, stay (writing the whole in-memory history replaced them), and the file does not grow
+    without bound."""
+    with contextlib.suppress(OSError):
+        history.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.close(os.open(history, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        readline.append_history_file(min(added, RUN_HISTORY_LINES), history)  # then truncated to the length
+
+
 def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startup: StartupCollection) -> int:
     """A line editor with history; each line is one turn. /mode plan|work|goal switches the mode,
     /goal resume resumes a paused Goal, /exit (or Ctrl-D) leaves."""
@@ -306,7 +318,10 @@ def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startu
     except ImportError:  # pragma: no cover - readline is part of CPython on Linux and macOS
         readline = None  # type: ignore[assignment]
     history = Path(os.environ.get("ZUNO_CONFIG_DIR") or Path.home() / ".config" / "zuno") / "history"
+    added = 0  # the lines this session adds to the history
     if readline is not None:
+        readline.set_auto_history(False)
+        readline.set_history_length(RUN_HISTORY_LINES)
         with contextlib.suppress(OSError):
             readline.read_history_file(history)
     loop = asyncio.new_event_loop()
@@ -331,6 +346,9 @@ def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startu
             line = line.strip()
             if not line:
                 continue
+            if readline is not None:
+                readline.add_history(line)
+                added += 1
             if line in ("/exit", "/quit"):
                 break
             if line.startswith("/mode"):
@@ -367,10 +385,8 @@ def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startu
             finally:
                 sig.at_prompt = True
     finally:
-        if readline is not None:
-            with contextlib.suppress(OSError):
-                history.parent.mkdir(parents=True, exist_ok=True)
-                readline.write_history_file(history)
+        if readline is not None and added:
+            _save_history(readline, history, added)
         loop.run_until_complete(agent.close())
         loop.close()
     return code
