@@ -185,6 +185,23 @@ def test_a_long_line_streams_in_time_linear_in_its_length() -> None:
     assert large < small * 8 * 3, (small, large)  # 8x the text: linear is ~8x, quadratic ~64x
 
 
+def _render_seconds(line: str) -> float:
+    md = MarkdownStream(color=True, columns=lambda: 80)
+    started = time.perf_counter()
+    md.feed(line + "\n")
+    return time.perf_counter() - started
+
+
+@pytest.mark.parametrize("opener", [" *a", " **a", " __a"])
+def test_a_long_line_of_emphasis_openers_without_closers_renders_in_linear_time(opener: str) -> None:
+    """Each opener with no closer (`` *a`` : the next ``*`` follows a space) scanned to the end of
+    the line: 8,000 of them (24 KB) took seconds."""
+    small = min(_render_seconds(opener * 1_000) for _ in range(3))
+    large = min(_render_seconds(opener * 8_000) for _ in range(3))
+    assert large < small * 8 * 3, (small, large)  # 8x the text: linear is ~8x, quadratic ~64x
+    assert MarkdownStream(color=True).feed("*a *b* **c**\n") == "*a \x1b[3mb\x1b[23m \x1b[1mc\x1b[22m\n"
+
+
 # -- narrow terminals, TERM=dumb, NO_COLOR ----------------------------------------------------------
 
 

@@ -41,8 +41,10 @@ _BULLET = re.compile(r"^(\s*)[-*+][ \t]+(.*)$")
 _NUMBERED = re.compile(r"^(\s*)(\d{1,9}[.)])[ \t]+(.*)$")
 _QUOTE = re.compile(r"^ {0,3}>[ \t]?(.*)$")
 _CODE_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)")
-_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
-_EMPH = re.compile(r"(?<![*\w])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![*\w])")
+# Emphasis never runs over its own marker (the closer is the next one, as in CommonMark): with ``.+?``
+# an opener with no closer scanned to the end of the line, and a long line of them was quadratic.
+_STRONG = re.compile(r"\*\*(?=\S)((?:[^*]|\*(?!\*))+?)(?<=\S)\*\*|__(?=\S)((?:[^_]|_(?!_))+?)(?<=\S)__")
+_EMPH = re.compile(r"(?<![*\w])\*(?=[^\s*])([^*]+?)(?<=[^\s*])\*(?![*\w])")
 # C0 controls but tab and newline, and DEL: shown as their Unicode control pictures. C1 controls
 # (U+0080..U+009F: terminals that read UTF-8 obey U+009B as CSI, U+009D as OSC) have no pictures:
 # shown as the escape sequence they stand for, U+009B as "␛[".
@@ -81,7 +83,7 @@ def render_inline(text: str) -> str:
 
 
 def _emphasis(text: str) -> str:
-    text = _STRONG.sub(lambda m: f"{BOLD}{m.group(2)}{NO_BOLD}", text)
+    text = _STRONG.sub(lambda m: f"{BOLD}{m.group(1) or m.group(2)}{NO_BOLD}", text)
     return _EMPH.sub(lambda m: f"{ITALIC}{m.group(1)}{NO_ITALIC}", text)
 
 
