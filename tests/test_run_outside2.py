@@ -337,3 +337,52 @@ def test_the_history_is_bounded_private_and_keeps_another_sessions_lines(workspa
     assert term.finish() == 0, term.text
     assert (fresh / "history").stat().st_mode & 0o777 == 0o600
     assert (fresh / "history").read_text() == "a secret prompt\n/exit\n"
+
+
+# -- stdout closed by its reader ----------------------------------------------------------------------
+
+
+def test_a_failing_event_listener_interrupts_the_turn_and_is_raised_not_blamed_on_the_provider(
+    workspace: Path, fake: FakeProvider
+) -> None:
+    """A listener's exception inside the stream was taken for the provider's: the turn stopped as
+    "provider_error: provider fake (openai-chat) failed: BrokenPipeError", recorded as a failed
+    request, and a tool call after the text would have gone on running."""
+    (workspace / "zuno.json").write_text(json.dumps({"model": "fake/m1", "provider": {"fake": {
+        "api": "openai-chat", "options": {"baseURL": fake.base_url, "apiKey": "k"}}}}))
+    fake.script(Reply(text=["one\n", "two\n", "three\n"], calls=[Call("write", '{"path": "w.txt", "content": "x"}')],
+                      delay_s=0.05))
+
+    def listener(ev: Any) -> None:
+        if isinstance(ev, TextEvent):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    async def main() -> Any:
+        async with zuno.Runtime(root=workspace) as rt:
+            async with rt.agent() as agent:
+                with pytest.raises(BrokenPipeError):
+                    await agent.run("hi", on_event=listener)
+                return agent.transcript.requests()
+
+    requests = asyncio.run(main())
+    assert [r.status for r in requests] == ["interrupted"] and len(fake.requests) == 1
+    assert not (workspace / "w.txt").exists()
+
+
+def test_zuno_run_into_a_pipe_its_reader_closed_stops_quietly(workspace: Path, fake: FakeProvider) -> None:
+    (workspace / "zuno.json").write_text(json.dumps({"model": "fake/m1", "provider": {"fake": {
+        "api": "openai-chat", "options": {"baseURL": fake.base_url, "apiKey": "k"}}}}))
+    fake.script(Reply(text=[f"line {i}\n" for i in range(3000)], delay_s=0.001))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "zuno", "run", "hi", "--root", str(workspace)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=zuno_env(),
+    )
+    assert child.stdout is not None and child.stderr is not None
+    assert child.stdout.readline() == b"line 0\n"  # as `zuno run … | head -1` reads it
+    child.stdout.close()
+    err = child.stderr.read().decode()
+    assert child.wait(60) == 1, err
+    assert err == "", err  # no "provider … failed: BrokenPipeError", no internal error
+    show = subprocess.run([sys.executable, "-m", "zuno", "show", "-c", "--root", str(workspace)],
+                          capture_output=True, text=True, env=zuno_env(), timeout=60)
+    assert "stop interrupted" in show.stdout and "failed" not in show.stdout, show.stdout

@@ -188,8 +188,8 @@ def _run_agent(
             if interactive:
                 return _interactive(agent, view, inline, startup)
             return asyncio.run(_one_shot(agent, view, prompt, json_mode=args.json, inline=inline, startup=startup))
-        except (UsageError, KeyboardInterrupt):
-            raise
+        except (UsageError, KeyboardInterrupt, BrokenPipeError):
+            raise  # BrokenPipeError: stdout's reader went away (`| head`); the turn was interrupted
         except Exception as e:  # a bug below the loop: one line, the transcript has the rest
             print(f"zuno: the agent stopped on an internal error: {type(e).__name__}: {e}", file=sys.stderr)
             return EXIT_NOT_OK

@@ -260,9 +260,11 @@ class View:
             self.mid_line = False
 
     async def aend(self) -> None:
-        self.end()
-        if self.spinner is not None:
-            await self.spinner.aclose()
+        try:
+            self.end()  # may raise BrokenPipeError: the spinner still stops
+        finally:
+            if self.spinner is not None:
+                await self.spinner.aclose()
 
 
 class PausingApprover:
