@@ -386,3 +386,17 @@ def test_zuno_run_into_a_pipe_its_reader_closed_stops_quietly(workspace: Path, f
     show = subprocess.run([sys.executable, "-m", "zuno", "show", "-c", "--root", str(workspace)],
                           capture_output=True, text=True, env=zuno_env(), timeout=60)
     assert "stop interrupted" in show.stdout and "failed" not in show.stdout, show.stdout
+
+
+def test_sigterm_at_the_interactive_prompt_ends_the_session_with_143(workspace: Path, fake: FakeProvider) -> None:
+    """SIGTERM while the line editor waited was only noted: the prompt went on waiting, and the
+    session ended (exit 0) only when someone typed Ctrl-D."""
+    import signal
+
+    from test_run_terminal import Pty, configure
+
+    configure(workspace, fake)
+    term = Pty(workspace)
+    term.until(b"zuno> ")
+    os.kill(term.child.pid, signal.SIGTERM)
+    assert term.finish(within=60) == 143, term.text

@@ -27,6 +27,7 @@ from zuno.cli_support import (
     EXIT_OK,
     EXIT_TERMINATED,
     RUNTIME_IMPORTS,
+    Terminated,
     UsageError,
     add_common_arguments,
     add_session_arguments,
@@ -252,6 +253,46 @@ def _exit_status(result: RunResult) -> int:
     return EXIT_NOT_OK
 
 
+_HANDLED = [0]  # SIGINT / SIGTERM handler runs (the wake-up thread waits for one)
+
+
+def _wake_main_on_signals() -> None:
+    """A SIGINT or SIGTERM the kernel hands to another thread (the SDK's loader, a worker that stays
+    after a request) only flags Python's handler, which runs when the main thread next runs: blocked
+    in the line editor's select it never did (a Ctrl-C at the prompt ignored, a SIGTERM there hung
+    the session). A thread reading the signal wakeup fd sends the main thread SIGUSR2 (a no-op
+    handler), again until the handler has run: one that came just before the main thread entered
+    its wait (readline prints the prompt, then selects) does not interrupt it."""
+    import threading
+    import time
+
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    except ValueError:  # not the main thread (an embedding caller): nothing to wake
+        os.close(r)
+        os.close(w)
+        return
+    signal.signal(signal.SIGUSR2, lambda signum, frame: None)
+    main = threading.main_thread().ident or 0
+    woken = {signal.SIGINT.value, signal.SIGTERM.value}
+
+    def watch() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGUSR2})
+        while data := os.read(r, 64):
+            if woken.intersection(data):
+                handled = _HANDLED[0]
+                for _ in range(40):  # 2 s at most (the handler may have run before this read)
+                    with contextlib.suppress(OSError, ProcessLookupError):
+                        signal.pthread_kill(main, signal.SIGUSR2)
+                    time.sleep(0.05)
+                    if _HANDLED[0] != handled:
+                        break
+
+    threading.Thread(target=watch, name="zuno-signal-wake", daemon=True).start()
+
+
 class _Interrupts:
     """Ctrl-C for the whole command (a process-level handler, so no event loop's own handling
     can put Python's default back): the first interrupts the turn (the stream or the step), a
@@ -270,6 +311,7 @@ class _Interrupts:
     def install(self) -> None:
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_signal)
+        _wake_main_on_signals()
 
     @contextlib.contextmanager
     def turn(self, agent: Agent) -> Any:
@@ -280,8 +322,12 @@ class _Interrupts:
             self.main = None
 
     def _on_signal(self, signum: int, frame: object) -> None:
-        if self.at_prompt and signum == signal.SIGINT:
-            raise KeyboardInterrupt
+        _HANDLED[0] += 1
+        if self.at_prompt:
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            self.exit = EXIT_TERMINATED
+            raise Terminated  # SIGTERM at the prompt: the line editor's wait ends (it was ignored)
         if signum == signal.SIGINT and self.approver is not None and self.approver.asking:
             print("^C", file=sys.stderr, flush=True)
             self.approver.refuse_pending()  # Ctrl-C at an approval question is a refusal
@@ -343,6 +389,10 @@ def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startu
             except KeyboardInterrupt:
                 print()
                 continue
+            except Terminated:
+                print()
+                code = EXIT_TERMINATED
+                break
             line = line.strip()
             if not line:
                 continue
