@@ -189,7 +189,7 @@ def _run_agent(
             if interactive:
                 return _interactive(agent, view, inline, startup)
             return asyncio.run(_one_shot(agent, view, prompt, json_mode=args.json, inline=inline, startup=startup))
-        except (UsageError, KeyboardInterrupt, BrokenPipeError):
+        except (UsageError, KeyboardInterrupt, BrokenPipeError, Terminated):
             raise  # BrokenPipeError: stdout's reader went away (`| head`); the turn was interrupted
         except Exception as e:  # a bug below the loop: one line, the transcript has the rest
             print(f"zuno: the agent stopped on an internal error: {type(e).__name__}: {e}", file=sys.stderr)
@@ -372,11 +372,11 @@ def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startu
             readline.read_history_file(history)
     loop = asyncio.new_event_loop()
     code = EXIT_OK
+    sig = _Interrupts()
     try:
         loop.run_until_complete(_open(agent, startup))
         mode = agent.transcript.state().mode
         print(f"zuno: session {agent.id}, mode {mode}. /mode, /goal resume, /exit; Ctrl-C interrupts.")
-        sig = _Interrupts()
         sig.install()
         sig.approver = inline
         sig.at_prompt = True
@@ -435,6 +435,7 @@ def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startu
             finally:
                 sig.at_prompt = True
     finally:
+        sig.at_prompt = False  # a signal now only sets the exit status: the session closes whole
         if readline is not None and added:
             _save_history(readline, history, added)
         loop.run_until_complete(agent.close())
