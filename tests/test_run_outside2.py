@@ -400,3 +400,19 @@ def test_sigterm_at_the_interactive_prompt_ends_the_session_with_143(workspace: 
     term.until(b"zuno> ")
     os.kill(term.child.pid, signal.SIGTERM)
     assert term.finish(within=60) == 143, term.text
+
+
+def test_an_answer_interrupted_between_the_halves_of_a_pair_is_recorded(workspace: Path, fake: FakeProvider) -> None:
+    (workspace / "zuno.json").write_text(json.dumps({"model": "fake/m1", "provider": {"fake": {
+        "api": "openai-chat", "options": {"baseURL": fake.base_url, "apiKey": "k"}}}}))
+    fake.script(Reply(text=["cut \ud83d", "\ude00 never\n"], delay_s=0.3))
+
+    async def main() -> Any:
+        async with zuno.Runtime(root=workspace) as rt:
+            async with rt.agent() as agent:
+                result = await agent.run("hi", on_event=lambda ev: isinstance(ev, TextEvent) and agent.interrupt())
+                return result, [m.text for m in agent.transcript.messages() if m.role == "assistant"]
+
+    result, answers = asyncio.run(main())
+    assert result.stop_reason == "interrupted", result.detail
+    assert answers and answers[0].startswith("cut \ufffd\n[interrupted")
