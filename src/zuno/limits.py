@@ -266,3 +266,6 @@ WEBFETCH_ERROR_BODY_WAIT_S = 2.0
 # Inline data (a data: URL in an image or link) kept in the Markdown: a longer one is shortened to
 # its media type (a base64 image is noise to a model and can push the page text into an artifact).
 WEBFETCH_INLINE_DATA_CHARS = 256
+
+# zuno run's line editor: the history file ($ZUNO_CONFIG_DIR/history) keeps this many lines.
+RUN_HISTORY_LINES = 1_000

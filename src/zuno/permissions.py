@@ -97,8 +97,11 @@ async def _ask_on_terminal(request: ApprovalRequest) -> bool | None:
 
     watching = False
     try:
-        subject = f": {request.subject}" if request.subject else ""
-        prompt = f"\nzuno: approve {request.tool} ({request.declarations.effect}){subject}? {request.reason} [y/N] "
+        from zuno.commands.terminal_markdown import visible_controls  # the model's escapes shown, never obeyed
+
+        subject = f": {' '.join(request.subject.split())}" if request.subject else ""
+        asked = visible_controls(f"{request.tool} ({request.declarations.effect}){subject}? {request.reason}")
+        prompt = f"\nzuno: approve {asked} [y/N] "
         os.write(fd, prompt.encode("utf-8", "replace"))
         os.set_blocking(fd, False)
         loop.add_reader(fd, readable)

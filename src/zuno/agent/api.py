@@ -131,6 +131,7 @@ class Agent:
         self.session: Session | None = None
         self.loop: AgentLoop | None = None
         self._listeners: list[Callable[[AgentEvent], None]] = []
+        self._listener_error: Exception | None = None  # what an on_event listener raised in this run
         self._owned: list[Provider] = []
         self._running = False  # a run() is in progress (AgentBusy for a second one)
 
@@ -167,7 +168,17 @@ class Agent:
 
     def _emit(self, event: AgentEvent) -> None:
         for fn in list(self._listeners):
-            fn(event)
+            try:
+                fn(event)
+            except Exception as e:
+                # The caller's own failure (zuno run's stdout closed by `| head`): it was taken for the
+                # provider's ("provider … failed: BrokenPipeError", recorded so). The listener is
+                # dropped, the turn is interrupted (nobody is watching it), and run() raises it.
+                self._listeners.remove(fn)
+                if self._listener_error is None:
+                    self._listener_error = e
+                if self.loop is not None:
+                    self.loop.interrupt()
 
     def interrupt(self) -> None:
         if self.loop is not None:
@@ -209,6 +220,7 @@ class Agent:
         assert self.loop is not None and self.session is not None
         if on_event is not None:
             self._listeners.append(on_event)
+        self._listener_error = None
         try:
             turns: list[TurnResult] = []
             t = await self.loop.run_turn(prompt, source="user" if prompt is not None else "resume")
@@ -220,6 +232,8 @@ class Agent:
                     break
                 t = await self.loop.run_turn(None, source="wake")
                 turns.append(t)
+            if self._listener_error is not None:  # the turn stopped for it (interrupted, recorded)
+                raise self._listener_error
             usage = {k: sum(x.usage[k] for x in turns) for k in ("input_tokens", "output_tokens", "cached_tokens")}
             last = turns[-1]
             return RunResult(
@@ -233,7 +247,7 @@ class Agent:
             )
         finally:
             self._running = False
-            if on_event is not None:
+            if on_event is not None and on_event in self._listeners:
                 self._listeners.remove(on_event)
 
     async def _wait_jobs(self, within_s: float) -> bool:

@@ -36,7 +36,7 @@ from zuno.agent.items import (
     item_json,
     to_messages,
 )
-from zuno.agent.types import Attempt, Finished, ImagePart, Message, ModelRequest, ToolCall, UserMessage
+from zuno.agent.types import Attempt, Finished, ImagePart, Message, ModelRequest, ToolCall, UserMessage, well_formed
 from zuno.records import CallRecord, StepWrites
 from zuno.store import Store
 
@@ -316,7 +316,7 @@ class Transcript:
         with self._writing() as db:
             db.execute(
                 "UPDATE agent_requests SET status = 'failed', ended_at = ?, error_category = ?, error = ? WHERE id = ?",
-                (time.time(), category, message, request_id),
+                (time.time(), category, well_formed(message), request_id),
             )
             self._attempts(db, request_id, attempts)
 
@@ -330,7 +330,8 @@ class Transcript:
             )
             self._attempts(db, request_id, attempts)
             if keep and partial:
-                data = {"text": partial, "tool_calls": [], "opaque": [], "interrupted": True, "calls_seq_floor": 0}
+                text = well_formed(partial)  # cut off anywhere: between the halves of a surrogate pair too
+                data = {"text": text, "tool_calls": [], "opaque": [], "interrupted": True, "calls_seq_floor": 0}
                 self._insert(db, turn, "assistant", data, request_id=request_id)
 
     def add_tool_results(self, turn: int, step: int | None, results: Sequence[ToolResultRow]) -> None:

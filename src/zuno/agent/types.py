@@ -8,11 +8,60 @@ dispatcher. Keys never appear in an event, an error or a log.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 # -- the transcript ------------------------------------------------------------------------------
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def well_formed(text: str) -> str:
+    """``text`` as valid Unicode, which the store and the wire can carry: a surrogate pair split
+    across two stream deltas (a server that cuts its text in UTF-16 code units sends each half as
+    its own ``\\u`` escape) joined into its character, a lone surrogate U+FFFD."""
+    return text if _valid(text) else text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def well_formed_json(text: str) -> str:
+    """JSON text as valid Unicode: split surrogate pairs joined, a lone surrogate written as its
+    ``\\u`` escape (the same JSON value: the dispatcher still refuses the argument, naming it)."""
+    if _valid(text):
+        return text
+    joined = text.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", joined)
+
+
+def _valid_value(v: Any) -> bool:
+    if isinstance(v, str):
+        return _valid(v)
+    if isinstance(v, dict):
+        return all(_valid(k) and _valid_value(x) for k, x in v.items())
+    if isinstance(v, list | tuple):
+        return all(_valid_value(x) for x in v)
+    return True
+
+
+def _well_formed_value(v: Any) -> Any:
+    if isinstance(v, str):
+        return well_formed(v)
+    if isinstance(v, dict):
+        return {well_formed(k): _well_formed_value(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_well_formed_value(x) for x in v]
+    return v
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +69,12 @@ class ToolCall:
     id: str  # the provider's call id (echoed back with the result)
     name: str
     arguments: str  # the raw JSON text the model sent (may be malformed: the dispatcher judges it)
+
+    def __post_init__(self) -> None:
+        if not (_valid(self.id) and _valid(self.name) and _valid(self.arguments)):
+            object.__setattr__(self, "id", well_formed(self.id))
+            object.__setattr__(self, "name", well_formed(self.name))
+            object.__setattr__(self, "arguments", well_formed_json(self.arguments))
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +99,14 @@ class AssistantMessage:
     # summarised, never returned by history.
     opaque: tuple[dict[str, Any], ...] = ()
     role: Literal["assistant"] = "assistant"
+
+    def __post_init__(self) -> None:
+        # What a server streamed may not be valid Unicode (see well_formed): made so here, once,
+        # before anything records it, sends it back or prints it.
+        if not _valid(self.text):
+            object.__setattr__(self, "text", well_formed(self.text))
+        if self.opaque and not _valid_value(self.opaque):
+            object.__setattr__(self, "opaque", tuple(_well_formed_value(o) for o in self.opaque))
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from zuno.cli_support import (
     EXIT_OK,
     EXIT_TERMINATED,
     RUNTIME_IMPORTS,
+    Terminated,
     UsageError,
     add_common_arguments,
     add_session_arguments,
@@ -35,6 +36,7 @@ from zuno.cli_support import (
     resolve_or_start,
     runtime_from_args,
 )
+from zuno.limits import RUN_HISTORY_LINES
 from zuno.session_ids import InvalidSessionId, SessionNotFound
 from zuno.startup_gc import StartupCollection
 
@@ -187,8 +189,8 @@ def _run_agent(
             if interactive:
                 return _interactive(agent, view, inline, startup)
             return asyncio.run(_one_shot(agent, view, prompt, json_mode=args.json, inline=inline, startup=startup))
-        except (UsageError, KeyboardInterrupt):
-            raise
+        except (UsageError, KeyboardInterrupt, BrokenPipeError, Terminated):
+            raise  # BrokenPipeError: stdout's reader went away (`| head`); the turn was interrupted
         except Exception as e:  # a bug below the loop: one line, the transcript has the rest
             print(f"zuno: the agent stopped on an internal error: {type(e).__name__}: {e}", file=sys.stderr)
             return EXIT_NOT_OK
@@ -251,6 +253,46 @@ def _exit_status(result: RunResult) -> int:
     return EXIT_NOT_OK
 
 
+_HANDLED = [0]  # SIGINT / SIGTERM handler runs (the wake-up thread waits for one)
+
+
+def _wake_main_on_signals() -> None:
+    """A SIGINT or SIGTERM the kernel hands to another thread (the SDK's loader, a worker that stays
+    after a request) only flags Python's handler, which runs when the main thread next runs: blocked
+    in the line editor's select it never did (a Ctrl-C at the prompt ignored, a SIGTERM there hung
+    the session). A thread reading the signal wakeup fd sends the main thread SIGUSR2 (a no-op
+    handler), again until the handler has run: one that came just before the main thread entered
+    its wait (readline prints the prompt, then selects) does not interrupt it."""
+    import threading
+    import time
+
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    except ValueError:  # not the main thread (an embedding caller): nothing to wake
+        os.close(r)
+        os.close(w)
+        return
+    signal.signal(signal.SIGUSR2, lambda signum, frame: None)
+    main = threading.main_thread().ident or 0
+    woken = {signal.SIGINT.value, signal.SIGTERM.value}
+
+    def watch() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGUSR2})
+        while data := os.read(r, 64):
+            if woken.intersection(data):
+                handled = _HANDLED[0]
+                for _ in range(40):  # 2 s at most (the handler may have run before this read)
+                    with contextlib.suppress(OSError, ProcessLookupError):
+                        signal.pthread_kill(main, signal.SIGUSR2)
+                    time.sleep(0.05)
+                    if _HANDLED[0] != handled:
+                        break
+
+    threading.Thread(target=watch, name="zuno-signal-wake", daemon=True).start()
+
+
 class _Interrupts:
     """Ctrl-C for the whole command (a process-level handler, so no event loop's own handling
     can put Python's default back): the first interrupts the turn (the stream or the step), a
@@ -269,6 +311,7 @@ class _Interrupts:
     def install(self) -> None:
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_signal)
+        _wake_main_on_signals()
 
     @contextlib.contextmanager
     def turn(self, agent: Agent) -> Any:
@@ -279,8 +322,12 @@ class _Interrupts:
             self.main = None
 
     def _on_signal(self, signum: int, frame: object) -> None:
-        if self.at_prompt and signum == signal.SIGINT:
-            raise KeyboardInterrupt
+        _HANDLED[0] += 1
+        if self.at_prompt:
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            self.exit = EXIT_TERMINATED
+            raise Terminated  # SIGTERM at the prompt: the line editor's wait ends (it was ignored)
         if signum == signal.SIGINT and self.approver is not None and self.approver.asking:
             print("^C", file=sys.stderr, flush=True)
             self.approver.refuse_pending()  # Ctrl-C at an approval question is a refusal
@@ -298,6 +345,17 @@ class _Interrupts:
         loop.call_soon_threadsafe(main.cancel)
 
 
+def _save_history(readline: Any, history: Path, added: int) -> None:
+    """Append this session's lines to the history file (created private: prompts can hold secrets),
+    which is then cut to its last RUN_HISTORY_LINES: another session's lines, saved while this one
+    ran, stay (writing the whole in-memory history replaced them), and the file does not grow
+    without bound."""
+    with contextlib.suppress(OSError):
+        history.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.close(os.open(history, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        readline.append_history_file(min(added, RUN_HISTORY_LINES), history)  # then truncated to the length
+
+
 def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startup: StartupCollection) -> int:
     """A line editor with history; each line is one turn. /mode plan|work|goal switches the mode,
     /goal resume resumes a paused Goal, /exit (or Ctrl-D) leaves."""
@@ -306,16 +364,19 @@ def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startu
     except ImportError:  # pragma: no cover - readline is part of CPython on Linux and macOS
         readline = None  # type: ignore[assignment]
     history = Path(os.environ.get("ZUNO_CONFIG_DIR") or Path.home() / ".config" / "zuno") / "history"
+    added = 0  # the lines this session adds to the history
     if readline is not None:
+        readline.set_auto_history(False)
+        readline.set_history_length(RUN_HISTORY_LINES)
         with contextlib.suppress(OSError):
             readline.read_history_file(history)
     loop = asyncio.new_event_loop()
     code = EXIT_OK
+    sig = _Interrupts()
     try:
         loop.run_until_complete(_open(agent, startup))
         mode = agent.transcript.state().mode
         print(f"zuno: session {agent.id}, mode {mode}. /mode, /goal resume, /exit; Ctrl-C interrupts.")
-        sig = _Interrupts()
         sig.install()
         sig.approver = inline
         sig.at_prompt = True
@@ -328,9 +389,16 @@ def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startu
             except KeyboardInterrupt:
                 print()
                 continue
+            except Terminated:
+                print()
+                code = EXIT_TERMINATED
+                break
             line = line.strip()
             if not line:
                 continue
+            if readline is not None:
+                readline.add_history(line)
+                added += 1
             if line in ("/exit", "/quit"):
                 break
             if line.startswith("/mode"):
@@ -367,10 +435,9 @@ def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startu
             finally:
                 sig.at_prompt = True
     finally:
-        if readline is not None:
-            with contextlib.suppress(OSError):
-                history.parent.mkdir(parents=True, exist_ok=True)
-                readline.write_history_file(history)
+        sig.at_prompt = False  # a signal now only sets the exit status: the session closes whole
+        if readline is not None and added:
+            _save_history(readline, history, added)
         loop.run_until_complete(agent.close())
         loop.close()
     return code

@@ -30,7 +30,9 @@ from zuno.agent.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from zuno.commands.terminal_markdown import MarkdownStream
+from zuno.agent.types import well_formed
+from zuno.commands.terminal_markdown import MarkdownStream, visible_controls
+from zuno.commands.terminal_width import char_width
 from zuno.permissions import ApprovalRequest, Approver
 
 TOOL_LINE_MAX = 100
@@ -66,8 +68,8 @@ def call_subject(arguments: str) -> str:
 
 
 def tool_line(name: str, subject: str, ev: ToolResultEvent) -> str:
-    """One compact line for a call's outcome."""
-    head = f"{name} {subject}".rstrip()
+    """One compact line for a call's outcome (the model's control characters shown, never obeyed)."""
+    head = visible_controls(f"{name} {subject}".rstrip())
     if ev.cancelled:
         sym, tail = "⊘", " (cancelled)"
     elif ev.outcome == "ok":
@@ -81,6 +83,24 @@ def tool_line(name: str, subject: str, ev: ToolResultEvent) -> str:
     if len(head) > room:
         head = head[: max(room - 1, 1)] + "…"
     return f"{sym} {head}{tail}"
+
+
+def _columns(stream: Any) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+def _fit(line: str, columns: int) -> str:
+    """``line`` cut to fit one row (counting every character of uncertain width as two cells): a
+    line that wraps leaves its first rows behind each frame, as erase-line clears only the last."""
+    room, used = columns - 1, 0
+    for i, ch in enumerate(line):
+        used += char_width(ch, ambiguous=2) or 2
+        if used > room:
+            return line[: max(i - 2, 0)] + "…"
+    return line
 
 
 class Spinner:
@@ -103,7 +123,8 @@ class Spinner:
     async def _spin(self) -> None:
         i = 0
         while True:
-            self.stream.write(f"{CLEAR_LINE}{SPINNER_FRAMES[i % len(SPINNER_FRAMES)]} {self.label}")
+            line = _fit(f"{SPINNER_FRAMES[i % len(SPINNER_FRAMES)]} {self.label}", _columns(self.stream))
+            self.stream.write(f"{CLEAR_LINE}{line}")
             self.stream.flush()
             i += 1
             await asyncio.sleep(SPINNER_INTERVAL_S)
@@ -130,11 +151,14 @@ class View:
         self.json_mode = json_mode
         self.out = stdout or sys.stdout
         self.err = stderr or sys.stderr
-        color = _tty(self.out) and not os.environ.get("NO_COLOR") and not json_mode
-        self.markdown = MarkdownStream(color=color)
-        self.spinner = Spinner(self.err) if (_tty(self.err) and not json_mode) else None
+        terminal = _tty(self.out) and not json_mode
+        dumb = os.environ.get("TERM") == "dumb"  # no cursor movement, no erasing: no spinner, no rendering
+        color = terminal and not os.environ.get("NO_COLOR") and not dumb
+        self.markdown = MarkdownStream(color=color, visible=terminal)
+        self.spinner = Spinner(self.err) if (_tty(self.err) and not json_mode and not dumb) else None
         self.mid_line = False
         self.calls: dict[str, tuple[str, str]] = {}
+        self._high = ""  # a high surrogate that ended a delta: the other half of its pair starts the next
 
     # -- the spinner --------------------------------------------------------------------------
 
@@ -169,7 +193,15 @@ class View:
         self.mid_line = not text.endswith("\n")
 
     def _flush_text(self) -> None:
-        self._write(self.markdown.finish())
+        held, self._high = self._high, ""
+        self._write((self.markdown.feed(well_formed(held)) if held else "") + self.markdown.finish())
+
+    def _text(self, text: str) -> str:
+        """A delta as valid text: a surrogate pair a server split across two deltas is joined."""
+        text, self._high = self._high + text, ""
+        if text and "\ud800" <= text[-1] <= "\udbff":
+            text, self._high = text[:-1], text[-1]
+        return well_formed(text)
 
     def _err(self, text: str) -> None:
         self._flush_text()
@@ -188,7 +220,7 @@ class View:
         if isinstance(ev, TextEvent):
             if not self.json_mode:
                 self._quiet()  # the first token ends the wait
-                self._write(self.markdown.feed(ev.text))
+                self._write(self.markdown.feed(self._text(ev.text)))
         elif isinstance(ev, RequestEvent):
             if ev.phase == "sent":
                 self._spin("thinking…" if ev.purpose == "turn" else f"{ev.purpose}…")
@@ -202,7 +234,7 @@ class View:
                 self._quiet()
         elif isinstance(ev, ToolCallEvent):
             self._flush_text()
-            self.calls[ev.call_id] = (ev.name, call_subject(ev.arguments))
+            self.calls[ev.call_id] = (visible_controls(ev.name), call_subject(ev.arguments))
             names = sorted({n for n, _ in self.calls.values()})
             self._spin(f"running {', '.join(names)}…")
         elif isinstance(ev, ToolResultEvent):
@@ -211,12 +243,12 @@ class View:
             if self.calls:
                 self._spin(self.spinner.label if self.spinner else "")
         elif isinstance(ev, NoticeEvent):
-            self._err(f"  · notice: {(ev.text.splitlines() or [''])[0][:TOOL_LINE_MAX]}")
+            self._err(f"  · notice: {visible_controls((ev.text.splitlines() or [''])[0][:TOOL_LINE_MAX])}")
         elif isinstance(ev, StopEvent):
             self._flush_text()
             self._quiet()
             if ev.stop_reason != "final":
-                self._err(f"zuno: stopped: {ev.stop_reason} ({ev.detail})")
+                self._err(f"zuno: stopped: {ev.stop_reason} ({visible_controls(ev.detail)})")
 
     def end(self) -> None:
         self._flush_text()
@@ -228,9 +260,11 @@ class View:
             self.mid_line = False
 
     async def aend(self) -> None:
-        self.end()
-        if self.spinner is not None:
-            await self.spinner.aclose()
+        try:
+            self.end()  # may raise BrokenPipeError: the spinner still stops
+        finally:
+            if self.spinner is not None:
+                await self.spinner.aclose()
 
 
 class PausingApprover:
@@ -249,8 +283,11 @@ class PausingApprover:
 
 
 def approval_question(request: ApprovalRequest) -> str:
+    """The question, one line; the model's control characters (an escape sequence that would erase
+    or rewrite it) shown as their symbols, so what is asked is what the call does."""
     subject = f" {' '.join(request.subject.split())}" if request.subject else ""
-    return f"? approve {request.tool}{subject} ({request.declarations.effect}) — {request.reason} [y/N] "
+    text = f"{request.tool}{subject} ({request.declarations.effect}) — {' '.join(request.reason.split())}"
+    return f"? approve {visible_controls(text)} [y/N] "
 
 
 class InlineApprover:

@@ -11,7 +11,9 @@ follows on its own line only if it reads differently. Inside a fenced code block
 the rendering: it streams dim and is never rewritten. A plain line that renders as itself is
 never rewritten either. ``finish()`` completes the partial last line (no newline). Control
 characters from the model are shown, never obeyed.
-``MarkdownStream(color=False)`` hands back exactly the text it was given, byte for byte.
+``MarkdownStream(color=False)`` hands back exactly the text it was given, byte for byte;
+``MarkdownStream(color=False, visible=True)`` (a terminal without colour) the same text with its
+control characters shown.
 """
 
 from __future__ import annotations
@@ -39,14 +41,25 @@ _BULLET = re.compile(r"^(\s*)[-*+][ \t]+(.*)$")
 _NUMBERED = re.compile(r"^(\s*)(\d{1,9}[.)])[ \t]+(.*)$")
 _QUOTE = re.compile(r"^ {0,3}>[ \t]?(.*)$")
 _CODE_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)")
-_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
-_EMPH = re.compile(r"(?<![*\w])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![*\w])")
-# C0 controls but tab and newline, and DEL: shown as their Unicode control pictures.
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# Emphasis never runs over its own marker (the closer is the next one, as in CommonMark): with ``.+?``
+# an opener with no closer scanned to the end of the line, and a long line of them was quadratic.
+_STRONG = re.compile(r"\*\*(?=\S)((?:[^*]|\*(?!\*))+?)(?<=\S)\*\*|__(?=\S)((?:[^_]|_(?!_))+?)(?<=\S)__")
+_EMPH = re.compile(r"(?<![*\w])\*(?=[^\s*])([^*]+?)(?<=[^\s*])\*(?![*\w])")
+# C0 controls but tab and newline, and DEL: shown as their Unicode control pictures. C1 controls
+# (U+0080..U+009F: terminals that read UTF-8 obey U+009B as CSI, U+009D as OSC) have no pictures:
+# shown as the escape sequence they stand for, U+009B as "␛[".
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _picture(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x20:
+        return chr(0x2400 + code)
+    return "\u2421" if code == 0x7F else "\u241b" + chr(code - 0x40)
 
 
 def _visible(text: str) -> str:
-    return _CONTROLS.sub(lambda m: "\u2421" if m.group() == "\x7f" else chr(0x2400 + ord(m.group())), text)
+    return _CONTROLS.sub(lambda m: _picture(m.group()), text)
 
 
 def visible_controls(text: str) -> str:
@@ -70,7 +83,7 @@ def render_inline(text: str) -> str:
 
 
 def _emphasis(text: str) -> str:
-    text = _STRONG.sub(lambda m: f"{BOLD}{m.group(2)}{NO_BOLD}", text)
+    text = _STRONG.sub(lambda m: f"{BOLD}{m.group(1) or m.group(2)}{NO_BOLD}", text)
     return _EMPH.sub(lambda m: f"{ITALIC}{m.group(1)}{NO_ITALIC}", text)
 
 
@@ -79,11 +92,18 @@ def _columns() -> int:
 
 
 class MarkdownStream:
-    def __init__(self, color: bool, columns: Callable[[], int] = _columns) -> None:
+    def __init__(self, color: bool, columns: Callable[[], int] = _columns, *, visible: bool = False) -> None:
         self.color = color
+        # Without colour on a terminal (NO_COLOR, TERM=dumb): the text unrendered, but its control
+        # characters still shown, never obeyed (a CRLF's carriage return dropped).
+        self.visible = visible and not color
         self.columns = columns
-        self._partial = ""
-        self._shown = ""  # the visible text of the partial line already handed out
+        # The partial line, kept as its deltas (a line of many deltas costs each one only its own
+        # length: joining or scanning the whole line per delta made a long line quadratic).
+        self._parts: list[str] = []
+        self._held_cr = False  # the shown text stops before a carriage return that ended a delta
+        self._shown: list[str] = []  # the visible text of the partial line already handed out
+        self._shown_len = 0
         self._dim = False  # that text was handed out dim (inside a fence)
         self._widths: set[int] = set()  # the terminal's widths while that text was on it
         self._fence: str | None = None  # the open fence's marker, e.g. "```"
@@ -91,44 +111,51 @@ class MarkdownStream:
     @property
     def pending(self) -> bool:
         """A partial line has arrived and is not complete yet (colour mode only)."""
-        return bool(self._partial)
+        return bool(self._parts)
 
     def feed(self, text: str) -> str:
-        if not self.color:
+        if not self.color and not self.visible:
             return text
-        self._partial += text
-        if "\n" not in self._partial:
-            return self._stream_partial()
-        *lines, self._partial = self._partial.split("\n")
+        if not text:
+            return ""
+        if "\n" not in text:
+            self._parts.append(text)
+            return self._stream_partial(text)
+        *lines, rest = "".join((*self._parts, text)).split("\n")
+        self._parts = [rest] if rest else []
+        self._held_cr = False
         out = "".join(self._complete(line) + "\n" for line in lines)
-        return out + self._stream_partial()
+        return out + self._stream_partial(rest)
 
     def finish(self) -> str:
         """The partial last line, completed in its rendered form (no newline added), and a clean
         state for a new stream."""
-        line, self._partial = self._partial, ""
+        line, self._parts, self._held_cr = "".join(self._parts), [], False
         out = self._complete(line) if line else ""
         self._fence = None
         return out
 
-    def _stream_partial(self) -> str:
-        """What of the partial line is new since the last call: plain (dim inside a fence). A
-        trailing carriage return waits: it may be the first half of a CRLF."""
-        visible = _visible(self._partial.removesuffix("\r"))
-        fresh = visible[len(self._shown) :]
+    def _stream_partial(self, new: str) -> str:
+        """What of the partial line is new since the last call (``new``, the raw text that came):
+        plain (dim inside a fence). A trailing carriage return waits: it may be the first half of a
+        CRLF."""
+        raw = ("\r" if self._held_cr else "") + new
+        self._held_cr = raw.endswith("\r")
+        fresh = _visible(raw.removesuffix("\r"))
         if not fresh:
             return ""
         lead = ""
-        if not self._shown and self._fence is not None:
+        if not self._shown_len and self._fence is not None:
             self._dim, lead = True, DIM
-        self._shown = visible
+        self._shown.append(fresh)
+        self._shown_len += len(fresh)
         self._widths.add(self.columns())
         return lead + fresh
 
     def _complete(self, raw: str) -> str:
         """The completed line: the rest of its raw text, or its rendered form over what was shown."""
-        shown, dim, widths = self._shown, self._dim, self._widths
-        self._shown, self._dim, self._widths = "", False, set()
+        shown, dim, widths = "".join(self._shown), self._dim, self._widths
+        self._shown, self._shown_len, self._dim, self._widths = [], 0, False, set()
         rendered = self._line(raw)
         full = _visible(raw.removesuffix("\r"))
         rest = full[len(shown) :]
@@ -151,6 +178,8 @@ class MarkdownStream:
 
     def _line(self, raw: str) -> str:
         line = _visible(raw.removesuffix("\r"))
+        if self.visible:
+            return line
         fence = _FENCE.match(line)
         if self._fence is not None:
             if (
