@@ -235,3 +235,24 @@ def test_the_state_of_a_session_that_does_not_exist_raises_as_the_cli_says(works
             assert rt.state("real")["todo"]["revision"] >= 1
 
     asyncio.run(main())
+
+
+def test_zuno_show_numbers_a_sessions_requests_from_one(workspace: Path, fake: FakeProvider) -> None:
+    from zuno.agent.transcript import Transcript
+    from zuno.commands.show import render
+
+    fake.script(Reply(text=["one"]), Reply(text=["two"]), Reply(text=["three"]))
+
+    async def main() -> str:
+        async with zuno.Runtime(root=workspace, config_overrides=overrides(fake)) as rt:
+            async with rt.agent() as a:
+                await a.run("hello")
+            async with rt.agent() as b:
+                await b.run("hello")
+                await b.run("again")
+                second = b.id
+            return render(Transcript(rt.store, second))
+
+    shown = asyncio.run(main())
+    assert "model (request 1:" in shown and "model (request 2:" in shown, shown
+    assert "request 3" not in shown  # the first session's request is not counted in the second's

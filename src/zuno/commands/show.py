@@ -132,6 +132,9 @@ def render(t: Transcript) -> str:
     out = [f"session {t.session_id} · mode {state.mode} · model {state.model or '-'}"]
     turns = {x["n"]: x for x in t.turns()}
     requests = {r.id: r for r in t.requests()}
+    # Requests are numbered in the session (1, 2, …); their ids are the store's, shared by every
+    # session of the workspace (and reserved in blocks), so a second request may be id 65.
+    number = {rid: i for i, rid in enumerate(requests, 1)}
     current = 0
     for it in t.items():
         if it.turn != current:
@@ -153,7 +156,7 @@ def render(t: Transcript) -> str:
             if r is not None:
                 retries = f", {len(r.attempts)} attempts" if len(r.attempts) > 1 else ""
                 out.append(
-                    f"model (request {r.id}: provider {provider_time(r.attempts):.3f}s{retries}, "
+                    f"model (request {number[r.id]}: provider {provider_time(r.attempts):.3f}s{retries}, "
                     f"{r.usage['input_tokens']} in / {r.usage['output_tokens']} out / "
                     f"{r.usage['cached_tokens']} cached)"
                 )
@@ -170,5 +173,5 @@ def render(t: Transcript) -> str:
             )
     failed = [r for r in requests.values() if r.status == "failed"]
     for r in failed:
-        out.append(f"request {r.id} failed after {len(r.attempts)} attempts: {r.error}")
+        out.append(f"request {number[r.id]} failed after {len(r.attempts)} attempts: {r.error}")
     return "\n".join(out) + "\n"
