@@ -420,3 +420,14 @@ async def test_listing_resources_skips_servers_that_declare_none(workspace: Path
     assert every.outcome is zuno.Outcome.ok and every.text == "bad\tnote://hello\thello\ttext/plain", every.text
     assert only_p.outcome is zuno.Outcome.ok, only_p.text
     assert only_p.text == "no resources (MCP server 'p' declares none)" and "[error]" not in only_p.text
+
+
+def test_a_link_failure_is_one_sentence_whatever_its_message_ends_with() -> None:
+    from zuno.connect.mcp.link import LinkError
+    from zuno.connect.mcp.tools import link_failure
+    from zuno.declarations import READ_ONLY_PARALLEL, Declarations
+
+    for message in ("the server closed the connection", "the server stopped answering requests."):
+        for decl in (READ_ONLY_PARALLEL, Declarations()):
+            text = link_failure(LinkError("git", "crashed", message), decl).text
+            assert ".." not in text and message.rstrip(".") + ". " in text, text

@@ -17,6 +17,7 @@ import jsonschema
 import mcp_types as types
 from pydantic import ConfigDict, Field, model_validator
 
+from zuno.admission import sentence
 from zuno.declarations import READ_ONLY_PARALLEL, Declarations, Effect, Outcome
 from zuno.output import Artifacts
 from zuno.tool import Tool, ToolArgs, ToolContext, ToolOutput
@@ -101,13 +102,13 @@ def link_failure(e: LinkError, decl: Declarations) -> ToolOutput:
     facts = {"mcpError": {"server": e.server, "kind": e.kind}}
     if decl.effect is Effect.ReadOnly:
         return ToolOutput(
-            text=f"[error] {e.message}. Nothing was changed by this read-only call.",
+            text=f"[error] {sentence(e.message)} Nothing was changed by this read-only call.",
             outcome=Outcome.error,
             metadata=facts,
         )
     return ToolOutput(
-        text=f"[uncertain] {e.message}. Whether the call had its effect is unknown; inspect the state it would "
-        "have changed before calling it again.",
+        text=f"[uncertain] {sentence(e.message)} Whether the call had its effect is unknown; inspect the state it "
+        "would have changed before calling it again.",
         outcome=Outcome.uncertain,
         metadata=facts,
     )
