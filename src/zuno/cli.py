@@ -28,7 +28,6 @@ from zuno.cli_support import (
     EXIT_INTERRUPTED,
     EXIT_NOT_OK,
     EXIT_OK,
-    EXIT_TERMINATED,
     EXIT_USAGE,
     RUNTIME_IMPORTS,
     Terminated,
@@ -398,9 +397,9 @@ def _run_parsed(argv: list[str] | None, startup: StartupCollection) -> int:
     except KeyboardInterrupt:
         print("zuno: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except Terminated:
+    except Terminated as e:
         print("zuno: terminated", file=sys.stderr)
-        return EXIT_TERMINATED
+        return e.status
     except BrokenPipeError:
         with contextlib.suppress(OSError):  # the reader went away: say nothing more on stdout
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

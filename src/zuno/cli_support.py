@@ -26,6 +26,7 @@ EXIT_NOT_OK = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
+EXIT_HANGUP = 129  # zuno run: its terminal hung up (SIGHUP)
 
 # A command that builds a runtime names it in ``set_defaults(imports=...)``: main() imports those
 # modules after parsing and before it installs its SIGTERM handler, so a signal never lands in the
@@ -38,7 +39,12 @@ class UsageError(Exception):
 
 
 class Terminated(Exception):
-    """SIGTERM arrived outside a running step: the command stops, exit 143."""
+    """SIGTERM arrived outside a running step: the command stops, exit 143 (``status``; 129 for
+    zuno run's terminal hanging up)."""
+
+    def __init__(self, status: int = EXIT_TERMINATED) -> None:
+        super().__init__(status)
+        self.status = status
 
 
 def print_json(obj: Any) -> None:

@@ -7,7 +7,7 @@ One-shot with a prompt (or a prompt on standard input); interactive when no prom
 terminal. ``--json`` prints one final object (session, stop_reason, final_text, steps, usage).
 Ctrl-C cancels the model's answer or the running step; a second Ctrl-C exits (130), after the
 session's jobs are stopped. Exit status: 0 an ordinary final, 1 any other stop, 2 nothing run
-(usage, configuration, no provider), 130 interrupted, 143 terminated.
+(usage, configuration, no provider), 130 interrupted, 143 terminated, 129 hung up.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import os
 import signal
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zuno.cli_support import (
+    EXIT_HANGUP,
     EXIT_INTERRUPTED,
     EXIT_NOT_OK,
     EXIT_OK,
@@ -192,6 +194,11 @@ def _run_agent(
         except (UsageError, KeyboardInterrupt, BrokenPipeError, Terminated):
             raise  # BrokenPipeError: stdout's reader went away (`| head`); the turn was interrupted
         except Exception as e:  # a bug below the loop: one line, the transcript has the rest
+            if isinstance(e, OSError) and e.errno == errno.EIO:
+                # Output to a terminal that hung up before its SIGHUP was handled: the turn was
+                # interrupted by it (a listener's failure), recorded so; as for SIGHUP, exit 129.
+                _silence_output()
+                return EXIT_HANGUP
             print(f"zuno: the agent stopped on an internal error: {type(e).__name__}: {e}", file=sys.stderr)
             return EXIT_NOT_OK
     finally:
@@ -276,10 +283,10 @@ def _wake_main_on_signals() -> None:
         return
     signal.signal(signal.SIGUSR2, lambda signum, frame: None)
     main = threading.main_thread().ident or 0
-    woken = {signal.SIGINT.value, signal.SIGTERM.value}
+    woken = {signal.SIGINT.value, signal.SIGTERM.value, signal.SIGHUP.value}
 
     def watch() -> None:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGUSR2})
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR2})
         while data := os.read(r, 64):
             if woken.intersection(data):
                 handled = _HANDLED[0]
@@ -297,7 +304,9 @@ class _Interrupts:
     """Ctrl-C for the whole command (a process-level handler, so no event loop's own handling
     can put Python's default back): the first interrupts the turn (the stream or the step), a
     second exits (the main task is cancelled, the session closes and stops its jobs); one that
-    comes while the command is ending changes nothing but the exit status. SIGTERM exits."""
+    comes while the command is ending changes nothing but the exit status. SIGTERM exits; so does
+    SIGHUP (the terminal closed: 129), its output sent to /dev/null first, as nobody can read it and
+    writing to a hung-up terminal fails: the step is cancelled and settles as for SIGTERM."""
 
     def __init__(self) -> None:
         self.agent: Agent | None = None
@@ -311,6 +320,7 @@ class _Interrupts:
     def install(self) -> None:
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGHUP, self._on_signal)
         _wake_main_on_signals()
 
     @contextlib.contextmanager
@@ -323,26 +333,39 @@ class _Interrupts:
 
     def _on_signal(self, signum: int, frame: object) -> None:
         _HANDLED[0] += 1
+        if signum == signal.SIGHUP:
+            _silence_output()
+        ending = EXIT_HANGUP if signum == signal.SIGHUP else EXIT_TERMINATED  # (not SIGINT)
         if self.at_prompt:
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
-            self.exit = EXIT_TERMINATED
-            raise Terminated  # SIGTERM at the prompt: the line editor's wait ends (it was ignored)
+            self.exit = ending
+            raise Terminated(ending)  # SIGTERM at the prompt: the line editor's wait ends (it was ignored)
         if signum == signal.SIGINT and self.approver is not None and self.approver.asking:
             print("^C", file=sys.stderr, flush=True)
             self.approver.refuse_pending()  # Ctrl-C at an approval question is a refusal
             return
         main, loop, agent = self.main, self.loop, self.agent
         if main is None or loop is None or agent is None or main.done():
-            self.exit = self.exit or (EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED)
+            self.exit = self.exit or (ending if signum != signal.SIGINT else EXIT_INTERRUPTED)
             return
         self.count += 1
         if signum == signal.SIGINT and self.count == 1:
             print("\nzuno: interrupting (Ctrl-C again to exit)", file=sys.stderr, flush=True)
             loop.call_soon_threadsafe(agent.interrupt)
             return
-        self.exit = EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED
+        self.exit = ending if signum != signal.SIGINT else EXIT_INTERRUPTED
         loop.call_soon_threadsafe(main.cancel)
+
+
+def _silence_output() -> None:
+    """The terminal hung up: stdout and stderr go to /dev/null from now on (what the close would
+    print cannot be read, and writing it to the terminal fails with EIO)."""
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            os.dup2(null, fd)
+        os.close(null)
 
 
 def _save_history(readline: Any, history: Path, added: int) -> None:
@@ -382,16 +405,23 @@ def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startu
         sig.at_prompt = True
         while True:
             try:
-                line = input("zuno> ")
-            except EOFError:
-                print()
-                break
-            except KeyboardInterrupt:
-                print()
-                continue
-            except Terminated:
-                print()
-                code = EXIT_TERMINATED
+                try:
+                    line = input("zuno> ")
+                except EOFError:
+                    print()
+                    break
+                except KeyboardInterrupt:
+                    print()
+                    continue
+                except Terminated:
+                    print()
+                    code = sig.exit or EXIT_TERMINATED
+                    break
+            except OSError as e:  # reading the line, or ending it: EIO is a terminal that hung up
+                if e.errno != errno.EIO:
+                    raise
+                _silence_output()  # (its SIGHUP may not have been handled yet)
+                code = EXIT_HANGUP
                 break
             line = line.strip()
             if not line:
@@ -440,4 +470,4 @@ def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startu
             _save_history(readline, history, added)
         loop.run_until_complete(agent.close())
         loop.close()
-    return code
+    return sig.exit or code  # (a SIGTERM / SIGHUP that came while the session closed)
