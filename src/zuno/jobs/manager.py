@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from zuno import limits
 from zuno.jobs.job import Job
-from zuno.jobs.status import PROMOTED_REQUESTED, exit_text, label_line, status_of
+from zuno.jobs.status import PROMOTED_REQUESTED, TERMINAL_BY_REASON, exit_text, label_line, status_of
 from zuno.process import CommandSpec, ExitInfo, RunningCommand, StopResult, start
 
 if TYPE_CHECKING:
@@ -215,6 +215,10 @@ class JobManager:
         r = job.running
         info = r.exit
         job.status = status_of(info, True) if info is not None else "lost"
+        if r.signalled_by and info is not None and not info.killed_by and not info.guard_failed:
+            # Its own process had exited before the stop; the stop ended the members still
+            # running in its group, so the job ended the way the stop says, not by that exit.
+            job.status = TERMINAL_BY_REASON.get(r.signalled_by, "killed")
         if job.on_end is not None:
             try:
                 job.receipt_id = job.on_end(job)

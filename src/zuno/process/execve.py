@@ -4,7 +4,7 @@ Checked before a process is started, so a command that could never be exec'd is 
 argument at fault named, rather than reported as a failure of the guard (or of the tool):
 
 * every argument and every ``NAME=value`` environment string ends at its first NUL byte, so a NUL
-  inside one cannot be passed at all;
+  inside one cannot be passed at all; a name that is empty or holds ``=`` cannot be passed either;
 * one string may be at most ``MAX_ARG_STRLEN`` bytes, its terminating NUL included (Linux: 32 pages);
 * all strings, their terminators and one pointer each must fit the space the kernel sets aside for
   them: a quarter of the stack limit, at most three quarters of the kernel's 8 MiB ``_STK_LIM``, and
@@ -14,6 +14,7 @@ argument at fault named, rather than reported as a failure of the guard (or of t
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 from collections.abc import Mapping, Sequence
@@ -31,7 +32,7 @@ GUARD_RESERVE_BYTES = 8 * 1024
 class ExecProblem:
     """Why an argument vector and environment cannot be exec'd."""
 
-    kind: str  # "nul" | "text" | "string" | "total"
+    kind: str  # "nul" | "text" | "string" | "name" | "total"
     index: int | None  # the argv element at fault; None for the environment or the total
     name: str | None  # the environment variable at fault
     size: int  # bytes of the string (nul: the byte offset of the NUL)
@@ -45,6 +46,12 @@ class ExecProblem:
             return (
                 f"{what} contains a NUL byte (at byte {self.size}); the operating system ends every argument "
                 "and environment string at its first NUL, so it cannot be passed to a program"
+            )
+        if self.kind == "name":
+            why = "is empty" if not self.name else "contains '='"
+            return (
+                f"the environment variable name {json.dumps(self.name)} {why}: a NAME=value string ends its name "
+                "at the first '=', so no program can be given it"
             )
         if self.kind == "text":
             return f"{what} contains a lone surrogate (from a \\ud800-style escape), which is not text"
@@ -105,6 +112,8 @@ def exec_problem(
             return problem
         total += n
     for name, value in env.items():
+        if not name or "=" in name:
+            return ExecProblem("name", None, name, 0, 0)
         problem, n = _string_problem(f"{name}={value}", None, name)
         if problem is not None:
             return problem

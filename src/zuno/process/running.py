@@ -59,6 +59,8 @@ class RunningCommand:
         self._log_fd = -1
         self.exited_at: float | None = None
         self.group_exited_at: float | None = None
+        # Why a stop first signalled the group (timeout, cancel, kill, session-end); None if never
+        self.signalled_by: str | None = None
 
     # -- facts ------------------------------------------------------------------------------------
 
@@ -247,6 +249,7 @@ class RunningCommand:
             try:
                 os.killpg(self.pgid, sig)
                 sent.append(sig.name)
+                self.signalled_by = self.signalled_by or reason
             except ProcessLookupError:
                 break
             except PermissionError as e:

@@ -115,7 +115,7 @@ class BgTool(Tool):
         cancelled = False
         if args.action == "wait" and job is not None and job.active:
             cap = limits.BG_WAIT_MAX_S
-            timeout = cap if args.timeout_ms is None else min(args.timeout_ms / 1000, cap)
+            timeout = cap if args.timeout_ms is None else min(args.timeout_ms, cap * 1000) / 1000
             t0 = time.monotonic()
             try:
                 await asyncio.wait_for(job.finished.wait(), timeout)

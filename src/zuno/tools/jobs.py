@@ -89,7 +89,7 @@ class JobOutputTool(Tool):
         if job is None:
             return self._from_row(jobs, row)
         cap = limits.JOB_OUTPUT_WAIT_MAX_S
-        timeout = cap if args.timeout_ms is None else min(args.timeout_ms / 1000, cap)
+        timeout = cap if args.timeout_ms is None else min(args.timeout_ms, cap * 1000) / 1000
         async with job.read_lock:
             notice = ""
             cancelled = False

@@ -54,5 +54,6 @@ def check_exec(command: str, argv: list[str], env: dict[str, str]) -> None:
     raise Refused(
         BlockKind.invalid_arguments,
         f"the command's environment cannot be passed to a program: {problem.describe()}. Fix the "
-        "value (it comes from Zuno's environment, shell.env or an environment hook).",
+        f"{'name' if problem.kind == 'name' else 'value'} (it comes from Zuno's environment, shell.env or an "
+        "environment hook).",
     )
