@@ -199,6 +199,18 @@ class Inflater:
 # At most one invalid sequence per this many characters is read as stray bytes of the charset tried.
 STRAY_BYTES_RATIO = 100
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.I)
+_XML_ENCODING = re.compile(rb"""\A(?:\xef\xbb\xbf)?\s*<\?xml\s[^>]*?encoding\s*=\s*["']([A-Za-z0-9_.:-]+)["']""")
+
+
+def _in_band_charset(name: str) -> str:
+    """A charset named inside an ASCII-compatible body (<meta>, <?xml?>): a UTF-16 / UTF-32 name
+    there cannot be true (the bytes that spell it are ASCII), so it means UTF-8, as the HTML
+    standard's prescan says."""
+    try:
+        codec = codecs.lookup(name).name
+    except LookupError:
+        return name
+    return "utf-8" if codec.startswith(("utf-16", "utf-32")) else name
 
 
 def decode(body: bytes, ctype: ContentType) -> tuple[str, str]:
@@ -212,7 +224,12 @@ def decode(body: bytes, ctype: ContentType) -> tuple[str, str]:
     if ctype.is_html or not ctype.mime:
         m = _META_CHARSET.search(body[:4096])
         if m:
-            candidates.append(m.group(1).decode("ascii"))
+            candidates.append(_in_band_charset(m.group(1).decode("ascii")))
+    if "xml" in ctype.mime or not ctype.mime:
+        # An XML document names its encoding in its declaration (RSS and Atom feeds in Latin-1).
+        m = _XML_ENCODING.match(body[:1024])
+        if m:
+            candidates.append(_in_band_charset(m.group(1).decode("ascii")))
     candidates.append("utf-8")
     for name in candidates:
         try:

@@ -1,0 +1,95 @@
+"""Outside testing of webfetch / web_search (tenth round): the tools used the way models and users
+use them — through ``zuno call`` and ``Session.step`` — against real servers on loopback. Each test
+here failed before the fix it names (docs/spec-coverage.md, tenth round)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import zuno
+from test_web_outside import zcall
+from zuno.tools.web.fetch_tool import WebfetchArgs, WebfetchTool
+
+from webhelp import Origin, response
+
+ALLOW = {"webfetch": {"allow_private": ["localhost", "127.0.0.0/8", "::1"]}}
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for k in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(k, raising=False)
+        monkeypatch.delenv(k.upper(), raising=False)
+
+
+async def step(root: Path, calls: list[dict[str, Any]], cfg: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    async with zuno.Runtime(root=root, config_overrides=cfg or ALLOW) as rt, rt.session() as s:
+        res = await s.step(calls)
+        return [r.to_json() for r in res.results]
+
+
+def fetch(url: str, **more: Any) -> dict[str, Any]:
+    return {"name": "webfetch", "arguments": {"url": url, **more}}
+
+
+# --- credentials in a URL are never shown -----------------------------------------------------------
+
+
+async def test_the_password_of_a_refused_url_is_never_shown(workspace: Path) -> None:
+    """Before: ``url 'http://user:s3cret@127.0.0.1:PORT/x' is refused: it carries userinfo`` — the
+    refusal (shown to the model, printed by ``zuno call``, kept in the record) repeated the password
+    it refused, and so did the approval prompt's subject."""
+    _rc, rec, err = await zcall(workspace, {"url": "http://user:s3cret@127.0.0.1:9/x"})
+    assert rec["outcome"] == "blocked" and "userinfo" in rec["text"], rec["text"]
+    assert "s3cret" not in rec["text"] and "s3cret" not in err and "user:" not in rec["text"]
+    assert "http://***@127.0.0.1:9/x" in rec["text"]
+    tool = WebfetchTool()
+    assert tool.subject(WebfetchArgs(url="https://a:b%40c@x.test:8/p?q")) == "https://***@x.test:8/p?q"
+
+
+async def test_a_redirect_to_a_url_with_credentials_does_not_show_them(workspace: Path) -> None:
+    """Before: the refused redirect said ``-> 'http://user:s3cret@...' is refused: url
+    'http://user:s3cret@...'`` — the password twice."""
+    async with Origin() as origin:
+        origin.routes["/r"] = response(302, b"", Location=f"http://user:s3cret@127.0.0.1:{origin.port}/x")
+        [res] = await step(workspace, [fetch(origin.url(path="/r"))])
+    assert res["outcome"] == "error" and "userinfo" in res["text"], res["text"]
+    assert "s3cret" not in res["text"] and "user:" not in res["text"]
+
+
+# --- a charset named inside the body ---------------------------------------------------------------
+
+
+async def test_a_meta_charset_naming_utf16_in_an_ascii_page_means_utf8(workspace: Path) -> None:
+    """Before: ``<meta charset="utf-16">`` (a common mislabel: the page is ASCII bytes) was obeyed
+    and the whole page of even length came back as CJK mojibake (``格浴㹬...``). The HTML standard's
+    prescan reads a UTF-16 name there as UTF-8."""
+    page = b'<html><head><meta charset="utf-16"><title>Hi</title></head><body><p>Hello world!</p></body></html>'
+    assert len(page) % 2 == 0
+    async with Origin() as origin:
+        origin.routes["/"] = response(200, page, ctype="text/html")
+        [res] = await step(workspace, [fetch(origin.url())])
+    assert res["outcome"] == "ok", res["text"]
+    assert "Hello world!" in res["text"] and res["metadata"]["charset"] == "utf-8"
+
+
+async def test_an_xml_feed_is_decoded_in_the_encoding_its_declaration_names(workspace: Path) -> None:
+    """Before: ``<?xml version="1.0" encoding="ISO-8859-1"?>`` was ignored; the UTF-8 attempt with
+    its stray-byte allowance won and ``Grüße aus Köln`` came back as ``Gr��e aus K�ln``."""
+    feed = (
+        '<?xml version="1.0" encoding="ISO-8859-1"?>\n<rss><channel><title>Grüße aus Köln</title>'
+        + "<item><title>an entry in plain English words</title></item>" * 10
+        + "</channel></rss>"
+    ).encode("latin-1")
+    async with Origin() as origin:
+        origin.routes["/feed"] = response(200, feed, ctype="application/rss+xml")
+        origin.routes["/plain"] = response(200, feed, ctype="application/rss+xml; charset=utf-8")
+        [res, declared] = await step(workspace, [fetch(origin.url(path="/feed")), fetch(origin.url(path="/plain"))])
+    assert res["outcome"] == "ok", res["text"]
+    assert "Grüße aus Köln" in res["text"] and res["metadata"]["charset"] == "iso8859-1"
+    # The header's charset still decides over the declaration (its stray-byte rule, as before).
+    assert declared["metadata"]["charset"].startswith("utf-8"), json.dumps(declared["metadata"])
