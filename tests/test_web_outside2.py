@@ -4,7 +4,10 @@ here failed before the fix it names (docs/spec-coverage.md, tenth round)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +96,32 @@ async def test_an_xml_feed_is_decoded_in_the_encoding_its_declaration_names(work
     assert "Grüße aus Köln" in res["text"] and res["metadata"]["charset"] == "iso8859-1"
     # The header's charset still decides over the declaration (its stray-byte rule, as before).
     assert declared["metadata"]["charset"].startswith("utf-8"), json.dumps(declared["metadata"])
+
+
+# --- a connection reset names its cause ------------------------------------------------------------
+
+
+def _reset_after(head: bytes) -> Any:
+    async def handler(req: Any, writer: asyncio.StreamWriter) -> None:
+        writer.write(head)
+        await writer.drain()
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()  # an RST, not a FIN
+
+    return handler
+
+
+async def test_a_connection_reset_mid_body_or_before_the_headers_says_so(workspace: Path) -> None:
+    """Before: ``broke off after 4 bytes (ReadError: BrokenResourceError)`` and ``failed in the
+    headers phase (ReadError)`` — anyio's wrapper's name, not what happened."""
+    async with Origin() as origin:
+        origin.routes["/body"] = _reset_after(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\nhalf"
+        )
+        origin.routes["/head"] = _reset_after(b"")
+        body, head = await step(workspace, [fetch(origin.url(path="/body")), fetch(origin.url(path="/head"))])
+    assert body["outcome"] == "error", body["text"]
+    assert "broke off after 4 bytes" in body["text"] and "Connection reset by peer" in body["text"], body["text"]
+    assert "BrokenResourceError" not in body["text"]
+    assert head["outcome"] == "error" and "Connection reset by peer" in head["text"], head["text"]

@@ -380,7 +380,8 @@ class Fetcher:
                 ) from None
             except (httpcore.NetworkError, OSError) as e:
                 raise ConnectFailed(
-                    f"the connection to {target.origin} failed in the {progress.phase} phase ({type(e).__name__})",
+                    f"the connection to {target.origin} failed in the {progress.phase} phase "
+                    f"({type(e).__name__}{_detail(e)})",
                     transient=True,
                 ) from None
             progress.phase = "body"
