@@ -5,9 +5,11 @@ here failed before the fix it names (docs/spec-coverage.md, tenth round)."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import socket
 import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +127,33 @@ async def test_a_connection_reset_mid_body_or_before_the_headers_says_so(workspa
     assert "broke off after 4 bytes" in body["text"] and "Connection reset by peer" in body["text"], body["text"]
     assert "BrokenResourceError" not in body["text"]
     assert head["outcome"] == "error" and "Connection reset by peer" in head["text"], head["text"]
+
+
+# --- a compressed body cut short ---------------------------------------------------------------------
+
+
+async def test_a_compressed_body_cut_short_is_an_error_not_a_silently_shorter_page(workspace: Path) -> None:
+    """Before: a gzip / deflate body whose compressed stream was cut (its Content-Length matching
+    the cut bytes, so HTTP saw nothing wrong) came back ``ok`` with the first 35 KB of a 49 KB text
+    and no word that the rest was missing."""
+    text = "".join(f"line {i}\n" for i in range(5000)).encode()
+    cut_gzip = gzip.compress(text)[:-3000]
+    cut_deflate = zlib.compress(text)[:-3000]
+    whole = gzip.compress(b"all of it")
+
+    def served(encoding: str, body: bytes) -> bytes:
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: {encoding}\r\n"
+        return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+
+    async with Origin() as origin:
+        origin.routes["/g"] = served("gzip", cut_gzip)
+        origin.routes["/d"] = served("deflate", cut_deflate)
+        origin.routes["/whole"] = served("gzip", whole)
+        origin.routes["/empty"] = served("gzip", b"")
+        results = await step(workspace, [fetch(origin.url(path=p)) for p in ("/g", "/d", "/whole", "/empty")])
+    for res, enc in zip(results[:2], ("gzip", "deflate"), strict=True):
+        assert res["outcome"] == "error", res["text"]
+        assert f"the {enc} body" in res["text"] and "cut short" in res["text"], res["text"]
+        assert "failed 3 times" not in res["text"]  # the same bytes would come again: not retried
+    assert results[2]["outcome"] == "ok" and results[2]["text"].endswith("all of it")
+    assert results[3]["outcome"] == "ok" and results[3]["metadata"]["bytes"] == 0

@@ -137,6 +137,7 @@ class Inflater:
         self.total = 0
         self._raw_deflate_tried = False
         self._done = False
+        self._fed = False
         self._d = self._new()
 
     def _new(self) -> zlib._Decompress | None:
@@ -162,7 +163,17 @@ class Inflater:
                 "it was refused while streaming. Fetch a smaller resource, or download it with the shell tool."
             )
 
+    def finish(self) -> None:
+        """The body ended: a compressed stream must have reached its own end, or the text is cut."""
+        if self._d is not None and self._fed and not self._done and not self._d.eof:
+            raise ProtocolFailed(
+                f"the {self.encoding} body of {self.url} ends before its compressed stream does: it was cut "
+                f"short after {self.total} decompressed bytes, so it is not returned"
+            )
+
     def feed(self, data: bytes) -> bytes:
+        if data:
+            self._fed = True
         if self._done:
             return b""
         if self._d is None:

@@ -430,6 +430,7 @@ class Fetcher:
                         f"({type(e).__name__}{_detail(e)})",
                         transient=True,
                     ) from None
+                inflater.finish()
                 result.body = b"".join(parts)
                 return result, validated
             finally:
