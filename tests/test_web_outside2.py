@@ -157,3 +157,23 @@ async def test_a_compressed_body_cut_short_is_an_error_not_a_silently_shorter_pa
         assert "failed 3 times" not in res["text"]  # the same bytes would come again: not retried
     assert results[2]["outcome"] == "ok" and results[2]["text"].endswith("all of it")
     assert results[3]["outcome"] == "ok" and results[3]["metadata"]["bytes"] == 0
+
+
+# --- HTML to Markdown ---------------------------------------------------------------------------
+
+
+async def test_blank_lines_inside_a_code_block_are_kept(workspace: Path) -> None:
+    """Before: blank lines were collapsed over the whole Markdown, code blocks included, so the
+    PEP 8 two blank lines between Python functions in a ``<pre>`` came back as one."""
+    page = (
+        b"<html><body><p>one</p>\n\n\n\n<p>two</p>"
+        b"<pre><code class='language-python'>import os\n\n\ndef f():\n    return 1\n\n\n\ndef g():\n"
+        b"    pass</code></pre></body></html>"
+    )
+    async with Origin() as origin:
+        origin.routes["/"] = response(200, page, ctype="text/html")
+        [res] = await step(workspace, [fetch(origin.url())])
+    assert res["outcome"] == "ok", res["text"]
+    code = "```python\nimport os\n\n\ndef f():\n    return 1\n\n\n\ndef g():\n    pass\n```"
+    assert code in res["text"], res["text"]
+    assert "one\n\ntwo" in res["text"]  # outside a code block, blank lines still collapse to one

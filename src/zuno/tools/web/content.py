@@ -335,6 +335,30 @@ def _shorten_inline_data(value: str) -> str | None:
     return f"{head},...({len(value)}-characters-of-inline-data-omitted)"
 
 
+_FENCE = re.compile(r"[ \t]*(`{3,})")
+
+
+def _tidy(text: str) -> str:
+    """Trailing blanks dropped and blank lines collapsed to one — outside code blocks only: inside
+    one every line is the page's (Python's two blank lines between functions stay two)."""
+    out: list[str] = []
+    fence: str | None = None
+    for line in text.split("\n"):
+        if fence is not None:
+            if re.fullmatch(rf"[ \t]*`{{{len(fence)},}}[ \t]*", line):
+                fence = None
+            out.append(line)
+            continue
+        line = line.rstrip(" \t")
+        m = _FENCE.match(line)
+        if m:
+            fence = m.group(1)
+        elif not line and out and not out[-1]:
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
 def html_to_markdown(html: str, base_url: str | None = None) -> str:
     """Readable Markdown; relative links and images are made absolute against ``base_url``."""
     from urllib.parse import urljoin
@@ -373,9 +397,7 @@ def html_to_markdown(html: str, base_url: str | None = None) -> str:
                     el[attr] = urljoin(base_url, value)
                 except ValueError:
                     pass
-    text = _converter().convert_soup(soup)
-    text = re.sub(r"[ \t]+\n", "\n", text)
-    text = re.sub(r"\n{3,}", "\n\n", text).strip()
+    text = _tidy(_converter().convert_soup(soup)).strip()
     if title and not text.startswith("# "):
         text = f"# {title}\n\n{text}"
     return text + "\n"
