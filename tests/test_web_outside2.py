@@ -177,3 +177,21 @@ async def test_blank_lines_inside_a_code_block_are_kept(workspace: Path) -> None
     code = "```python\nimport os\n\n\ndef f():\n    return 1\n\n\n\ndef g():\n    pass\n```"
     assert code in res["text"], res["text"]
     assert "one\n\ntwo" in res["text"]  # outside a code block, blank lines still collapse to one
+
+
+# --- web_search ---------------------------------------------------------------------------------
+
+
+async def test_a_search_title_with_line_breaks_stays_on_its_numbered_line(workspace: Path) -> None:
+    """Before: a provider's title holding a newline or tab (SearXNG passes engines' titles as they
+    come) was printed as is: ``1. A`` then ``multi  line title`` where the URL line belongs."""
+    body = json.dumps(
+        {"results": [{"title": "A\nmulti  line\ttitle", "url": "https://example.com/a", "content": "one snippet"}]}
+    ).encode()
+    async with Origin() as origin:
+        origin.routes["/search"] = response(200, body, ctype="application/json")
+        searx = {"type": "searxng", "base_url": origin.url(path="")}
+        cfg = {"web_search": {"provider": "s", "providers": {"s": searx}}}
+        [res] = await step(workspace, [{"name": "web_search", "arguments": {"queries": ["q"]}}], cfg)
+    assert res["outcome"] == "ok", res["text"]
+    assert "1. A multi line title\n   https://example.com/a\n   one snippet" in res["text"], res["text"]
