@@ -54,6 +54,9 @@ async def test_the_password_of_a_refused_url_is_never_shown(workspace: Path) -> 
     assert "http://***@127.0.0.1:9/x" in rec["text"]
     tool = WebfetchTool()
     assert tool.subject(WebfetchArgs(url="https://a:b%40c@x.test:8/p?q")) == "https://***@x.test:8/p?q"
+    # Refused for another reason first (no "//" after the scheme): still not shown.
+    _rc, rec, err = await zcall(workspace, {"url": "http:user:s3cret@127.0.0.1/x"})
+    assert rec["outcome"] == "blocked" and "s3cret" not in rec["text"] and "s3cret" not in err, rec["text"]
 
 
 async def test_a_redirect_to_a_url_with_credentials_does_not_show_them(workspace: Path) -> None:

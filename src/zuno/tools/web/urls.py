@@ -75,10 +75,8 @@ def _refuse(url: str, why: str, fix: str) -> UrlRefused:
 def redact(url: str) -> str:
     """The URL with any userinfo (``user:password@``) replaced by ``***@``: credentials in a
     refused URL are never shown, logged or recorded in a message."""
-    start = url.find("//")
-    if start == -1:
-        return url
-    start += 2
+    scheme = re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/*", url)  # also "http:user:pw@host" (no "//")
+    start = scheme.end() if scheme else 0
     end = len(url)
     for sep in "/?#":
         i = url.find(sep, start)
