@@ -98,7 +98,7 @@ async def test_an_xml_feed_is_decoded_in_the_encoding_its_declaration_names(work
         origin.routes["/plain"] = response(200, feed, ctype="application/rss+xml; charset=utf-8")
         [res, declared] = await step(workspace, [fetch(origin.url(path="/feed")), fetch(origin.url(path="/plain"))])
     assert res["outcome"] == "ok", res["text"]
-    assert "Grüße aus Köln" in res["text"] and res["metadata"]["charset"] == "iso8859-1"
+    assert "Grüße aus Köln" in res["text"] and res["metadata"]["charset"] == "cp1252"
     # The header's charset still decides over the declaration (its stray-byte rule, as before).
     assert declared["metadata"]["charset"].startswith("utf-8"), json.dumps(declared["metadata"])
 
@@ -198,3 +198,19 @@ async def test_a_search_title_with_line_breaks_stays_on_its_numbered_line(worksp
         [res] = await step(workspace, [{"name": "web_search", "arguments": {"queries": ["q"]}}], cfg)
     assert res["outcome"] == "ok", res["text"]
     assert "1. A multi line title\n   https://example.com/a\n   one snippet" in res["text"], res["text"]
+
+
+async def test_a_latin1_or_gb2312_label_is_read_as_the_superset_browsers_use(workspace: Path) -> None:
+    """Before: a page labelled ISO-8859-1 carrying Windows-1252 curly quotes, dashes and a euro
+    sign (as most such pages do) came back with invisible C1 controls (U+0093, U+0080) in their
+    place; a GB2312 page with a GBK character fell to the stray-byte rule and lost it (U+FFFD)."""
+    western = "“smart” quotes – 5 €".encode("cp1252")
+    chinese = ("<html><head><meta charset=gb2312></head><body><p>镕" + "中文" * 60 + "</p></body></html>").encode("gbk")
+    async with Origin() as origin:
+        origin.routes["/w"] = response(200, western, ctype="text/plain; charset=ISO-8859-1")
+        origin.routes["/c"] = response(200, chinese, ctype="text/html")
+        w, c = await step(workspace, [fetch(origin.url(path="/w")), fetch(origin.url(path="/c"))])
+    assert w["outcome"] == "ok" and w["text"].endswith("“smart” quotes – 5 €"), w["text"]
+    assert w["metadata"]["charset"] == "cp1252"
+    assert c["outcome"] == "ok" and "镕中文" in c["text"] and "\ufffd" not in c["text"], c["text"]
+    assert c["metadata"]["charset"] == "gbk"

@@ -224,6 +224,18 @@ def _in_band_charset(name: str) -> str:
     return "utf-8" if codec.startswith(("utf-16", "utf-32")) else name
 
 
+# What a label means on the web (the WHATWG Encoding Standard): the superset browsers decode it
+# as. A page labelled ISO-8859-1 with Windows-1252 quotes (0x93, 0x94) or a euro sign (0x80)
+# would otherwise come back with invisible C1 controls in their place.
+_WEB_SUPERSET = {
+    "iso8859-1": "cp1252",
+    "iso8859-9": "cp1254",
+    "tis-620": "cp874",
+    "gb2312": "gbk",
+    "euc_kr": "cp949",
+}
+
+
 def decode(body: bytes, ctype: ContentType) -> tuple[str, str]:
     """The text and the charset it was decoded with."""
     candidates: list[str] = []
@@ -247,6 +259,7 @@ def decode(body: bytes, ctype: ContentType) -> tuple[str, str]:
             codec = codecs.lookup(name).name
         except LookupError:
             continue
+        codec = _WEB_SUPERSET.get(codec, codec)
         try:
             return body.decode(codec), codec
         except UnicodeDecodeError:
