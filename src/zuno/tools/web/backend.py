@@ -99,6 +99,14 @@ def _os_error_text(e: OSError) -> str:
     return e.strerror or type(e).__name__
 
 
+def _stream_error_text(e: BaseException) -> str:
+    """Why a read or write failed: "Connection reset by peer", not anyio's wrapper's name."""
+    cause = e if isinstance(e, OSError) else e.__cause__
+    if isinstance(cause, OSError) and not isinstance(cause, ssl.SSLError):
+        return _os_error_text(cause)
+    return type(e).__name__
+
+
 def _ip_text(ip: IPAddress) -> str:
     return f"[{ip}]" if ip.version == 6 else str(ip)
 
@@ -125,7 +133,7 @@ class Stream(httpcore.AsyncNetworkStream):
         except anyio.EndOfStream:
             return b""
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError, ssl.SSLError) as e:
-            raise httpcore.ReadError(f"{type(e).__name__}") from e
+            raise httpcore.ReadError(_stream_error_text(e)) from e
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
         if not buffer:
@@ -133,7 +141,7 @@ class Stream(httpcore.AsyncNetworkStream):
         try:
             await self._s.send(buffer)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError, ssl.SSLError) as e:
-            raise httpcore.WriteError(f"{type(e).__name__}") from e
+            raise httpcore.WriteError(_stream_error_text(e)) from e
 
     async def aclose(self) -> None:
         await self._s.aclose()

@@ -137,6 +137,7 @@ class Inflater:
         self.total = 0
         self._raw_deflate_tried = False
         self._done = False
+        self._fed = False
         self._d = self._new()
 
     def _new(self) -> zlib._Decompress | None:
@@ -162,7 +163,17 @@ class Inflater:
                 "it was refused while streaming. Fetch a smaller resource, or download it with the shell tool."
             )
 
+    def finish(self) -> None:
+        """The body ended: a compressed stream must have reached its own end, or the text is cut."""
+        if self._d is not None and self._fed and not self._done and not self._d.eof:
+            raise ProtocolFailed(
+                f"the {self.encoding} body of {self.url} ends before its compressed stream does: it was cut "
+                f"short after {self.total} decompressed bytes, so it is not returned"
+            )
+
     def feed(self, data: bytes) -> bytes:
+        if data:
+            self._fed = True
         if self._done:
             return b""
         if self._d is None:
@@ -199,6 +210,30 @@ class Inflater:
 # At most one invalid sequence per this many characters is read as stray bytes of the charset tried.
 STRAY_BYTES_RATIO = 100
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.I)
+_XML_ENCODING = re.compile(rb"""\A(?:\xef\xbb\xbf)?\s*<\?xml\s[^>]*?encoding\s*=\s*["']([A-Za-z0-9_.:-]+)["']""")
+
+
+def _in_band_charset(name: str) -> str:
+    """A charset named inside an ASCII-compatible body (<meta>, <?xml?>): a UTF-16 / UTF-32 name
+    there cannot be true (the bytes that spell it are ASCII), so it means UTF-8, as the HTML
+    standard's prescan says."""
+    try:
+        codec = codecs.lookup(name).name
+    except LookupError:
+        return name
+    return "utf-8" if codec.startswith(("utf-16", "utf-32")) else name
+
+
+# What a label means on the web (the WHATWG Encoding Standard): the superset browsers decode it
+# as. A page labelled ISO-8859-1 with Windows-1252 quotes (0x93, 0x94) or a euro sign (0x80)
+# would otherwise come back with invisible C1 controls in their place.
+_WEB_SUPERSET = {
+    "iso8859-1": "cp1252",
+    "iso8859-9": "cp1254",
+    "tis-620": "cp874",
+    "gb2312": "gbk",
+    "euc_kr": "cp949",
+}
 
 
 def decode(body: bytes, ctype: ContentType) -> tuple[str, str]:
@@ -212,13 +247,19 @@ def decode(body: bytes, ctype: ContentType) -> tuple[str, str]:
     if ctype.is_html or not ctype.mime:
         m = _META_CHARSET.search(body[:4096])
         if m:
-            candidates.append(m.group(1).decode("ascii"))
+            candidates.append(_in_band_charset(m.group(1).decode("ascii")))
+    if "xml" in ctype.mime or not ctype.mime:
+        # An XML document names its encoding in its declaration (RSS and Atom feeds in Latin-1).
+        m = _XML_ENCODING.match(body[:1024])
+        if m:
+            candidates.append(_in_band_charset(m.group(1).decode("ascii")))
     candidates.append("utf-8")
     for name in candidates:
         try:
             codec = codecs.lookup(name).name
         except LookupError:
             continue
+        codec = _WEB_SUPERSET.get(codec, codec)
         try:
             return body.decode(codec), codec
         except UnicodeDecodeError:
@@ -307,6 +348,30 @@ def _shorten_inline_data(value: str) -> str | None:
     return f"{head},...({len(value)}-characters-of-inline-data-omitted)"
 
 
+_FENCE = re.compile(r"[ \t]*(`{3,})")
+
+
+def _tidy(text: str) -> str:
+    """Trailing blanks dropped and blank lines collapsed to one — outside code blocks only: inside
+    one every line is the page's (Python's two blank lines between functions stay two)."""
+    out: list[str] = []
+    fence: str | None = None
+    for line in text.split("\n"):
+        if fence is not None:
+            if re.fullmatch(rf"[ \t]*`{{{len(fence)},}}[ \t]*", line):
+                fence = None
+            out.append(line)
+            continue
+        line = line.rstrip(" \t")
+        m = _FENCE.match(line)
+        if m:
+            fence = m.group(1)
+        elif not line and out and not out[-1]:
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
 def html_to_markdown(html: str, base_url: str | None = None) -> str:
     """Readable Markdown; relative links and images are made absolute against ``base_url``."""
     from urllib.parse import urljoin
@@ -345,9 +410,7 @@ def html_to_markdown(html: str, base_url: str | None = None) -> str:
                     el[attr] = urljoin(base_url, value)
                 except ValueError:
                     pass
-    text = _converter().convert_soup(soup)
-    text = re.sub(r"[ \t]+\n", "\n", text)
-    text = re.sub(r"\n{3,}", "\n\n", text).strip()
+    text = _tidy(_converter().convert_soup(soup)).strip()
     if title and not text.startswith("# "):
         text = f"# {title}\n\n{text}"
     return text + "\n"

@@ -41,7 +41,7 @@ from zuno.tools.web.errors import (
 )
 from zuno.tools.web.proxy_env import proxy_for
 from zuno.tools.web.resolver import Resolver, SystemResolver, Validated, validate_answer
-from zuno.tools.web.urls import Target, check_characters, parse_target
+from zuno.tools.web.urls import Target, check_characters, parse_target, redact
 
 USER_AGENT = "Zuno-webfetch/0.1"
 ACCEPT = "text/markdown, text/html;q=0.9, text/plain;q=0.9, application/json;q=0.8, */*;q=0.5"
@@ -303,7 +303,9 @@ class Fetcher:
             check_characters(location)
             nxt = parse_target(urljoin(current.url, location))
         except FetchError as e:
-            raise RedirectRefused(f"the redirect chain {shown} -> {location!r} is refused: {e.message}") from None
+            raise RedirectRefused(
+                f"the redirect chain {shown} -> {redact(location)!r} is refused: {e.message}"
+            ) from None
         if nxt.url in chain:
             raise RedirectRefused(f"a redirect loop: {shown} -> {nxt.url}")
         chain.append(nxt.url)
@@ -378,7 +380,8 @@ class Fetcher:
                 ) from None
             except (httpcore.NetworkError, OSError) as e:
                 raise ConnectFailed(
-                    f"the connection to {target.origin} failed in the {progress.phase} phase ({type(e).__name__})",
+                    f"the connection to {target.origin} failed in the {progress.phase} phase "
+                    f"({type(e).__name__}{_detail(e)})",
                     transient=True,
                 ) from None
             progress.phase = "body"
@@ -427,6 +430,7 @@ class Fetcher:
                         f"({type(e).__name__}{_detail(e)})",
                         transient=True,
                     ) from None
+                inflater.finish()
                 result.body = b"".join(parts)
                 return result, validated
             finally:

@@ -22,7 +22,7 @@ from zuno.permissions import decide
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput, TransientError
 from zuno.tools.web.content import decode, html_to_markdown
 from zuno.tools.web.errors import AddressRefused, FetchError, HttpStatusError, UrlRefused
-from zuno.tools.web.urls import Target, parse_target
+from zuno.tools.web.urls import Target, parse_target, redact
 
 if TYPE_CHECKING:  # the engine (httpcore) loads at the first fetch, not with the surface
     from zuno.tools.web.engine import Fetched, Fetcher
@@ -66,7 +66,7 @@ class WebfetchTool(Tool):
         try:
             return parse_target(url).url
         except UrlRefused:
-            return url
+            return redact(url)  # a refused URL's credentials are not shown in an approval prompt
 
     def _hop_check(self, ctx: ToolContext) -> Callable[[Target], str | None]:
         def check(target: Target) -> str | None:

@@ -114,6 +114,8 @@ class WebSearchTool(Tool):
 
 
 def _render(n: int, hit: Hit) -> str:
+    # One line each: a line break in a provider's title would read as the result's URL line.
     snippet = " ".join(hit.snippet.split())
-    out = f"{n}. {hit.title or hit.url}\n   {hit.url}"
+    title = " ".join(hit.title.split())
+    out = f"{n}. {title or hit.url}\n   {hit.url}"
     return out + (f"\n   {snippet}" if snippet else "")

@@ -72,8 +72,23 @@ def _refuse(url: str, why: str, fix: str) -> UrlRefused:
     return UrlRefused(f"url {_show(url)} is refused: {why}. {fix}")
 
 
+def redact(url: str) -> str:
+    """The URL with any userinfo (``user:password@``) replaced by ``***@``: credentials in a
+    refused URL are never shown, logged or recorded in a message."""
+    scheme = re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/*", url)  # also "http:user:pw@host" (no "//")
+    start = scheme.end() if scheme else 0
+    end = len(url)
+    for sep in "/?#":
+        i = url.find(sep, start)
+        if i != -1:
+            end = min(end, i)
+    at = url.rfind("@", start, end)
+    return url if at == -1 else f"{url[:start]}***{url[at:]}"
+
+
 def _show(url: str) -> str:
     # Control characters are shown escaped so the message itself stays one clean line.
+    url = redact(url)
     return repr(url) if len(url) <= 300 else repr(url[:300] + "...")
 
 
