@@ -214,3 +214,22 @@ async def test_a_latin1_or_gb2312_label_is_read_as_the_superset_browsers_use(wor
     assert w["metadata"]["charset"] == "cp1252"
     assert c["outcome"] == "ok" and "镕中文" in c["text"] and "\ufffd" not in c["text"], c["text"]
     assert c["metadata"]["charset"] == "gbk"
+
+
+def test_web_search_domain_entries_written_as_urls_paths_ports_or_unicode_still_match() -> None:
+    from zuno.connect.web_search.base import Hit
+    from zuno.connect.web_search.service import filter_hits
+
+    hits = [
+        Hit(title="evil", url="https://sub.evil.example/x", snippet=""),
+        Hit(title="docs", url="https://docs.example.com/a", snippet=""),
+        Hit(title="books", url="https://xn--bcher-kva.example/b", snippet=""),
+        Hit(title="other", url="https://other.example/", snippet=""),
+    ]
+    titles = lambda allowed, blocked: [h.title for h in filter_hits(hits, allowed, blocked)]  # noqa: E731
+    spellings = ("https://evil.example/x", "evil.example/docs", "evil.example:443", "*.evil.example", "Evil.Example.")
+    for blocked in spellings:
+        assert "evil" not in titles([], [blocked]), blocked  # a blocked entry blocks, however written
+    assert titles(["https://docs.example.com/reference"], []) == ["docs"]
+    assert titles(["bücher.example"], []) == ["books"]  # Unicode entry, punycode result
+    assert titles([], ["xn--bcher-kva.example"]) == ["evil", "docs", "other"]

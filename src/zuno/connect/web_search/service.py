@@ -89,8 +89,31 @@ def build_provider(config: WebSearchConfig, environ: Mapping[str, str]) -> Provi
     return tavily.TavilyProvider(name, endpoint, base, key, timeout_s)
 
 
+def _ascii_host(host: str) -> str:
+    """A host name as DNS spells it (an internationalised one as its punycode A-labels), so
+    ``bücher.example`` and ``xn--bcher-kva.example`` are one domain."""
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return host
+
+
 def _norm_domain(d: str) -> str:
-    return d.strip().lower().lstrip(".").removeprefix("*.").rstrip(".")
+    """A domain entry as the host it names: written as a URL (``https://example.com/docs``), with a
+    path (``example.com/docs``) or a port, or as ``*.example.com``, it is still ``example.com`` (an
+    entry that named a URL matched nothing, so a blocked one blocked nothing)."""
+    d = d.strip().lower()
+    if "://" in d:
+        try:
+            d = urlsplit(d).hostname or ""
+        except ValueError:
+            return d
+    else:
+        d = d.split("/", 1)[0]
+        host, sep, port = d.rpartition(":")
+        if sep and port.isdigit() and host and ":" not in host:
+            d = host
+    return _ascii_host(d.lstrip(".").removeprefix("*.").rstrip("."))
 
 
 def _in(host: str, domains: list[str]) -> bool:
@@ -103,7 +126,7 @@ def filter_hits(hits: list[Hit], allowed: list[str], blocked: list[str]) -> list
     out = []
     for h in hits:
         try:
-            host = (urlsplit(h.url).hostname or "").lower().rstrip(".")
+            host = _ascii_host((urlsplit(h.url).hostname or "").lower().rstrip("."))
         except ValueError:
             continue
         if not host or (allow and not _in(host, allow)) or _in(host, block):
