@@ -68,11 +68,16 @@ def _run(args: argparse.Namespace) -> int:
         if args.json:
             print_json({"root": root, "memory": entries, "pending": pending})
             return EXIT_OK
+        from zuno.commands.terminal_markdown import visible_controls
+
+        def shown(text: str) -> str:  # one line per entry: a newline or an escape sequence is shown, never obeyed
+            return visible_controls(text.replace("\n", "\u2424"))
+
         for e in entries:
-            print(f"{e['agent']}/{e['key']} (revision {e['revision']}): {e['content']}")
+            print(shown(f"{e['agent']}/{e['key']} (revision {e['revision']}): {e['content']}"))
         for p in pending:
             what = f"set to {p['content']!r}" if p["op"] == "set" else "delete"
-            print(f"pending {p['id']}: {p['agent']}/{p['key']} {what}  (zuno memory accept {p['id']})")
+            print(shown(f"pending {p['id']}: {p['agent']}/{p['key']} {what}  (zuno memory accept {p['id']})"))
         if not entries and not pending:
             print("no memory")
         return EXIT_OK

@@ -9,9 +9,9 @@ by id keeps that id, an item without one gets a new id).
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, RootModel
+from pydantic import AfterValidator, Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import docstore
@@ -19,6 +19,7 @@ from zuno.tools.state.actions import (
     MUTATION,
     READ,
     ActionTool,
+    Owner,
     Text,
     action_union,
     inner,
@@ -41,11 +42,21 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 MAX_TODOS = 200
 
 
+def _few_ids(value: list[str]) -> list[str]:
+    if len(value) > MAX_TODOS:
+        raise ValueError(f"names {len(value)} ids; a list holds at most {MAX_TODOS} items")
+    return value
+
+
+# depends_on: ids of items of the same list, so no more of them than the list may hold.
+Ids = Annotated[list[str], AfterValidator(_few_ids)]
+
+
 class NewTodo(ToolArgs):
     title: Text = Field(min_length=1, max_length=1000)
     status: TodoStatus = "pending"
-    owner: str | None = None
-    depends_on: list[str] = Field(default_factory=list, description="Ids to complete first")
+    owner: Owner | None = None
+    depends_on: Ids = Field(default_factory=list, description="Ids to complete first")
     notes: str | None = Field(None, max_length=4000)
 
 
@@ -53,8 +64,8 @@ class TodoPatch(ToolArgs):
     id: str
     title: Text | None = Field(None, min_length=1, max_length=1000)
     status: TodoStatus | None = None
-    owner: str | None = None
-    depends_on: list[str] | None = None
+    owner: Owner | None = None
+    depends_on: Ids | None = None
     notes: str | None = Field(None, max_length=4000)
 
 
@@ -93,8 +104,8 @@ class WriteItem(ToolArgs):
     content: Text = Field(min_length=1, max_length=1000)
     status: TodoStatus = "pending"
     id: str | None = Field(None, description="Keep an existing item's id; omit for a new item.")
-    depends_on: list[str] = Field(default_factory=list)
-    owner: str | None = None
+    depends_on: Ids = Field(default_factory=list)
+    owner: Owner | None = None
 
 
 class TodoWriteArgs(ToolArgs):

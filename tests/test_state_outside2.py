@@ -1,0 +1,102 @@
+"""The durable state tried from outside again (tenth round): `zuno call`, `zuno goal`, `zuno memory`
+and the Python API. Each test is a defect found by outside testing and fails without its fix."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import zuno
+from zuno.tools.state import read_state
+
+from conftest import zuno_env
+from statehelp import call
+
+
+def zuno_cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "zuno", *args, "--root", str(root)],
+        input="",
+        capture_output=True,
+        text=True,
+        env=zuno_env({"NO_COLOR": "1"}),
+        timeout=90,
+    )
+
+
+async def test_an_owner_or_a_dependency_list_is_bounded_like_a_title(tmp_path: Path) -> None:
+    """An owner of 200,000 characters was stored and then carried by every request's dynamic
+    context; depends_on took 100,000 copies of one id. Both are refused naming the field."""
+    async with zuno.Runtime(root=tmp_path) as rt, rt.session() as s:
+        huge = "x" * 200_000
+        rec = await call(s, "todo_update", {"action": "add", "items": [{"title": "a", "owner": huge}]})
+        assert rec.outcome == "blocked" and "owner" in rec.text and "invalid_arguments" in rec.text
+        rec = await call(
+            s, "plan_update", {"action": "create", "objective": "o", "steps": [{"title": "s", "owner": huge}]}
+        )
+        assert rec.outcome == "blocked" and "owner" in rec.text
+        assert (
+            await call(s, "todo_update", {"action": "add", "items": [{"title": "a", "owner": "main"}]})
+        ).outcome == "ok"
+        rec = await call(
+            s,
+            "todo_update",
+            {"action": "add", "expected_revision": 1, "items": [{"title": "b", "depends_on": ["t1"] * 100_000}]},
+        )
+        assert rec.outcome == "blocked" and "depends_on" in rec.text
+        rec = await call(
+            s, "todo_update", {"action": "patch", "expected_revision": 1, "items": [{"id": "t1", "owner": huge}]}
+        )
+        assert rec.outcome == "blocked" and "owner" in rec.text
+        todo = read_state(rt.store, s.id)["todo"]
+        assert todo["revision"] == 1 and [i["owner"] for i in todo["todos"]] == ["main"]
+    async with zuno.Runtime(root=tmp_path, profile="chord") as rt, rt.session() as s:
+        rec = await call(s, "todo_write", {"todos": [{"content": "a", "owner": huge}]})
+        assert rec.outcome == "blocked" and "owner" in rec.text
+        rec = await call(s, "todo_write", {"todos": [{"content": "a", "depends_on": ["t9"] * 100_000}]})
+        assert rec.outcome == "blocked" and "depends_on" in rec.text
+        assert read_state(rt.store, s.id)["todo"]["todos"] is None
+
+
+async def test_an_abandoned_goal_is_not_shown_as_paused(tmp_path: Path) -> None:
+    """A paused Goal abandoned kept its pause reason: goal_get still returned pause_reason and
+    `zuno goal` printed "abandoned (blocked — …)"."""
+    async with zuno.Runtime(root=tmp_path) as rt, rt.session() as s:
+        sid = s.id
+        await call(s, "goal_update", {"action": "create", "objective": "ship", "criteria": [{"text": "done"}]})
+        rec = await call(
+            s,
+            "goal_update",
+            {"action": "pause", "expected_revision": 1, "reason": {"kind": "blocked", "detail": "no key"}},
+        )
+        assert rec.outcome == "ok", rec.text
+        assert (
+            await call(s, "goal_update", {"action": "abandon", "expected_revision": 2, "reason": "obsolete"})
+        ).outcome == "ok"
+        goal = read_state(rt.store, sid)["goal"]["goal"]
+    assert goal["status"] == "abandoned" and "pause_reason" not in goal
+    out = zuno_cli(tmp_path, "goal", "--session", sid)
+    assert out.returncode == 0, out.stderr
+    head = out.stdout.splitlines()[1]
+    assert "abandoned" in head and "blocked" not in head and "no key" not in head, out.stdout
+    shown = json.loads(zuno_cli(tmp_path, "goal", "--session", sid, "--json").stdout)
+    assert "pause_reason" not in shown["goal"]
+
+
+def test_zuno_memory_prints_escape_sequences_and_newlines_as_symbols(tmp_path: Path) -> None:
+    """`zuno memory` printed an entry's content raw: an escape sequence set the terminal's title
+    and cleared the screen, a newline forged a second entry line."""
+    (tmp_path / "zuno.json").write_text(json.dumps({"memory": {"enabled": True}}))
+    content = "a\x1b]0;pwned\x07\x1b[2Jb\nfake/entry (revision 9): forged"
+    args = json.dumps({"action": "set", "key": "k", "content": content})
+    made = zuno_cli(tmp_path, "call", "--new-session", "m1", "memory_update", args)
+    assert made.returncode == 0, made.stderr
+    out = zuno_cli(tmp_path, "memory")
+    assert out.returncode == 0, out.stderr
+    assert "\x1b" not in out.stdout and "\x07" not in out.stdout
+    lines = out.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("main/k (revision 1): a") and "forged" in lines[0], lines
+    listed = json.loads(zuno_cli(tmp_path, "memory", "--json").stdout)
+    assert listed["memory"][0]["content"] == content  # JSON keeps the content exact
