@@ -100,3 +100,24 @@ def test_zuno_memory_prints_escape_sequences_and_newlines_as_symbols(tmp_path: P
     assert len(lines) == 1 and lines[0].startswith("main/k (revision 1): a") and "forged" in lines[0], lines
     listed = json.loads(zuno_cli(tmp_path, "memory", "--json").stdout)
     assert listed["memory"][0]["content"] == content  # JSON keeps the content exact
+
+
+def test_zuno_memory_accept_and_reject_print_json_when_asked(tmp_path: Path) -> None:
+    """`zuno memory accept ID --json` (the parser takes --json for every op) printed the text line
+    "accepted mp_…: {'key': …}", a Python dict, not JSON."""
+    (tmp_path / "zuno.json").write_text(json.dumps({"memory": {"enabled": True, "review_policy": "review"}}))
+    for content in ("v1", "v2"):
+        args = json.dumps({"action": "set", "key": "k", "content": content})
+        made = zuno_cli(
+            tmp_path, "call", "--session" if content == "v2" else "--new-session", "m1", "memory_update", args
+        )
+        assert made.returncode == 0, made.stderr
+    first, second = (p["id"] for p in json.loads(zuno_cli(tmp_path, "memory", "--json").stdout)["pending"])
+    out = zuno_cli(tmp_path, "memory", "accept", first, "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"proposal": first, "decision": "accepted", "key": "k", "revision": 1, "bytes": 2}
+    out = zuno_cli(tmp_path, "memory", "reject", second, "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"proposal": second, "decision": "rejected"}
+    listed = json.loads(zuno_cli(tmp_path, "memory", "--json").stdout)
+    assert [e["content"] for e in listed["memory"]] == ["v1"] and listed["pending"] == []

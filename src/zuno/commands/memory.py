@@ -40,9 +40,14 @@ def _run(args: argparse.Namespace) -> int:
             try:
                 if args.op == "accept":
                     result = accept_proposal(rt.store, args.proposal)
-                    print(f"accepted {args.proposal}: {result}")
                 else:
                     reject_proposal(rt.store, args.proposal)
+                    result = {}
+                if args.json:  # --json is JSON for every op, not only the listing
+                    print_json({"proposal": args.proposal, "decision": f"{args.op}ed", **result})
+                elif args.op == "accept":
+                    print(f"accepted {args.proposal}: {result}")
+                else:
                     print(f"rejected {args.proposal}")
             except StateRefusal as r:
                 print(f"zuno: {r.message} {r.required_action}", file=sys.stderr)
