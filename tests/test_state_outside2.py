@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import zuno
+from zuno.records import CallRecord
 from zuno.tools.state import read_state
 
 from conftest import zuno_env
@@ -121,3 +122,31 @@ def test_zuno_memory_accept_and_reject_print_json_when_asked(tmp_path: Path) -> 
     assert json.loads(out.stdout) == {"proposal": second, "decision": "rejected"}
     listed = json.loads(zuno_cli(tmp_path, "memory", "--json").stdout)
     assert [e["content"] for e in listed["memory"]] == ["v1"] and listed["pending"] == []
+
+
+async def test_todo_write_with_the_models_own_ids_keeps_the_items_and_their_dependencies(tmp_path: Path) -> None:
+    """chord todo_write sent with ids the model chose ("1", "2", as other harnesses number them):
+    a depends_on naming "1" was refused ("depends on 1, which does not exist"), and the same list
+    sent again made every item new — ids churned, and a completed item sent back as pending became
+    a new pending one (the terminal rule bypassed)."""
+    async with zuno.Runtime(root=tmp_path, profile="chord") as rt, rt.session() as s:
+
+        async def write(a_status: str) -> CallRecord:
+            todos = [
+                {"id": "1", "content": "A", "status": a_status},
+                {"id": "2", "content": "B", "depends_on": ["1"]},
+            ]
+            return await call(s, "todo_write", {"todos": todos})
+
+        rec = await write("pending")
+        assert rec.outcome == "ok", rec.text
+        first = read_state(rt.store, s.id)["todo"]
+        assert [(i["id"], i.get("depends_on")) for i in first["todos"]] == [("t1", None), ("t2", ["t1"])]
+        assert (await write("completed")).outcome == "ok"
+        again = await write("completed")  # the same list again: the same list, no new revision
+        assert again.outcome == "ok" and "nothing changed" in again.text, again.text
+        refused = await write("pending")
+        assert refused.outcome == "error" and "InvalidTransition" in refused.text, refused.text
+        todo = read_state(rt.store, s.id)["todo"]
+    assert todo["revision"] == 2
+    assert [(i["id"], i["status"]) for i in todo["todos"]] == [("t1", "completed"), ("t2", "pending")]

@@ -284,8 +284,13 @@ def apply_write(doc: Doc, a: TodoWriteArgs, agent: str) -> tuple[dict[str, Any],
         if i["id"] not in named:
             by_title.setdefault(i["title"], []).append(i["id"])
     new_items: list[dict[str, Any]] = []
+    # An id the list does not hold is the model's own name for the item (models used to other
+    # harnesses number their items "1", "2"…): matched by text like an item without id, and a
+    # depends_on of the same write naming it means that item.
+    alias: dict[str, str] = {}
     for w in a.todos:
-        if w.id is None and by_title.get(w.content):
+        sent = w.id
+        if (w.id is None or w.id not in old) and by_title.get(w.content):
             w = w.model_copy(update={"id": by_title[w.content].pop(0)})
         if w.id is not None and w.id in old:
             item = dict(old[w.id])
@@ -305,6 +310,10 @@ def apply_write(doc: Doc, a: TodoWriteArgs, agent: str) -> tuple[dict[str, Any],
             }
         _adopt(item, agent)
         new_items.append(item)
+        if sent is not None and sent not in old:
+            alias.setdefault(sent, item["id"])
+    for item in new_items:
+        item["depends_on"] = [alias.get(d, d) for d in item["depends_on"]]
     ids = [i["id"] for i in new_items]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
