@@ -150,3 +150,13 @@ async def test_todo_write_with_the_models_own_ids_keeps_the_items_and_their_depe
         todo = read_state(rt.store, s.id)["todo"]
     assert todo["revision"] == 2
     assert [(i["id"], i["status"]) for i in todo["todos"]] == [("t1", "completed"), ("t2", "pending")]
+
+
+async def test_an_unknown_dependency_in_chord_names_no_tool_the_profile_lacks(tmp_path: Path) -> None:
+    """chord's todo_write refused an unknown depends_on with "Depend only on ids todo_get
+    returns": chord offers no todo_get (calling it is 'not available in profile chord')."""
+    async with zuno.Runtime(root=tmp_path, profile="chord") as rt, rt.session() as s:
+        rec = await call(s, "todo_write", {"todos": [{"content": "C", "depends_on": ["zz"]}]})
+        assert rec.outcome == "error" and "UnknownDependency" in rec.text, rec.text
+        assert "todo_get" not in rec.text and "ids the list holds" in rec.text
+        assert "todo_get" not in rt.surface.tools

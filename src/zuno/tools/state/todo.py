@@ -140,7 +140,8 @@ def _validate_graph(items: list[dict[str, Any]]) -> None:
                 raise StateRefusal(
                     "UnknownDependency",
                     f"todo {i['id']} depends on {d}, which does not exist.",
-                    "Depend only on ids todo_get returns.",
+                    # Not "todo_get": chord has only todo_write, whose result shows the ids too.
+                    "Depend only on ids the list holds, as the last Todo result showed them.",
                     todoId=i["id"],
                     dependency=d,
                 )
