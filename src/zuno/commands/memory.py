@@ -40,9 +40,14 @@ def _run(args: argparse.Namespace) -> int:
             try:
                 if args.op == "accept":
                     result = accept_proposal(rt.store, args.proposal)
-                    print(f"accepted {args.proposal}: {result}")
                 else:
                     reject_proposal(rt.store, args.proposal)
+                    result = {}
+                if args.json:  # --json is JSON for every op, not only the listing
+                    print_json({"proposal": args.proposal, "decision": f"{args.op}ed", **result})
+                elif args.op == "accept":
+                    print(f"accepted {args.proposal}: {result}")
+                else:
                     print(f"rejected {args.proposal}")
             except StateRefusal as r:
                 print(f"zuno: {r.message} {r.required_action}", file=sys.stderr)
@@ -68,11 +73,16 @@ def _run(args: argparse.Namespace) -> int:
         if args.json:
             print_json({"root": root, "memory": entries, "pending": pending})
             return EXIT_OK
+        from zuno.commands.terminal_markdown import visible_controls
+
+        def shown(text: str) -> str:  # one line per entry: a newline or an escape sequence is shown, never obeyed
+            return visible_controls(text.replace("\n", "\u2424"))
+
         for e in entries:
-            print(f"{e['agent']}/{e['key']} (revision {e['revision']}): {e['content']}")
+            print(shown(f"{e['agent']}/{e['key']} (revision {e['revision']}): {e['content']}"))
         for p in pending:
             what = f"set to {p['content']!r}" if p["op"] == "set" else "delete"
-            print(f"pending {p['id']}: {p['agent']}/{p['key']} {what}  (zuno memory accept {p['id']})")
+            print(shown(f"pending {p['id']}: {p['agent']}/{p['key']} {what}  (zuno memory accept {p['id']})"))
         if not entries and not pending:
             print("no memory")
         return EXIT_OK

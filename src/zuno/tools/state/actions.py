@@ -32,6 +32,19 @@ def _not_blank(value: str) -> str:
 # A title, objective, criterion or reason: at least one character that is not whitespace.
 Text = Annotated[str, AfterValidator(_not_blank)]
 
+# An owner names an agent; every request's dynamic context carries it, so it is bounded like a
+# title. Checked, not declared: the wire schema stays within its byte budget.
+OWNER_MAX_CHARS = 200
+
+
+def _short_owner(value: str) -> str:
+    if len(value) > OWNER_MAX_CHARS:
+        raise ValueError(f"is {len(value)} characters; an owner names an agent in at most {OWNER_MAX_CHARS}")
+    return value
+
+
+Owner = Annotated[str, AfterValidator(_short_owner)]
+
 READ = Declarations(Effect.ReadOnly, Replay.Safe, Concurrency.ParallelSafe)
 MUTATION = Declarations(Effect.SideEffecting, Replay.Never, Concurrency.Exclusive)
 

@@ -261,7 +261,8 @@ def apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> t
             )
         body["status"] = "completed"
     else:
-        body.update(status="abandoned", abandon_reason=a.reason)
+        # A paused Goal abandoned is no longer paused: its pause reason goes with the pause.
+        body.update(status="abandoned", abandon_reason=a.reason, pause_reason=None)
     return body, {"action": a.action}
 
 

@@ -22,6 +22,7 @@ from zuno.tools.state.actions import (
     MUTATION,
     READ,
     ActionTool,
+    Owner,
     Text,
     action_union,
     inner,
@@ -61,7 +62,7 @@ def agent_of(ctx: ToolContext) -> str:
 class NewStep(ToolArgs):
     title: Text = Field(min_length=1, max_length=500)
     status: StepStatus = "pending"
-    owner: str | None = None
+    owner: Owner | None = None
     notes: str | None = Field(None, max_length=4000)
 
 
@@ -69,7 +70,7 @@ class StepPatch(ToolArgs):
     id: str = Field(description="patch: a step id from plan_get")
     title: Text | None = Field(None, min_length=1, max_length=500)
     status: StepStatus | None = None
-    owner: str | None = None
+    owner: Owner | None = None
     notes: str | None = Field(None, max_length=4000)
 
 

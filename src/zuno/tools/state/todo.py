@@ -9,9 +9,9 @@ by id keeps that id, an item without one gets a new id).
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, RootModel
+from pydantic import AfterValidator, Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import docstore
@@ -19,6 +19,7 @@ from zuno.tools.state.actions import (
     MUTATION,
     READ,
     ActionTool,
+    Owner,
     Text,
     action_union,
     inner,
@@ -41,11 +42,21 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 MAX_TODOS = 200
 
 
+def _few_ids(value: list[str]) -> list[str]:
+    if len(value) > MAX_TODOS:
+        raise ValueError(f"names {len(value)} ids; a list holds at most {MAX_TODOS} items")
+    return value
+
+
+# depends_on: ids of items of the same list, so no more of them than the list may hold.
+Ids = Annotated[list[str], AfterValidator(_few_ids)]
+
+
 class NewTodo(ToolArgs):
     title: Text = Field(min_length=1, max_length=1000)
     status: TodoStatus = "pending"
-    owner: str | None = None
-    depends_on: list[str] = Field(default_factory=list, description="Ids to complete first")
+    owner: Owner | None = None
+    depends_on: Ids = Field(default_factory=list, description="Ids to complete first")
     notes: str | None = Field(None, max_length=4000)
 
 
@@ -53,8 +64,8 @@ class TodoPatch(ToolArgs):
     id: str
     title: Text | None = Field(None, min_length=1, max_length=1000)
     status: TodoStatus | None = None
-    owner: str | None = None
-    depends_on: list[str] | None = None
+    owner: Owner | None = None
+    depends_on: Ids | None = None
     notes: str | None = Field(None, max_length=4000)
 
 
@@ -93,8 +104,8 @@ class WriteItem(ToolArgs):
     content: Text = Field(min_length=1, max_length=1000)
     status: TodoStatus = "pending"
     id: str | None = Field(None, description="Keep an existing item's id; omit for a new item.")
-    depends_on: list[str] = Field(default_factory=list)
-    owner: str | None = None
+    depends_on: Ids = Field(default_factory=list)
+    owner: Owner | None = None
 
 
 class TodoWriteArgs(ToolArgs):
@@ -129,7 +140,8 @@ def _validate_graph(items: list[dict[str, Any]]) -> None:
                 raise StateRefusal(
                     "UnknownDependency",
                     f"todo {i['id']} depends on {d}, which does not exist.",
-                    "Depend only on ids todo_get returns.",
+                    # Not "todo_get": chord has only todo_write, whose result shows the ids too.
+                    "Depend only on ids the list holds, as the last Todo result showed them.",
                     todoId=i["id"],
                     dependency=d,
                 )
@@ -273,8 +285,13 @@ def apply_write(doc: Doc, a: TodoWriteArgs, agent: str) -> tuple[dict[str, Any],
         if i["id"] not in named:
             by_title.setdefault(i["title"], []).append(i["id"])
     new_items: list[dict[str, Any]] = []
+    # An id the list does not hold is the model's own name for the item (models used to other
+    # harnesses number their items "1", "2"…): matched by text like an item without id, and a
+    # depends_on of the same write naming it means that item.
+    alias: dict[str, str] = {}
     for w in a.todos:
-        if w.id is None and by_title.get(w.content):
+        sent = w.id
+        if (w.id is None or w.id not in old) and by_title.get(w.content):
             w = w.model_copy(update={"id": by_title[w.content].pop(0)})
         if w.id is not None and w.id in old:
             item = dict(old[w.id])
@@ -294,6 +311,10 @@ def apply_write(doc: Doc, a: TodoWriteArgs, agent: str) -> tuple[dict[str, Any],
             }
         _adopt(item, agent)
         new_items.append(item)
+        if sent is not None and sent not in old:
+            alias.setdefault(sent, item["id"])
+    for item in new_items:
+        item["depends_on"] = [alias.get(d, d) for d in item["depends_on"]]
     ids = [i["id"] for i in new_items]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
