@@ -10,13 +10,16 @@ import random
 import pytest
 
 from zuno import limits
-from zuno.tools.search.collect import GrepCollector, cap_utf16
+from zuno.tools.search.collect import WHOLE_OUTPUT_BYTES, GrepCollector, cap_utf16
 
 CAP_UNITS = limits.MATCH_LINE_MAX_UTF16
 
 
-def _collect(data: bytes, cap: int, step: int) -> tuple[list[tuple[str, list[tuple[int, str, bool]]]], GrepCollector]:
-    col = GrepCollector(cap=cap)
+def _collect(
+    data: bytes, cap: int, step: int, whole: int = 0
+) -> tuple[list[tuple[str, list[tuple[int, str, bool]]]], GrepCollector]:
+    """The collector's files; ``whole`` is its whole_bytes (0: read as a stream from the start)."""
+    col = GrepCollector(cap=cap, whole_bytes=whole)
     for i in range(0, len(data), step):
         col.feed(data[i : i + step])
     files = col.finish()
@@ -24,9 +27,9 @@ def _collect(data: bytes, cap: int, step: int) -> tuple[list[tuple[str, list[tup
     return [(f.path, [(ln.number, ln.text, ln.capped) for ln in f.lines]) for f in files], col
 
 
-def _rows(data: bytes, cap: int, step: int, *, plain: bool) -> list[str]:
+def _rows(data: bytes, cap: int, step: int, *, plain: bool, whole: int = 0) -> list[str]:
     """The grep tool's rows (``path:number:text``) from the collector, with or without plain files."""
-    col = GrepCollector(cap=cap)
+    col = GrepCollector(cap=cap, whole_bytes=whole)
     for i in range(0, len(data), step):
         col.feed(data[i : i + step])
     rows = []
@@ -89,8 +92,14 @@ TEXTS = [
 PATHS = [b"src/f.py", b"src/co:lon 1:2.py", b"src/x\r", b"caf\xc3\xa9/\xc3\xa9.py", b"src/-5-x.py", b"bad\xff.py"]
 
 
+# Read as a stream from the start; kept whole (read at once) when short; kept, then read as a stream
+# once past a small bound.
+WHOLE_MODES = (0, WHOLE_OUTPUT_BYTES, 700)
+
+
+@pytest.mark.parametrize("whole", WHOLE_MODES)
 @pytest.mark.parametrize("seed", range(12))
-def test_bulk_reading_equals_record_by_record(seed: int) -> None:
+def test_bulk_reading_equals_record_by_record(seed: int, whole: int) -> None:
     rnd = random.Random(seed)
     records: list[tuple[bytes, int, bytes]] = []
     paths = [p + b"%d" % i for i in range(rnd.randint(1, 40)) for p in [rnd.choice(PATHS)]]
@@ -121,31 +130,33 @@ def test_bulk_reading_equals_record_by_record(seed: int) -> None:
     cap = rnd.choice([1, 5, 100, 1000, 100_000])
     want, total, unnameable = _oracle(records, cap)
     for step in (rnd.choice([61, 333, 1021]), rnd.choice([4096, 65536]), max(1, len(data))):
-        got, col = _collect(data, cap, step)
+        got, col = _collect(data, cap, step, whole)
         assert got == want, (seed, cap, step)
         assert col.total_hits == total and col.drops.unnameable == unnameable
         assert col.shown_hits == sum(len(lines) for _, lines in want)
         assert col.drops.over_cap == total - col.shown_hits - unnameable
         rows = [f"{path}:{n}:{text}" for path, lines in want for n, text, _ in lines]
-        assert _rows(data, cap, step, plain=True) == rows
+        assert _rows(data, cap, step, plain=True, whole=whole) == rows
 
 
-def test_the_cap_crossed_inside_one_run_and_across_chunks() -> None:
+@pytest.mark.parametrize("whole", WHOLE_MODES)
+def test_the_cap_crossed_inside_one_run_and_across_chunks(whole: int) -> None:
     records = [(b"a.py", n, b"hit %d" % n) for n in range(1, 2001)] + [(b"b.py", 1, b"one")]
     data = _stream(records)
     for step in (len(data), 1000, 7):
-        got, col = _collect(data, 1000, step)
+        got, col = _collect(data, 1000, step, whole)
         assert [p for p, _ in got] == ["a.py"]
         assert [n for n, _, _ in got[0][1]] == list(range(1, 1001))
         assert (col.total_hits, col.shown_hits, col.drops.over_cap) == (2001, 1000, 1001)
     # the file that fills the cap last shares it: 600 + 400 of b's 1000
     records = [(b"b.py", n, b"b") for n in range(1, 1001)] + [(b"a.py", n, b"a") for n in range(1, 601)]
-    got, col = _collect(_stream(records), 1000, 4096)
+    got, col = _collect(_stream(records), 1000, 4096, whole)
     assert [(p, len(lines)) for p, lines in got] == [("a.py", 600), ("b.py", 400)]
     assert got[1][1][-1][0] == 400 and col.drops.over_cap == 600
 
 
-def test_paths_with_newlines_and_binary_notices_between_runs() -> None:
+@pytest.mark.parametrize("whole", WHOLE_MODES)
+def test_paths_with_newlines_and_binary_notices_between_runs(whole: int) -> None:
     data = (
         b"a\nb\x001:first\n"
         b"a\nb\x002:second\r\n"
@@ -154,7 +165,7 @@ def test_paths_with_newlines_and_binary_notices_between_runs() -> None:
         b"c:d\x004:\xff\n"
     )
     for step in (1, 5, len(data)):
-        got, col = _collect(data, 10, step)
+        got, col = _collect(data, 10, step, whole)
         assert got == [
             ("a\nb", [(1, "first", False), (2, "second", False)]),
             ("c:d", [(3, "with colon", False), (4, "\ufffd", False)]),
@@ -162,11 +173,12 @@ def test_paths_with_newlines_and_binary_notices_between_runs() -> None:
         assert col.drops.binary == 1 and col.total_hits == 4
 
 
-def test_long_lines_are_cut_like_short_ones() -> None:
+@pytest.mark.parametrize("whole", WHOLE_MODES)
+def test_long_lines_are_cut_like_short_ones(whole: int) -> None:
     crlf_long = b"q" * (CAP_UNITS + 5) + b"\r"
     astral = "\U0001f600".encode() * CAP_UNITS
     data = _stream([(b"f", 1, crlf_long), (b"f", 2, astral), (b"f", 3, b"ok\r")])
-    got, _ = _collect(data, 10, len(data))
+    got, _ = _collect(data, 10, len(data), whole)
     [(path, lines)] = got
     assert path == "f"
     assert lines[0] == (1, "q" * CAP_UNITS, True)
@@ -174,7 +186,8 @@ def test_long_lines_are_cut_like_short_ones() -> None:
     assert lines[2] == (3, "ok", False)
 
 
-def test_plain_files_read_back_the_same_rows() -> None:
+@pytest.mark.parametrize("whole", WHOLE_MODES)
+def test_plain_files_read_back_the_same_rows(whole: int) -> None:
     data = _stream(
         [
             (b"a.py", 7, b"x"),  # plain
@@ -186,15 +199,15 @@ def test_plain_files_read_back_the_same_rows() -> None:
         ]
     )
     data += b"e.py\x00007:leading zero\n"  # not a number as rg writes it: read record by record
-    col = GrepCollector(cap=100)
+    col = GrepCollector(cap=100, whole_bytes=whole)
     col.feed(data)
     files = col.finish(plain=True)
     assert [(f.path, f.plain) for f in files if f.plain] == [("a.py", ["7:x", "9:y:z"])]
     assert [f.path for f in files if f.lines] == ["b.py", "c.py", "d.py", "e.py"]
-    assert _rows(data, 100, len(data), plain=True) == _rows(data, 100, len(data), plain=False)
-    assert _rows(data, 100, 3, plain=True)[-1] == "e.py:7:leading zero"
+    assert _rows(data, 100, len(data), plain=True, whole=whole) == _rows(data, 100, len(data), plain=False, whole=whole)
+    assert _rows(data, 100, 3, plain=True, whole=whole)[-1] == "e.py:7:leading zero"
     # the file cut at the cap keeps lines, the files before it may be plain
-    col = GrepCollector(cap=3)
+    col = GrepCollector(cap=3, whole_bytes=whole)
     col.feed(_stream([(b"a", 1, b"1"), (b"a", 2, b"2"), (b"b", 1, b"1"), (b"b", 2, b"2")]))
     files = col.finish(plain=True)
     assert [(f.path, f.plain, [ln.number for ln in f.lines]) for f in files] == [
@@ -203,7 +216,8 @@ def test_plain_files_read_back_the_same_rows() -> None:
     ]
 
 
-def test_a_long_counted_run_is_taken_at_once_and_its_first_records_still_size_checked() -> None:
+@pytest.mark.parametrize("whole", WHOLE_MODES)
+def test_a_long_counted_run_is_taken_at_once_and_its_first_records_still_size_checked(whole: int) -> None:
     """Past the cap, a file whose head run is full (64 records) has the rest of its run counted by
     C scans at once; among its next 64 records one over 1 MiB is still skipped, as record by record."""
     head = [(b"b.py", n, b"hit") for n in range(1, 65)]
@@ -213,16 +227,72 @@ def test_a_long_counted_run_is_taken_at_once_and_its_first_records_still_size_ch
     records = kept + head + [huge] + tail
     data = _stream(records)
     for step in (len(data), 65536, 4096):
-        got, col = _collect(data, 100, step)
+        got, col = _collect(data, 100, step, whole)
         assert got == [("a.py", [(n, "kept", False) for n in range(1, 101)])]
         assert col.drops.oversized == 1, step
         assert col.total_hits == len(records) - 1 and col.drops.over_cap == len(records) - 1 - 100
     # without a record that large the same run counts every record
     data = _stream(kept + head + tail)
     for step in (len(data), 997):
-        got, col = _collect(data, 100, step)
+        got, col = _collect(data, 100, step, whole)
         assert col.total_hits == 100 + len(head) + len(tail) and col.drops.oversized == 0
     # the regex that takes the rest of the run is ready as soon as the head is full
-    col = GrepCollector(cap=100)
+    col = GrepCollector(cap=100, whole_bytes=0)  # the stream's own state
     col.feed(_stream(kept + head))
     assert col._fast_rx is not None and col._fast == b"b.py\0"
+
+
+def _files(col: GrepCollector, data: bytes, step: int, plain: bool) -> list[tuple]:
+    """What the grep tool shows of each file (its rows, as it renders plain files and lines) and its
+    hits. Which files are plain may differ with how the output came in; the rows may not."""
+    for i in range(0, len(data), step):
+        col.feed(data[i : i + step])
+    out = []
+    for f in col.finish(plain=plain):
+        assert plain or f.plain is None
+        rows = [f"{f.path}:{body}" for body in f.plain or ()]
+        rows += [f"{f.path}:{ln.number}:{ln.text}" for ln in f.lines]
+        out.append((f.key, f.hits, rows, [ln.capped for ln in f.lines if ln.capped]))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_short_output_read_at_once_is_what_the_stream_reads(seed: int) -> None:
+    """The common output (UTF-8 hit records, no CR, short lines, each file's records together) is
+    read at once when short: the same files, lines, plain rows and counts as the stream gives, the
+    cap crossed in the middle of a file or at its end; anything else is read as the stream is."""
+    rnd = random.Random(seed)
+    texts = ["def get_x(self):", "", "a:b:c", "caf\u00e9 \U0001f600", "x" * (CAP_UNITS // 2 - 6), "NUL\x00in"]
+    records = []
+    for i in rnd.sample(range(500), rnd.randint(1, 60)):  # walk order, not path order
+        path = rnd.choice(["src/", "tests/", "é/", "a b/", "c:d/"]) + f"f{i}.py"
+        for n in sorted(rnd.sample(range(1, 9999), rnd.choice([1, 2, 5, 30]))):
+            records.append((path.encode(), n, rnd.choice(texts).encode()))
+    data = _stream(records)
+    for cap in (1, 7, len(records) - 1, len(records), 1000):
+        for plain in (True, False):
+            stream = GrepCollector(cap=max(cap, 1), whole_bytes=0)
+            at_once = GrepCollector(cap=max(cap, 1))
+            step = rnd.choice([13, 4096, len(data)])
+            assert _files(at_once, data, step, plain) == _files(stream, data, step, plain), (cap, plain)
+            assert at_once.read_at_once and not stream.read_at_once
+            a, b = at_once, stream
+            assert (a.total_hits, a.shown_hits, a.drops.facts()) == (b.total_hits, b.shown_hits, b.drops.facts())
+    # not the common form: read as the stream reads it, with the same result
+    for extra in (
+        b"z.py\x001:crlf\r\n",
+        b"z.py\x001:\xff\n",
+        b"z.py\x00007:leading zero\n",
+        b'z.bin: binary file matches (found "\\0" byte around offset 3)\n',
+        b"z\ny.py\x001:a newline in the name\n",
+        b"z.py\x001:" + b"w" * (CAP_UNITS // 2 + 1) + b"\n",
+        data.split(b"\0", 1)[0] + b"\x0099999:later\n",  # its first file printed again, in a second piece
+        b"z.py\x001:no newline at the end",
+    ):
+        stream, at_once = GrepCollector(cap=1000, whole_bytes=0), GrepCollector(cap=1000)
+        assert _files(at_once, data + extra, 4096, True) == _files(stream, data + extra, 4096, True), extra
+        assert not at_once.read_at_once and at_once.total_hits == stream.total_hits
+    # past the bound, what was kept is read as the stream, then the rest as it comes
+    small = GrepCollector(cap=1000, whole_bytes=len(data) // 2)
+    assert _files(small, data, 64, True) == _files(GrepCollector(cap=1000, whole_bytes=0), data, 64, True)
+    assert not small.read_at_once

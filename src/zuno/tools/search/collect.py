@@ -10,6 +10,7 @@ rest are counted. A record over ``limits.RG_RECORD_MAX_BYTES`` is skipped withou
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import operator
 import re
@@ -33,6 +34,15 @@ _HIT_FIELDS = re.compile(r"^[^\x00\n]*\x00([0-9]+):(.*)$", re.M)
 _RAW_BYTES_PER_HIT = 512
 # A hit line of at most this many characters is at most 2000 UTF-16 units: never capped.
 _NEVER_CAPPED_CHARS = limits.MATCH_LINE_MAX_UTF16 // 2
+# Without context, rg's output is only kept (not read) while it is at most this long: a search that
+# prints little is then read once it ended, by one decode and one findall (GrepCollector._read_whole),
+# instead of record by record while rg's threads run. Past it, what was kept is read as the stream
+# is, and the rest as it comes: memory stays bounded, and the reading serial after rg stays short.
+WHOLE_OUTPUT_BYTES = 256 * 1024
+# One hit record of rg's as a whole line: path, NUL, then the body ``number:text`` (the form a
+# plain file keeps). The number as rg writes it: no leading zero.
+_WHOLE_RECORD = re.compile(r"^([^\x00\n]*)\x00([1-9][0-9]*:.*)$", re.M)
+_PATH = operator.itemgetter(0)
 
 
 def _hit_run_regex(cap: int) -> re.Pattern[bytes]:
@@ -226,9 +236,14 @@ class GrepCollector:
     the first ``cap`` hits in path order and counts the rest, so memory stays bounded however many
     lines match."""
 
-    def __init__(self, cap: int, context: int = 0) -> None:
+    def __init__(self, cap: int, context: int = 0, *, whole_bytes: int = WHOLE_OUTPUT_BYTES) -> None:
         self.cap = cap
         self.context = context
+        # The output kept unread while it is short (see WHOLE_OUTPUT_BYTES), without context; None
+        # once it is read as a stream.
+        self._whole: list[bytes] | None = [] if not context and whole_bytes > 0 else None
+        self._whole_room = whole_bytes
+        self.read_at_once = False  # finish() read the output kept whole (facts for tests and benches)
         self.drops = Drops()
         self.total_hits = 0
         self.shown_hits = 0
@@ -252,6 +267,18 @@ class GrepCollector:
     # -- streaming ---------------------------------------------------------------------------
 
     def feed(self, chunk: bytes) -> None:
+        whole = self._whole
+        if whole is not None:
+            if len(chunk) <= self._whole_room:
+                whole.append(chunk)
+                self._whole_room -= len(chunk)
+                return
+            self._whole = None  # too long to keep: read as a stream from here, what was kept first
+            for kept in whole:
+                self._feed(kept)
+        self._feed(chunk)
+
+    def _feed(self, chunk: bytes) -> None:
         if self._skipping:
             i = chunk.find(b"\n")
             if i < 0:
@@ -469,8 +496,16 @@ class GrepCollector:
         """The files that hold the first ``cap`` hits, in path order, their lines in line order.
         With ``plain``, a file whose kept records are all plain (see ``FileHits.plain``) keeps them
         as ``number:text`` strings instead of lines."""
+        whole = self._whole
+        if whole is not None:
+            self._whole = None
+            data = b"".join(whole)
+            files = self._read_whole(data, plain)
+            if files is not None:
+                return files
+            self._feed(data)  # not the common form: read as the stream would have been
         if self._pending:
-            self.feed(b"\n")
+            self._feed(b"\n")
         self._close()
         # The files shown read their kept raw records now, all of them with one decode and one findall.
         left = self.cap
@@ -521,4 +556,56 @@ class GrepCollector:
             shown += f.hits
         self.shown_hits = shown
         self.drops.over_cap = self.total_hits - shown - self.drops.unnameable
+        return out
+
+    def _read_whole(self, data: bytes, plain: bool) -> list[FileHits] | None:
+        """finish() of an output kept whole, read at once: the same files, hits and counts the
+        stream gives, when every line is a hit record of a nameable path, in UTF-8, without a CR,
+        short enough never to be cut, each file's records together. None when it is not so (the
+        caller reads it as the stream): a binary notice, a name with a newline, text that is not
+        UTF-8, a CR, a long line, a file printed in two pieces."""
+        if not data:
+            return []
+        try:
+            s = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if not s.endswith("\n") or "\r" in s:
+            return None
+        records = _WHOLE_RECORD.findall(s)
+        if len(records) != s.count("\n"):
+            return None
+        _, bodies_all = zip(*records, strict=True)
+        if max(map(len, bodies_all)) > _NEVER_CAPPED_CHARS:
+            return None
+        runs = [(path, [body for _, body in run]) for path, run in itertools.groupby(records, _PATH)]
+        if len(runs) > 1:
+            runs.sort(key=_PATH)  # by code point: the byte order of UTF-8, as the stream's keys
+            if any(a[0] == b[0] for a, b in itertools.pairwise(runs)):
+                return None
+        out: list[FileHits] = []
+        left = self.cap
+        for path, bodies in runs:
+            if left <= 0:
+                break
+            f = FileHits(path.encode("utf-8"), path)
+            if len(bodies) > left:  # the file the cap cuts keeps lines, its first hits
+                bodies = bodies[:left]
+                plain_here = False
+            else:
+                plain_here = plain
+            if plain_here:
+                f.plain = bodies
+            else:
+                for body in bodies:
+                    number, _, text = body.partition(":")
+                    f.lines.append(Line(int(number), True, text, False))
+            f.hits = len(bodies)
+            f.last_hit = int(bodies[-1].partition(":")[0])
+            out.append(f)
+            left -= f.hits
+        self.total_hits = len(records)
+        self.shown_hits = sum(f.hits for f in out)
+        self.drops.over_cap = self.total_hits - self.shown_hits
+        self.read_at_once = True
         return out
