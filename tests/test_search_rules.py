@@ -345,3 +345,39 @@ async def test_rules_over_a_granted_directory_apply_to_its_absolute_paths(tmp_pa
         _assert_nothing_secret(r)
         assert "TOKEN e" not in r.text and "x.env" not in "\n".join(_rows(r))
         assert r.metadata["leftOutByRules"] == rules
+
+
+@pytest.mark.parametrize("grep", [True, False])
+def test_the_filter_by_path_holds_wherever_rgs_output_is_split(tmp_path: Path, grep: bool) -> None:
+    """rg's output reaches the filter in pieces cut anywhere: a record split across them, a path
+    holding a newline, a named binary file's notice; what passes is exactly the records of the
+    paths no rule covers, whatever the cuts."""
+    import random
+    import re
+    from fnmatch import translate
+
+    from zuno.config import PermissionRule
+    from zuno.tools.search.rules import RuleFilter, RuleScope, _literal, _Rule
+    from zuno.workspace import Workspace
+
+    ws = Workspace(tmp_path)
+    rule = PermissionRule(tool="read", pattern="s[e]cret/*", action="deny")
+    scope = RuleScope(ws, lambda rel: rel)
+    scope.filtered.append(_Rule(rule, re.compile(translate("s[e]cret/*")), (), _literal("s[e]cret/*", str(ws.root))))
+    paths = [b"a.txt", b"secret/k", b"new\nline", b"secret/new\nline", b"z\xff", b"secret/\xff", b"zz"]
+    if grep:
+        records = [p + b"\0" + f"{n}:{'x' * n}\n".encode() for p in paths for n in (1, 2)]
+        records.insert(3, b'named.bin: binary file matches (found "\\0" byte around offset 9)\n')
+    else:
+        records = [p + b"\0" for p in paths]
+    data = b"".join(records)
+    expected = b"".join(r for r in records if not (r.startswith(b"secret/")))
+    rnd = random.Random(7)
+    for _ in range(200):
+        got: list[bytes] = []
+        flt = RuleFilter(scope, got.append, grep=grep)
+        cuts = sorted(rnd.sample(range(1, len(data)), rnd.randint(0, 12)))
+        for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True):
+            flt.feed(data[a:b])
+        flt.finish()
+        assert b"".join(got) == expected, cuts
