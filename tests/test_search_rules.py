@@ -381,3 +381,25 @@ def test_the_filter_by_path_holds_wherever_rgs_output_is_split(tmp_path: Path, g
             flt.feed(data[a:b])
         flt.finish()
         assert b"".join(got) == expected, cuts
+
+
+def test_the_last_check_matches_a_shown_path_where_it_resolves(workspace: Path) -> None:
+    """rg follows no link, but a directory it has entered can be swapped for a link into secret/
+    while it walks (inside the workspace, where rg may read): the shown paths are matched where they
+    lead as well, so such a path is not shown."""
+    import re
+    from fnmatch import translate
+
+    from zuno.config import PermissionRule
+    from zuno.tools.search.rules import RuleScope, _Rule
+    from zuno.workspace import Workspace
+
+    _layout(workspace)
+    os.symlink("secret", workspace / "swapped")  # as a walked directory would be after the swap
+    ws = Workspace(workspace)
+    rule = PermissionRule(tool="read", pattern="secret/**", action="deny")
+    scope = RuleScope(ws, lambda rel: rel)
+    scope.pruned.append(_Rule(rule, re.compile(translate("secret/**"))))
+    shown = ["pub/ok.txt", "swapped/key.txt", "swapped/deep/k2", "loop/pub/ok.txt", "loop/secret/key.txt"]
+    assert scope.keep_paths(shown) == ["pub/ok.txt", "loop/pub/ok.txt"]
+    assert scope.note().startswith(LEFT_OUT)

@@ -90,6 +90,7 @@ class RuleScope:
     globs: list[str] = field(default_factory=list)  # rg arguments: the subtrees not entered
     pruned: list[_Rule] = field(default_factory=list)  # given to rg as globs (or nothing of them is searched)
     filtered: list[_Rule] = field(default_factory=list)  # applied to rg's output by path
+    _real: dict[str, str] = field(default_factory=dict)  # a directory's realpath (covers)
 
     def forms(self, display: str) -> tuple[str, ...]:
         if display.startswith("/"):
@@ -97,14 +98,29 @@ class RuleScope:
         root = str(self.workspace.root)
         return (display, (root.rstrip("/") + "/" + display) if display != "." else root)
 
-    def covers(self, display: str, *, mark: bool = True) -> bool:
-        """Whether a path as shown is left out: a rule (pruned or filtered) covers it."""
+    def covers(self, display: str, *, resolve: bool = True) -> bool:
+        """Whether a path as shown is left out: a rule (pruned or filtered) covers it, as shown or
+        (``resolve``) where it resolves now. rg follows no link, so a found path is where the file
+        is, unless a directory on it was swapped for a link while rg walked: this last check of
+        what is shown matches that path where it leads as well."""
+        out = self._covers(display)
+        if resolve:
+            absolute = self.forms(display)[-1]
+            parent, _, name = absolute.rpartition("/")
+            real_parent = self._real.get(parent)
+            if real_parent is None:  # one realpath per directory of the listing
+                real_parent = self._real[parent] = os.path.realpath(parent or "/")
+            if real_parent != parent:
+                real = real_parent.rstrip("/") + "/" + name
+                out = self._covers(self.workspace.display(Path(real))) or out
+        return out
+
+    def _covers(self, display: str) -> bool:
         forms = self.forms(display)
         out = False
         for r in (*self.pruned, *self.filtered):
             if r.covers(forms):
-                if mark:
-                    r.hit = True
+                r.hit = True
                 out = True
         return out
 
