@@ -126,8 +126,20 @@ async def _ask_on_terminal(request: ApprovalRequest) -> bool | None:
 Subject = str | tuple[str, ...] | None
 
 
+# A search reads the files it searches: the rules for read apply to glob and grep as well, to the
+# directory a call searches (here) and to every path it finds (tools/search/rules.py), so a read rule
+# over ``secret/**`` keeps the names and the lines of the files below ``secret/`` from the model.
+SEARCHES_THAT_READ = frozenset({"glob", "grep"})
+
+
+def rule_applies(rule: PermissionRule, tool: str) -> bool:
+    """Whether ``rule`` is one of ``tool``'s: its ``tool`` names it, or it is a read rule and ``tool``
+    searches (``SEARCHES_THAT_READ``)."""
+    return fnmatchcase(tool, rule.tool) or (tool in SEARCHES_THAT_READ and fnmatchcase("read", rule.tool))
+
+
 def _matches(rule: PermissionRule, tool: str, subject: Subject) -> bool:
-    if not fnmatchcase(tool, rule.tool):
+    if not rule_applies(rule, tool):
         return False
     if rule.pattern is None:
         return True

@@ -31,6 +31,8 @@ from zuno.tools.search.rg import (
     unreadable_roots,
 )
 from zuno.tools.search.rg_discovery import Rg, RgLocator, shared_rg_env
+from zuno.tools.search.rules import RuleScope, check_root, root_forms, scope_for
+from zuno.workspace import Workspace
 
 # Never searched unless named as the search path: git's object store and Zuno's own state folder.
 EXCLUDED_DIRS = (".git", ".zuno")
@@ -346,6 +348,28 @@ def exclusion_globs() -> list[str]:
     for d in EXCLUDED_DIRS:
         out += ["--glob", f"!{d}"]
     return out
+
+
+def rule_scope(ctx: ToolContext, roots: list[Path], the_plan: Plan, field: str) -> RuleScope | None:
+    """The permission rules over what this search finds (``rules``), or None without any; a search
+    path a rule covers as a whole (a rule over what lies below a directory) is refused here."""
+    if not ctx.config.permission.rules:
+        return None
+    for r in roots:
+        check_root(ctx, r, field)
+    return scope_for(ctx, roots, the_plan.cwd, the_plan.prefix, the_plan.display)
+
+
+def search_subject_forms(forms: tuple[str, ...], workspace: Workspace, raws: tuple[str, ...]) -> tuple[str, ...]:
+    """A search's subject forms (``Tool.subject_forms``), the forms of the directory searched when no
+    path is given (the root: what an approval of the call covers), and for each directory searched
+    its ``dir/`` forms (``rules.root_forms``): a rule over ``secret/**`` matches a search of ``secret``."""
+    more: list[str] = []
+    for raw in raws:
+        if not forms:
+            more += workspace.subject_forms(raw)
+        more += root_forms(workspace, raw)
+    return tuple(dict.fromkeys((*forms, *more))) if more else forms
 
 
 def common_flags(ctx: ToolContext) -> list[str]:

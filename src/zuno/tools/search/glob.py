@@ -20,9 +20,12 @@ from zuno.tools.search.base import (
     plan,
     resolve_roots,
     rg_facts,
+    rule_scope,
+    search_subject_forms,
 )
 from zuno.tools.search.collect import Drops
 from zuno.tools.search.glob_collect import GlobCollector, glob_listing
+from zuno.workspace import Workspace
 
 
 class GlobArgs(ToolArgs):
@@ -61,6 +64,10 @@ class GlobTool(Tool):
         unknown fields) has no other subject field, without its failed attribute lookups."""
         return args.path if isinstance(args, GlobArgs) else super().subject(args)
 
+    def subject_forms(self, args: ToolArgs, workspace: Workspace) -> tuple[str, ...]:
+        path = args.path if isinstance(args, GlobArgs) else None
+        return search_subject_forms(super().subject_forms(args, workspace), workspace, (path or ".",))
+
     async def run(self, ctx: ToolContext, args: GlobArgs) -> ToolOutput:
         check_glob("pattern", args.pattern)
         roots = resolve_roots(ctx, [args.path or "."], "path", dirs_only=True)
@@ -77,11 +84,20 @@ class GlobTool(Tool):
         paths_args = the_plan.args
         if paths_args == ["."]:
             paths_args, the_plan.strip_dot = [], False
-        argv = [*common_flags(ctx), "--files", *filter_args([pattern]), *exclusion_globs(), "--", *paths_args]
+        argv = [*common_flags(ctx), "--files", *filter_args([pattern]), *exclusion_globs()]
+        # Permission rules over what is found (none: nothing is done): subtrees rg does not enter,
+        # and a filter by path of the rest before it is counted.
+        scope = rule_scope(ctx, roots, the_plan, "path")
+        flt = scope.glob_filter(col.feed) if scope is not None else None
+        if scope is not None:
+            argv += scope.globs
+        argv += ["--", *paths_args]
         check_exec(rg, argv, {"pattern": [args.pattern], "path": the_plan.args})
-        res = await execute(ctx, rg, argv, the_plan, col.feed)
+        res = await execute(ctx, rg, argv, the_plan, col.feed if flt is None else flt.feed)
         if isinstance(res, ToolOutput):
             return res
+        if flt is not None:
+            flt.finish()
         joined = col.finish_joined()
         failed = check_failure(
             res,
@@ -96,14 +112,26 @@ class GlobTool(Tool):
         # The paths are displayed, split and listed from one joined text (no NUL is in a path).
         joined = the_plan.display_joined(joined) if joined else ""
         shown = joined.split("\0") if joined else []
-        note = truncation_note(col.drops, len(shown), col.total, "paths", "Narrow the pattern or the path.")
+        total = col.total
+        rules_note = ""
+        if scope is not None:
+            kept = scope.keep_paths(shown)
+            if len(kept) != len(shown):  # the last layer: a path a translated rule should have left out
+                total -= len(shown) - len(kept)
+                shown = kept
+                joined = "\0".join(kept)
+            rules_note = scope.note()
+        note = truncation_note(col.drops, len(shown), total, "paths", "Narrow the pattern or the path.")
         metadata = {
             "paths": shown,
             "count": len(shown),
-            "total": col.total,
+            "total": total,
             "truncated": col.drops.any,
             "dropped": col.drops.facts(),
             "rg": rg_facts(rg, res),
         }
+        if rules_note:
+            metadata["leftOutByRules"] = scope.facts() if scope is not None else []
+            note = f"{note}\n{rules_note}" if note else rules_note
         body = glob_listing(joined, shown) if shown else NO_FILES
         return ToolOutput(text=body, tail=note, metadata=metadata)

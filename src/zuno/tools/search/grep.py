@@ -26,11 +26,15 @@ from zuno.tools.search.base import (
     plan,
     resolve_roots,
     rg_facts,
+    rule_scope,
+    search_subject_forms,
 )
 from zuno.tools.search.collect import FileHits, GrepCollector, quote_path
 from zuno.tools.search.glob import truncation_note
 from zuno.tools.search.rg import RgResult, pattern_error
 from zuno.tools.search.rg_discovery import Rg
+from zuno.tools.search.rules import RuleScope
+from zuno.workspace import Workspace
 
 _PATTERN_HELP = "Rust regex (ripgrep), case-sensitive unless (?i); escape ( [ { . * + ? | \\ for literals"
 
@@ -74,7 +78,7 @@ async def _search(
     context: int,
     *,
     plain: bool = False,
-) -> tuple[Rg, GrepCollector, list[FileHits], RgResult] | ToolOutput:
+) -> tuple[Rg, GrepCollector, list[FileHits], RgResult, RuleScope | None] | ToolOutput:
     check_text("pattern", pattern, regex=True)
     for g in includes:
         check_glob(include_field, g, path_field)
@@ -92,9 +96,16 @@ async def _search(
     if context:
         argv += ["--context", str(context)]
     argv += filter_args(includes)
-    argv += [*exclusion_globs(), "--regexp", pattern, "--", *the_plan.args]
+    argv += exclusion_globs()
+    # Permission rules over what is found (none: nothing is done): subtrees rg does not enter, and
+    # a filter by path of the rest before it is counted.
+    scope = rule_scope(ctx, roots, the_plan, path_field)
+    if scope is not None:
+        argv += scope.globs
+    argv += ["--regexp", pattern, "--", *the_plan.args]
     check_exec(rg, argv, {"pattern": [pattern], include_field: includes, path_field: the_plan.args})
-    res = await execute(ctx, rg, argv, the_plan, col.feed)
+    flt = scope.grep_filter(col.feed) if scope is not None else None
+    res = await execute(ctx, rg, argv, the_plan, col.feed if flt is None else flt.feed)
     if isinstance(res, ToolOutput):
         return res
     if res.returncode == 2 and _names_cr(res.stderr):
@@ -102,9 +113,12 @@ async def _search(
         # where "\r" is part of the line terminator: it is searched as rg searches by default.
         argv.remove("--crlf")
         col = GrepCollector(ctx.config.search.grep_max_hits, context)
-        res = await execute(ctx, rg, argv, the_plan, col.feed)
+        flt = scope.grep_filter(col.feed) if scope is not None else None
+        res = await execute(ctx, rg, argv, the_plan, col.feed if flt is None else flt.feed)
         if isinstance(res, ToolOutput):
             return res
+    if flt is not None:
+        flt.finish()
     files = col.finish(plain=plain)
     failed = check_failure(
         res,
@@ -118,7 +132,22 @@ async def _search(
         return failed
     for f in files:
         f.path = the_plan.display(f.path)
-    return rg, col, files, res
+    if scope is not None:
+        kept = [f for f in files if not scope.covers(f.path)]
+        if len(kept) != len(files):  # the last layer: a file a translated rule should have left out
+            col.total_hits -= sum(f.hits for f in files if f not in kept)
+            files = kept
+    return rg, col, files, res, scope
+
+
+def _rules_note(scope: RuleScope | None, meta: dict[str, Any]) -> str:
+    """The status line saying permission rules left paths out (and ``metadata.leftOutByRules``)."""
+    if scope is None:
+        return ""
+    note = scope.note()
+    if note:
+        meta["leftOutByRules"] = scope.facts()
+    return note
 
 
 def _metadata(rg: Rg, res: RgResult, col: GrepCollector, files: list[FileHits]) -> dict[str, Any]:
@@ -161,6 +190,10 @@ class GrepTool(Tool):
     Args = GrepArgs
     declarations = READ_ONLY_PARALLEL
 
+    def subject_forms(self, args: ToolArgs, workspace: Workspace) -> tuple[str, ...]:
+        path = getattr(args, "path", None)
+        return search_subject_forms(super().subject_forms(args, workspace), workspace, (path or ".",))
+
     async def run(self, ctx: ToolContext, args: GrepArgs) -> ToolOutput:
         found = await _search(
             ctx,
@@ -174,7 +207,7 @@ class GrepTool(Tool):
         )
         if isinstance(found, ToolOutput):
             return found
-        rg, col, files, res = found
+        rg, col, files, res, scope = found
         meta = _metadata(rg, res, col, files)
         rows: list[str] = []
         for f in files:
@@ -185,7 +218,8 @@ class GrepTool(Tool):
         note = truncation_note(
             col.drops, meta["matches"], col.total_hits, "matches", "Narrow the pattern, the path or the include glob."
         )
-        tail = "\n".join(x for x in (_capped_note(meta["linesCapped"], col.drops.binary), note) if x)
+        ruled = _rules_note(scope, meta)
+        tail = "\n".join(x for x in (_capped_note(meta["linesCapped"], col.drops.binary), note, ruled) if x)
         return ToolOutput(text="\n".join(rows) if rows else _nothing(col), tail=tail, metadata=meta)
 
 
@@ -206,6 +240,10 @@ class ChordGrepTool(Tool):
     def subject_paths(self, args: ToolArgs) -> tuple[str, ...]:
         return tuple(getattr(args, "paths", None) or ())
 
+    def subject_forms(self, args: ToolArgs, workspace: Workspace) -> tuple[str, ...]:
+        roots = self.subject_paths(args) or (".",)
+        return search_subject_forms(super().subject_forms(args, workspace), workspace, roots)
+
     async def run(self, ctx: ToolContext, args: ChordGrepArgs) -> ToolOutput:
         asked = args.context_lines if args.context_lines is not None else limits.CHORD_CONTEXT_DEFAULT
         context = min(asked, limits.CHORD_CONTEXT_MAX)
@@ -218,7 +256,7 @@ class ChordGrepTool(Tool):
         found = await _search(ctx, args.pattern, list(args.paths or ["."]), "paths", includes, "includes", context)
         if isinstance(found, ToolOutput):
             return found
-        rg, col, files, res = found
+        rg, col, files, res, scope = found
         meta = _metadata(rg, res, col, files)
         meta["contextLines"] = context
         if asked > context:
@@ -232,5 +270,8 @@ class ChordGrepTool(Tool):
         note = truncation_note(
             col.drops, meta["matches"], col.total_hits, "matches", "Narrow the pattern, the paths or the includes."
         )
-        tail = "\n".join(x for x in (_capped_note(meta["linesCapped"], col.drops.binary), r.closing, note) if x)
+        ruled = _rules_note(scope, meta)
+        tail = "\n".join(
+            x for x in (_capped_note(meta["linesCapped"], col.drops.binary), r.closing, note, ruled) if x
+        )
         return ToolOutput(text="\n".join(r.lines) if r.lines else _nothing(col), head=head, tail=tail, metadata=meta)
