@@ -75,8 +75,8 @@ def cut_text(holders: list[Any]) -> str:
     if holders:
         names = ", ".join(f"{pid} ({name})" for pid, name in holders)
         who = f"process{'es' if len(holders) > 1 else ''} {names}, which left the job's process group,"
-    else:
-        who = "a process that left the job's process group (setsid)"
+    else:  # none could be looked up (a session's end stopping a job whose members did not all exit)
+        who = "a process"
     return (
         f"its output is final as recorded: {who} still held it open when the job ended. Zuno stopped reading "
         "and closed its end of the pipe, so what such a process writes there now fails (EPIPE / SIGPIPE) and "
