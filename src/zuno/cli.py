@@ -389,7 +389,7 @@ def _run_parsed(argv: list[str] | None, startup: StartupCollection) -> int:
         return int(args.func(args))
     except _usage_errors() as e:
         print(f"zuno: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_NOT_OK if getattr(e, "ran", False) else EXIT_USAGE  # ran: a locked store, mid-call
     except sqlite3.Error as e:
         where = getattr(args, "db", None) or os.environ.get("ZUNO_DB") or "the store"
         print(f"zuno: {where} cannot be used ({e}). Check the file, or name another with --db.", file=sys.stderr)

@@ -408,7 +408,8 @@ class Session:
             await self.services.aclose()
         finally:
             if self.id:
-                self.runtime.store.add_event(self.id, "session-closed", {})
+                with self.runtime.store.best_effort():  # a locked store skips it (the lock is reported)
+                    self.runtime.store.add_event(self.id, "session-closed", {})
                 self.runtime.store.release_session(self.id)
 
     async def __aenter__(self) -> Session:

@@ -25,6 +25,9 @@ already used part of it) and stops the whole group with reason "timeout".
 A job is active until its whole process group has exited, not just the command's own process.
 Its deadline, ``bg cancel`` / ``job_kill`` and the end of the session (``aclose``, reason
 "session-end") stop the group. Processes that left the group (setsid/setpgid) are not tracked.
+A job's output is final when it ends: the capture is sealed (``RunningCommand.seal``), so a process
+that left the group and still holds the pipe cannot grow the log past the recorded total; it gets
+EPIPE / SIGPIPE, and the job's end names it (``capture_cut``, ``status.cut_text``).
 
 Completion is delivered exactly once through one durable owner, the job's row in ``jobs``:
 when the group has exited the completion is queued as a notice for the next step (the

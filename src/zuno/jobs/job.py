@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zuno import limits
-from zuno.jobs.status import exit_text, fmt_s
+from zuno.jobs.status import cut_text, exit_text, fmt_s
 from zuno.process import RunningCommand, StopResult
 from zuno.tool import ToolOutput
 
@@ -42,6 +42,10 @@ class Job:
     # job's own exit there); returns the receipt id its completion cites.
     on_end: Callable[[Job], str | None] | None = None
     receipt_id: str | None = None
+    # The capture was cut at the job's end (``RunningCommand.seal``): the processes found still
+    # holding the output open, [(pid, name)] (empty when none could be named); None when not cut.
+    capture_cut: list[tuple[int, str]] | None = None
+    cut_holders: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def log_path(self) -> Path:
@@ -71,6 +75,8 @@ class Job:
         }
         if self.purpose:
             out["backgroundPurpose"] = self.purpose
+        if self.capture_cut is not None:
+            out["outputCut"] = {"holders": [{"pid": p, "name": n} for p, n in self.capture_cut]}
         if self.deadline_at is not None:
             out["deadline_in_s"] = round(self.deadline_at - now, 3)
         if info is not None:
@@ -93,6 +99,8 @@ class Job:
         parts.append(f"elapsed {fmt_s(time.time() - self.started_at)}")
         if self.purpose:
             parts.append(f"backgroundPurpose {self.purpose}")
+        if self.capture_cut is not None:
+            parts.append(cut_text(self.capture_cut))
         return "[status: " + "; ".join(parts) + "]"
 
     def started_output(self, head: str = "") -> ToolOutput:

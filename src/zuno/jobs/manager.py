@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from zuno import limits
 from zuno.jobs.job import Job
-from zuno.jobs.status import PROMOTED_REQUESTED, TERMINAL_BY_REASON, exit_text, label_line, status_of
-from zuno.process import CommandSpec, ExitInfo, RunningCommand, StopResult, start
+from zuno.jobs.status import PROMOTED_REQUESTED, TERMINAL_BY_REASON, cut_text, exit_text, label_line, status_of
+from zuno.process import CommandSpec, ExitInfo, RunningCommand, StopResult, procfs, start
 
 if TYPE_CHECKING:
     from zuno.store import Store
@@ -202,8 +202,9 @@ class JobManager:
                 if await r.wait_group(left):
                     break
             # The group is gone; let the capture finish what members wrote (escapees may hold
-            # the pipe forever, so this is bounded).
-            await r.wait_capture(limits.BACKGROUND_CAPTURE_DRAIN_S)
+            # the pipe forever, so this is bounded: then they are named, and the capture sealed).
+            if not await r.wait_capture(limits.BACKGROUND_CAPTURE_DRAIN_S) and r.pipe_inode:
+                job.cut_holders = await asyncio.to_thread(procfs.pipe_holders, r.pipe_inode, os.getpid())
             if r.exit is None:
                 await r.wait(limits.BACKGROUND_CAPTURE_DRAIN_S)
         finally:
@@ -213,6 +214,10 @@ class JobManager:
         if job.finished.is_set():
             return
         r = job.running
+        # Settled: the output is final from here on, whatever still holds the pipe (a process that
+        # left the group), so the recorded total, the log and every later read agree.
+        if r.seal():
+            job.capture_cut = job.cut_holders
         info = r.exit
         job.status = status_of(info, True) if info is not None else "lost"
         if r.signalled_by and info is not None and not info.killed_by and not info.guard_failed:
@@ -229,7 +234,7 @@ class JobManager:
         now = time.time()
         self.store.execute(
             "UPDATE jobs SET status = ?, returncode = ?, signal = ?, killed_by = ?, guard_diagnostic = ?, "
-            "total_written = ?, exited_at = ?, ended_at = ?, receipt_id = ? WHERE id = ?",
+            "total_written = ?, exited_at = ?, ended_at = ?, receipt_id = ?, capture_cut = ? WHERE id = ?",
             (
                 job.status,
                 info.returncode if info else None,
@@ -240,13 +245,15 @@ class JobManager:
                 r.exited_at,
                 now,
                 job.receipt_id,
+                None if job.capture_cut is None else json.dumps(job.capture_cut),
                 job.id,
             ),
         )
         self.store.add_event(
             self.session_id,
             "job-ended",
-            {"job": job.id, "status": job.status, "exit": exit_text(info), "totalWritten": r.total_written},
+            {"job": job.id, "status": job.status, "exit": exit_text(info), "totalWritten": r.total_written}
+            | ({} if job.capture_cut is None else {"outputCut": [list(h) for h in job.capture_cut]}),
             call_seq=job.call_seq,
         )
         job.finished.set()
@@ -271,6 +278,9 @@ class JobManager:
             + f"; {row['total_written'] or 0} bytes of output in {self.display(Path(row['log_path']))}. "
             f"{self.read_hint(row['id'])}."
         )
+        cut = cut_of(row)
+        if cut is not None:
+            text += f" Note: {cut_text(cut)}."
         if row["receipt_id"]:
             text += f" [verification {row['receipt_id']}]"
         if purpose == "remoteObserver":
@@ -299,6 +309,9 @@ class JobManager:
                 "totalWritten": row["total_written"],
                 "receiptId": row["receipt_id"],
             }
+            cut = cut_of(row)
+            if cut is not None:
+                data["outputCut"] = [list(h) for h in cut]
             cur = db.execute(
                 "INSERT INTO notices (session_id, kind, text, data, created_at) VALUES (?, ?, ?, ?, ?)",
                 (self.session_id, "job_completed", self.completion_text(row), json.dumps(data), time.time()),
@@ -420,3 +433,17 @@ class JobManager:
         )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(job.finished.wait(), limits.BACKGROUND_CAPTURE_DRAIN_S + 1)
+
+
+def cut_of(row: Any) -> list[tuple[int, str]] | None:
+    """A job row's ``capture_cut``: the processes found holding its output at its end, or None."""
+    try:
+        raw = row["capture_cut"]
+    except (IndexError, KeyError):
+        return None
+    if raw is None:
+        return None
+    try:
+        return [(int(p), str(n)) for p, n in json.loads(raw)]
+    except (ValueError, TypeError):
+        return []

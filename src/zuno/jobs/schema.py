@@ -37,4 +37,7 @@ MIGRATIONS = [
     ),
     # The verification receipt of the job's own exit (a shell job): cited by its completion.
     ("0501_jobs_receipt", "ALTER TABLE jobs ADD COLUMN receipt_id TEXT"),
+    # The capture was cut at the job's end: a process that left the group still held the pipe
+    # (JSON: the [pid, name] pairs found holding it; NULL when the output ended by itself).
+    ("0502_jobs_capture_cut", "ALTER TABLE jobs ADD COLUMN capture_cut TEXT"),
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from zuno.process import ExitInfo
 
 PROMOTED_REQUESTED = "run_in_background"
@@ -65,3 +67,19 @@ def label_line(label: str, width: int = 120) -> str:
     first = lines[0] if len(lines[0]) <= width else lines[0][: width - 1] + "…"
     more = len(lines) - 1
     return first + (f" … (+{more} line{'s' if more > 1 else ''})" if more else "")
+
+
+def cut_text(holders: list[Any]) -> str:
+    """What a job's output says when its capture was cut at the job's end: which processes (that
+    left its process group) still held the output open, and what became of what they write."""
+    if holders:
+        names = ", ".join(f"{pid} ({name})" for pid, name in holders)
+        who = f"process{'es' if len(holders) > 1 else ''} {names}, which left the job's process group,"
+    else:  # none could be looked up (a session's end stopping a job whose members did not all exit)
+        who = "a process"
+    return (
+        f"its output is final as recorded: {who} still held it open when the job ended. Zuno stopped reading "
+        "and closed its end of the pipe, so what such a process writes there now fails (EPIPE / SIGPIPE) and "
+        "is not kept; a daemon meant to outlive its job needs its output sent to a file of its own "
+        "(> file 2>&1)"
+    )

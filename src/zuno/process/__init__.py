@@ -50,6 +50,9 @@ How it works:
   same start time, same pgid in /proc. A pgid cannot be reused while any member lives, so such a
   member proves the group is still ours. Processes that left the group (setsid/setpgid) are not
   tracked and not stopped.
+* Sealing: ``seal()`` (and ``close()``) make the capture final. What is read after that is dropped
+  and the reader closes its end of the pipe, so an escapee still writing to it gets EPIPE / SIGPIPE
+  and the log stops growing. ``procfs.pipe_holders`` names the processes still holding the pipe.
 """
 
 from __future__ import annotations

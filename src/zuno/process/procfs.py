@@ -55,3 +55,38 @@ def group_exists(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def pipe_holders(inode: int, exclude: int, limit: int = 5) -> list[tuple[int, str]]:
+    """(pid, command name) of up to ``limit`` processes that hold pipe ``inode`` open, other than
+    ``exclude`` (this process, which holds its read end). Processes this user cannot look into are
+    not seen."""
+    target = f"pipe:[{inode}]"
+    found: list[tuple[int, str]] = []
+    try:
+        names = sorted(os.listdir("/proc"), key=lambda n: (len(n), n))
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit() or int(name) == exclude:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{name}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{name}/fd/{fd}") != target:
+                    continue
+            except OSError:
+                continue
+            try:
+                with open(f"/proc/{name}/comm", "rb") as f:
+                    comm = f.read().decode("utf-8", "replace").strip()
+            except OSError:
+                comm = "?"
+            found.append((int(name), comm))
+            break
+        if len(found) >= limit:
+            break
+    return found

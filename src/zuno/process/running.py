@@ -21,6 +21,10 @@ from zuno.process.command import GUARD_DIAG_PREFIX, CommandSpec, ExitInfo, StopR
 from zuno.process.tail import RingTail
 from zuno.windows import Window, _skip_continuations, _utf8_cut, clamp_limit, read_window
 
+# How long the reader waits on its pipes at most between two looks at ``seal``: a sealed capture's
+# pipe is closed within this (what it reads meanwhile is dropped, never kept).
+SEAL_LATENCY_S = 0.5
+
 
 class RunningCommand:
     """One guarded command. Created by ``start``; safe to use from one event loop."""
@@ -48,6 +52,11 @@ class RunningCommand:
         self._capture_error: str | None = None
         self._capture_open = True
         self._closing = False
+        # Sealed: the capture is final (its job settled, or the command was released). Bytes read
+        # after that are dropped and the reader closes its end of the pipe (``seal``).
+        self._sealed = False
+        self._seal_lock = threading.Lock()
+        self.pipe_inode = 0  # the capture pipe's inode (what a process still holding it shows in /proc)
         self._spawned = asyncio.Event()
         self._exited = asyncio.Event()
         self._group_event = asyncio.Event()
@@ -272,8 +281,21 @@ class RunningCommand:
             if not self._capture_open:  # no read can be filling the ring: give its pages back now
                 self._tail.release_pages()
 
+    def seal(self) -> bool:
+        """Make the capture final now: ``total_written``, the memory tail and the log file keep what
+        they hold at this moment, whatever still writes to the pipe. The reader drops what it reads
+        after this and closes its end of the pipe (within ``SEAL_LATENCY_S``), so a
+        process that left the group (setsid) and still writes there gets EPIPE / SIGPIPE instead of
+        growing a finished command's log without end. True when the pipe was still open (some
+        process held its write end). Idempotent."""
+        with self._seal_lock:
+            self._sealed = True
+            return self._capture_open
+
     async def close(self) -> None:
-        """Release the reader (after the group is gone or stopped). Idempotent."""
+        """Release the reader (after the group is gone or stopped): the capture is sealed
+        (``seal``). Idempotent."""
+        self.seal()
         self._closing = True
         if self._thread is not None and self._thread.is_alive():
             await asyncio.to_thread(self._thread.join, 2.0)
@@ -318,12 +340,15 @@ class RunningCommand:
                     break
                 got += n
             if got:
-                self._log(tail.views(tail.end, tail.end + got))
-                with self._lock:
-                    tail.commit(got)
-                    self._total += got
-                    self._last_output_at = time.time()
-                    notify = self._want_output
+                with self._seal_lock:
+                    if self._sealed:  # read after the capture was made final: not kept
+                        return False
+                    self._log(tail.views(tail.end, tail.end + got))
+                    with self._lock:
+                        tail.commit(got)
+                        self._total += got
+                        self._last_output_at = time.time()
+                        notify = self._want_output
                 if notify:
                     self._call(self._notify_output)
                 taken += got
@@ -405,17 +430,31 @@ class RunningCommand:
         sel.register(status_fd, selectors.EVENT_READ, "status")
         pending = b""
         status_open = True
+        with contextlib.suppress(OSError):
+            self.pipe_inode = os.fstat(cap_fd).st_ino
+
+        cap_closed = False
+
+        def end_capture() -> None:
+            nonlocal cap_closed
+            self._capture_ended()
+            sel.unregister(cap_fd)
+            with contextlib.suppress(OSError):  # a writer still holding the pipe gets EPIPE / SIGPIPE
+                os.close(cap_fd)
+            cap_closed = True
+            self._call(self._capture_done.set)
+            self._call(self._notify_output)
 
         def drain(budget: int | None = None) -> None:
             if self._capture_open and not self._capture(cap_fd, budget):
-                self._capture_ended()
-                sel.unregister(cap_fd)
-                self._call(self._capture_done.set)
-                self._call(self._notify_output)
+                end_capture()
 
         try:
             while self._capture_open or status_open:
-                for key, _ in sel.select(timeout=0.5):
+                if self._sealed and self._capture_open:
+                    end_capture()
+                    continue
+                for key, _ in sel.select(timeout=SEAL_LATENCY_S):
                     if key.data == "cap":
                         # A budget, so a group member that keeps the pipe full cannot keep the status
                         # pipe (the leader's exit, the group's end) from being read.
@@ -441,7 +480,7 @@ class RunningCommand:
             if self._capture_open:
                 self._capture_ended()
                 self._call(self._capture_done.set)
-            for fd in (cap_fd, status_fd, self._log_fd):
+            for fd in (status_fd, self._log_fd) if cap_closed else (cap_fd, status_fd, self._log_fd):
                 with contextlib.suppress(OSError):
                     os.close(fd)
 

@@ -33,6 +33,7 @@ from zuno.store.calls import INSERT_EVENT, CallEntry, dumps
 from zuno.store.connection import (
     WAL_AUTOCHECKPOINT_PAGES,
     WAL_SIZE_LIMIT_BYTES,
+    StoreLocked,
     applied_migrations,
     checkpoint_and_close,
     open_db,
@@ -61,6 +62,7 @@ __all__ = [  # the names this module has offered, wherever they live now
     "CallRow",
     "SessionBusy",
     "Store",
+    "StoreLocked",
 ]
 
 
@@ -126,6 +128,14 @@ class Store:
         with self._lock:
             return applied_migrations(self._tx.db)
 
+    @contextmanager
+    def best_effort(self) -> Iterator[None]:
+        """Writes that may be left out (a session's closing event): a store another process keeps
+        locked skips them instead of failing, without a second busy wait when the last statement
+        already found it locked (``Transactions.best_effort``)."""
+        with self._tx.best_effort():
+            yield
+
     def close(self) -> None:
         with self._lock:
             for sid in list(self._tx.held):
@@ -133,8 +143,8 @@ class Store:
             if self.readonly:
                 self._tx.db.close()
                 return
-            if self._tx.pending():
-                with self._tx.begin():
+            if self._tx.pending():  # a step row with no fact of its own, read receipts: may be left out
+                with self._tx.best_effort(), self._tx.begin():
                     pass
             checkpoint_and_close(self._tx.db)
 
@@ -146,7 +156,8 @@ class Store:
         self._sessions.acquire(session_id)
 
     def release_session(self, session_id: str) -> None:
-        self._steps.release(session_id)
+        with self._tx.best_effort():  # sessions.last_step only: the steps rows are the truth
+            self._steps.release(session_id)
         self._sessions.release(session_id, self._forget)
 
     def _forget(self, session_id: str) -> None:
@@ -203,8 +214,12 @@ class Store:
     def next_call_seq(self) -> int:
         """The number of the next call of this process. Numbers are reserved in blocks (one commit
         per CALL_SEQ_BLOCK calls, raising the table's AUTOINCREMENT counter), so another process
-        using this database never takes one of them."""
-        return self._numbers.next_call_seq()
+        using this database never takes one of them. (Only the dispatcher numbers calls, before any
+        call of the run starts: a store another process keeps locked is ``StoreLocked`` saying so.)"""
+        try:
+            return self._numbers.next_call_seq()
+        except StoreLocked as e:
+            raise e.having("No call number could be reserved, so the call was not started: nothing ran.") from None
 
     def next_request_id(self) -> int:
         """The id of the next agent request of this process, reserved as call numbers are: a
@@ -219,8 +234,12 @@ class Store:
     def write_intents(self, entries: list[CallEntry]) -> None:
         """Commit the intent rows (and call-started events) of these Never calls in one transaction,
         with ``synchronous`` at ``intent_synchronous`` (FULL) for that commit: each entry's attempt
-        number is set. Called before any of them starts."""
-        self._calls.write_intents(entries)
+        number is set. Called before any of them starts. A store another process keeps locked is
+        ``StoreLocked``, saying that none of them started."""
+        try:
+            self._calls.write_intents(entries)
+        except StoreLocked as e:
+            raise e.having(_not_started(entries)) from None
 
     def write_settlements(
         self,
@@ -233,8 +252,12 @@ class Store:
         step, in one transaction: one statement for the rows inserted settled, one for the intent
         rows settled, one for all the events. An entry without an intent row is inserted settled.
         ``also``: the caller's writes that ride in the same transaction (see ``StepWrites``), given
-        ``records()`` once every entry has its seq."""
-        self._calls.write_settlements(entries, end_step, also, records)
+        ``records()`` once every entry has its seq. A store another process keeps locked is
+        ``StoreLocked``, saying which calls ran and what their records are now."""
+        try:
+            self._calls.write_settlements(entries, end_step, also, records)
+        except StoreLocked as e:
+            raise _unrecorded(e, entries) from None
 
     def settle_call(
         self,
@@ -347,3 +370,42 @@ class Store:
         with self._lock:
             self._notices.written()  # as every write through ``execute``
             self._receipts.drop(session_id, path)
+
+
+def _names(entries: list[CallEntry]) -> str:
+    shown = [f"{e.call_id} ({e.name})" for e in entries[:3]]
+    more = f" and {len(entries) - 3} more" if len(entries) > 3 else ""
+    return ("call " if len(entries) == 1 else "calls ") + ", ".join(shown) + more
+
+
+def _not_started(entries: list[CallEntry]) -> str:
+    return f"The intent could not be written, so {_names(entries)} {_was(entries)} not started: nothing ran."
+
+
+def _was(entries: list[CallEntry]) -> str:
+    return "was" if len(entries) == 1 else "were"
+
+
+def _unrecorded(e: StoreLocked, entries: list[CallEntry]) -> StoreLocked:
+    """What became of a batch of settlements the lock kept from being written: nothing of it was
+    (the transaction rolled back). A Never call's intent row stays unsettled: the next open of the
+    session settles it as uncertain and never runs it again (at most once). A Safe call's result is
+    not kept (it may be run again by definition); a refused call never ran."""
+    never = [x for x in entries if x.intent_written]
+    safe = [x for x in entries if not x.intent_written and x.kind == "ran"]
+    parts = []
+    if never:
+        parts.append(
+            f"C{_names(never)[1:]} ran, but {'its result' if len(never) == 1 else 'their results'} could not be "
+            f"recorded: {'its' if len(never) == 1 else 'their'} record stays unsettled, and the next open of "
+            "the session settles it as uncertain and never runs it again; inspect what it changed before "
+            "running it again."
+        )
+    if safe:
+        parts.append(
+            f"C{_names(safe)[1:]} ran, but {'its result was' if len(safe) == 1 else 'their results were'} not "
+            "recorded (replay Safe: it may be run again)."
+        )
+    if not parts:
+        parts.append(f"The results of {_names(entries)} (none of which ran) were not recorded.")
+    return e.having(" ".join(parts), ran=bool(never or safe))

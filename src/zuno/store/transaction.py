@@ -17,11 +17,12 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator, Sized
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any, Protocol
 
 from zuno.store.calls import INSERT_EVENT
+from zuno.store.connection import StoreLocked
 
 # What a session's driver keeps in memory of its own writes, so a call needs no query for them
 # (the attempt number of each (tool, arguments), the generation of each read receipt). Entries past
@@ -87,6 +88,18 @@ class Transactions:
             db.execute("COMMIT")
             for r in flushed:
                 r.committed()
+
+    @contextmanager
+    def best_effort(self) -> Iterator[None]:
+        """Writes that may be left out (what closing a session or the store writes): a store another
+        process keeps locked skips them rather than failing the close. When the last statement
+        already found it locked, they try once without waiting (one busy wait was spent on it)."""
+        with self.lock:
+            db = self.db
+            waiting = getattr(db, "waiting", None)
+            quick = waiting(0) if waiting is not None and getattr(db, "locked_out", False) else nullcontext()
+            with quick, suppress(StoreLocked):
+                yield
 
     def pending(self) -> bool:
         for r in self.riders:

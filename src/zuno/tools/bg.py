@@ -31,6 +31,8 @@ from pydantic import Field
 from zuno import limits, safefs
 from zuno.declarations import READ_ONLY_PARALLEL, BlockKind, Effect
 from zuno.jobs import Job, JobManager, exit_text, fmt_s, label_line
+from zuno.jobs.manager import cut_of
+from zuno.jobs.status import cut_text
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.quote import quote
@@ -201,6 +203,10 @@ class BgTool(Tool):
                     " [backgroundPurpose remoteObserver: refresh the remote system's authoritative state before "
                     "claiming the remote work completed]"
                 )
+            cut = job.capture_cut if job is not None else cut_of(row)
+            if cut is not None:
+                meta["outputCut"] = {"holders": [{"pid": p, "name": n} for p, n in cut]}
+                tail += f"\n[{cut_text(cut)}]"
             receipt_id = jobs.receipt_of(facts["taskID"])
             if receipt_id:
                 meta["receiptId"] = receipt_id
