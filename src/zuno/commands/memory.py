@@ -1,7 +1,9 @@
 """``zuno memory``: the workspace's bounded memory, and the explicit accept a review policy waits for.
 
 zuno memory [list] [--json]            entries of every agent, and the pending proposals
-zuno memory accept MP_ID | reject MP_ID
+zuno memory accept MP_ID | reject MP_ID [--json]
+                                       accepting one proposal supersedes the others pending for
+                                       the same key (they are listed, and no longer pending)
 """
 
 from __future__ import annotations
@@ -46,10 +48,23 @@ def _run(args: argparse.Namespace) -> int:
                 if args.json:  # --json is JSON for every op, not only the listing
                     print_json({"proposal": args.proposal, "decision": f"{args.op}ed", **result})
                 elif args.op == "accept":
-                    print(f"accepted {args.proposal}: {result}")
+                    what = "deleted" if result.get("deleted") else f"set, revision {result['revision']}"
+                    print(f"accepted {args.proposal}: memory {result['key']!r} {what}")
+                    if result.get("superseded"):
+                        print(
+                            f"superseded (the same key, no longer pending): {', '.join(result['superseded'])}"
+                        )
                 else:
                     print(f"rejected {args.proposal}")
             except StateRefusal as r:
+                if args.json:
+                    print_json(
+                        {
+                            "proposal": args.proposal,
+                            "decision": None,
+                            "refusal": {"message": r.message, **r.to_metadata()},
+                        }
+                    )
                 print(f"zuno: {r.message} {r.required_action}", file=sys.stderr)
                 return EXIT_NOT_OK
             return EXIT_OK
