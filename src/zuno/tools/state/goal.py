@@ -38,6 +38,9 @@ PauseKind = Literal["user_requested", "waiting_input", "blocked", "no_progress"]
 # The reasons the model may give itself; no_progress is the host's (progress.py) and waiting_input
 # belongs to a required-input request, which binds its own wait.
 ModelPauseKind = Literal["user_requested", "blocked"]
+# The criteria of one Goal, in all: create takes at most this many, and add_criteria may not grow
+# the Goal past it (each add was bounded by itself, so the Goal grew without limit).
+GOAL_MAX_CRITERIA = 50
 
 
 class NewCriterion(ToolArgs):
@@ -58,14 +61,14 @@ class ModelPauseReason(ToolArgs):
 class Create(ToolArgs):
     action: Literal["create"]
     objective: Text = Field(min_length=1, max_length=2000)
-    criteria: list[NewCriterion] = Field(min_length=1, max_length=50)
+    criteria: list[NewCriterion] = Field(min_length=1, max_length=GOAL_MAX_CRITERIA)
     expected_revision: int | None = Field(None, ge=0)
 
 
 class AddCriteria(ToolArgs):
     action: Literal["add_criteria"]
     expected_revision: int = Field(ge=1)
-    criteria: list[NewCriterion] = Field(min_length=1, max_length=50)
+    criteria: list[NewCriterion] = Field(min_length=1, max_length=GOAL_MAX_CRITERIA)
 
 
 # The receipt a shell result shows as "[verification rcp_…]": models copy the whole bracket, or the
@@ -196,6 +199,15 @@ def apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> t
             status=status,
         )
     if a.action == "add_criteria":
+        total = len(body["criteria"]) + len(a.criteria)
+        if total > GOAL_MAX_CRITERIA:
+            raise StateRefusal(
+                "TooManyCriteria",
+                f"the Goal would have {total} criteria; a Goal has at most {GOAL_MAX_CRITERIA}.",
+                "Merge criteria into fewer, broader ones; the steps toward them belong in the Plan or Todos.",
+                criteria=total,
+                limit=GOAL_MAX_CRITERIA,
+            )
         body["criteria"].extend(_criteria(body, a.criteria))
     elif a.action == "satisfy":
         c = next((c for c in body["criteria"] if c["id"] == a.criterion_id), None)

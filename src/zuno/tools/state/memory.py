@@ -85,7 +85,8 @@ MIGRATIONS: list[tuple[str, str]] = [
     ),
 ]
 
-_KEY = re.compile(r"^[A-Za-z0-9_.\-/]{1,100}$")
+# fullmatch, not match with "$": "$" also matches before a trailing newline, so "k\n" was a key.
+_KEY = re.compile(r"[A-Za-z0-9_.\-/]{1,100}")
 
 
 class _Keyed(ToolArgs):
@@ -94,7 +95,7 @@ class _Keyed(ToolArgs):
     @field_validator("key")
     @classmethod
     def _valid(cls, v: str) -> str:
-        if not _KEY.match(v):
+        if not _KEY.fullmatch(v):
             raise ValueError("a memory key is 1-100 characters of letters, digits, '.', '_', '-' and '/'")
         return v
 
