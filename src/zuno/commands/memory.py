@@ -26,6 +26,7 @@ from zuno.cli_support import (
 
 
 def _run(args: argparse.Namespace) -> int:
+    from zuno.tools.state import fits
     from zuno.tools.state.docstore import StateRefusal
     from zuno.tools.state.memory import accept_proposal, proposals, reject_proposal
 
@@ -41,7 +42,8 @@ def _run(args: argparse.Namespace) -> int:
                 return EXIT_USAGE
             try:
                 if args.op == "accept":
-                    result = accept_proposal(rt.store, args.proposal)
+                    limit = fits.budget(rt.config.tool_output.max_bytes, rt.config.tool_output.max_lines)
+                    result = accept_proposal(rt.store, args.proposal, limit)
                 else:
                     reject_proposal(rt.store, args.proposal)
                     result = {}

@@ -20,6 +20,7 @@ from pydantic import Field, RootModel, field_validator
 from zuno import limits
 from zuno.store import Store
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
+from zuno.tools.state import fits
 from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner
 from zuno.tools.state.docstore import StateRefusal
 from zuno.tools.state.plan import agent_of
@@ -128,7 +129,39 @@ def entries(store: Store, root: str, agent: str) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
-def _apply(db: Any, root: str, agent: str, op: str, key: str, content: str | None) -> dict[str, Any]:
+def read_text(listed: list[dict[str, Any]], pending: int) -> str:
+    """What memory_read returns for these entries (and this many waiting proposals)."""
+    data: dict[str, Any] = {"memory": [{k: e[k] for k in ("key", "revision", "content")} for e in listed]}
+    if pending:
+        data["pending_proposals"] = pending
+    return json.dumps(data, ensure_ascii=False, indent=1)
+
+
+def _fit(db: Any, root: str, agent: str, key: str, content: str, budget: tuple[int, int] | None) -> None:
+    """memory_read of every entry, with this one set, still fits the output limits
+    (zuno.tools.state.fits) — counted with the most waiting proposals and revisions of ten digits."""
+    rows = db.execute(
+        "SELECT key, content FROM state_memory WHERE root = ? AND agent = ? ORDER BY key", (root, agent)
+    ).fetchall()
+    now = {r["key"]: r["content"] for r in rows}
+
+    def measured(values: dict[str, str]) -> tuple[int, int]:
+        listed = [{"key": k, "revision": fits.REVISION_ALLOWANCE, "content": v} for k, v in sorted(values.items())]
+        return fits.measure(read_text(listed, limits.MEMORY_MAX_PENDING_PROPOSALS))
+
+    fits.check(
+        "MemoryFull",
+        "memory_read of every entry",
+        measured({**now, key: content}),
+        measured(now) if now else None,
+        budget or fits.budget(),
+        "Delete, merge or shorten entries first: memory is for durable facts, not transcripts.",
+    )
+
+
+def _apply(
+    db: Any, root: str, agent: str, op: str, key: str, content: str | None, budget: tuple[int, int] | None = None
+) -> dict[str, Any]:
     row = db.execute(
         "SELECT revision FROM state_memory WHERE root = ? AND agent = ? AND key = ?", (root, agent, key)
     ).fetchone()
@@ -166,6 +199,7 @@ def _apply(db: Any, root: str, agent: str, op: str, key: str, content: str | Non
             size=total + size,
             limit=limits.MEMORY_MAX_TOTAL_BYTES,
         )
+    _fit(db, root, agent, key, content, budget)
     revision = (int(row[0]) if row else 0) + 1
     db.execute(
         "INSERT INTO state_memory (root, agent, key, content, size, revision, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -274,7 +308,7 @@ def _not_pending(proposal_id: str, p: Any) -> StateRefusal:
     )
 
 
-def accept_proposal(store: Store, proposal_id: str) -> dict[str, Any]:
+def accept_proposal(store: Store, proposal_id: str, budget: tuple[int, int] | None = None) -> dict[str, Any]:
     """Apply a pending proposal (the explicit accept). Every other pending proposal for the same
     key is then superseded (``result["superseded"]`` lists them): one accept decides the key. Raises
     StateRefusal when it is not pending, when the entry changed since it was proposed
@@ -297,7 +331,7 @@ def accept_proposal(store: Store, proposal_id: str) -> dict[str, Any]:
                 baseRevision=base,
                 currentRevision=now_revision,
             )
-        result = _apply(db, p["root"], p["agent"], p["op"], p["key"], p["content"])
+        result = _apply(db, p["root"], p["agent"], p["op"], p["key"], p["content"], budget)
         now = time.time()
         db.execute(
             "UPDATE state_memory_proposals SET status = 'accepted', decided_at = ? WHERE id = ?", (now, proposal_id)
@@ -340,10 +374,7 @@ class MemoryReadTool(ActionTool):
                     "NotFound", f"there is no memory {args.key!r}.", "List the memory (omit key)."
                 ).to_output()
         pending = len(proposals(ctx.store, str(ctx.root), agent_of(ctx)))
-        data: dict[str, Any] = {"memory": [{k: e[k] for k in ("key", "revision", "content")} for e in all_entries]}
-        if pending:
-            data["pending_proposals"] = pending
-        return ToolOutput(text=json.dumps(data, ensure_ascii=False, indent=1), metadata={"entries": len(all_entries)})
+        return ToolOutput(text=read_text(all_entries, pending), metadata={"entries": len(all_entries)})
 
 
 class MemoryUpdateTool(ActionTool):
@@ -382,7 +413,7 @@ class MemoryUpdateTool(ActionTool):
                                                  "sameKey": same_key}},
                 )
             with ctx.store.transaction() as db:
-                result = _apply(db, root, agent, a.action, a.key, content)
+                result = _apply(db, root, agent, a.action, a.key, content, fits.of_config(ctx))
         except StateRefusal as r:
             return r.to_output()
         what = "deleted" if result.get("deleted") else f"set, revision {result['revision']}"

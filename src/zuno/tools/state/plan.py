@@ -16,10 +16,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, RootModel
 
-from zuno import limits
-from zuno.output import count_lines
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
-from zuno.tools.state import docstore
+from zuno.tools.state import docstore, fits
 from zuno.tools.state.actions import (
     MUTATION,
     READ,
@@ -53,11 +51,11 @@ PLAN_MAX_DEPTH = 8
 # a file. Lines: the rendering is compact (render_view: one line per step, two per Plan, the root's
 # opening on the first), so a tree of PLAN_MAX_STEPS steps is at most 3 * 500 lines, under the
 # default max_lines (2000). Bytes: no mutation may grow the rendering past PLAN_VIEW_MAX_BYTES — the
-# default max_bytes less PLAN_HEAD_ALLOWANCE_BYTES for the head line — nor past a lower configured
-# tool_output limit (plan_budget).
-PLAN_HEAD_ALLOWANCE_BYTES = 256
-PLAN_VIEW_MAX_BYTES = limits.DEFAULT_MAX_BYTES - PLAN_HEAD_ALLOWANCE_BYTES
-PLAN_VIEW_MAX_LINES = limits.DEFAULT_MAX_LINES - 1
+# default max_bytes less the head line's allowance — nor past a lower configured tool_output limit
+# (fits.budget).
+PLAN_HEAD_ALLOWANCE_BYTES = fits.HEAD_ALLOWANCE_BYTES
+PLAN_VIEW_MAX_BYTES = fits.VIEW_MAX_BYTES
+PLAN_VIEW_MAX_LINES = fits.VIEW_MAX_LINES
 # The metadata key a successful plan_update carries: the explicit-Plan-mode instruction the next
 # provider request uses ("Maintain" after any successful Plan mutation).
 PLAN_INSTRUCTION_KEY = "planInstruction"
@@ -189,16 +187,6 @@ def _transition(step: dict[str, Any], new: str) -> None:
     step["status"] = new
 
 
-def plan_budget(
-    max_bytes: int = limits.DEFAULT_MAX_BYTES, max_lines: int = limits.DEFAULT_MAX_LINES
-) -> tuple[int, int]:
-    """The bytes and lines the Plan's rendering may take under these tool_output limits."""
-    return (
-        min(PLAN_VIEW_MAX_BYTES, max_bytes - PLAN_HEAD_ALLOWANCE_BYTES),
-        min(PLAN_VIEW_MAX_LINES, max_lines - 1),
-    )
-
-
 def _at_most(doc: Doc, agent: str) -> Doc:
     """The document as large as status changes alone could make it: every open step in_progress
     (the longest status) and owned (in_progress adopts an unowned step for ``agent``). Measuring
@@ -210,12 +198,11 @@ def _at_most(doc: Doc, agent: str) -> Doc:
             if step["status"] not in TERMINAL:
                 step["status"] = "in_progress"
                 step["owner"] = step.get("owner") or agent
-    return Doc(doc.revision, body)
+    return Doc(fits.REVISION_ALLOWANCE, body)
 
 
 def _measure(doc: Doc, agent: str) -> tuple[int, int]:
-    data = render_view(_at_most(doc, agent)).encode("utf-8", "surrogateescape")
-    return len(data), count_lines(data)
+    return fits.measure(render_view(_at_most(doc, agent)))
 
 
 def apply_update(
@@ -231,32 +218,16 @@ def apply_update(
             steps=total,
             limit=PLAN_MAX_STEPS,
         )
-    max_bytes, max_lines = budget or plan_budget()
-    size, lines = _measure(Doc(doc.revision + 1, body), agent)
-    if size > max_bytes or lines > max_lines:
-        # A change that does not grow an already over-budget Plan (one made before the limits were
-        # lowered) stays allowed: its steps can still be moved on.
-        old = _measure(doc, agent) if doc.body is not None else (0, 0)
-        over_bytes = size > max_bytes and size > old[0]
-        if over_bytes or (lines > max_lines and lines > old[1]):
-            name, measured, limit = (
-                ("tool_output.max_bytes", f"{size} bytes", max_bytes)
-                if over_bytes
-                else ("tool_output.max_lines", f"{lines} lines", max_lines)
-            )
-            unit = "bytes" if over_bytes else "lines"
-            raise StateRefusal(
-                "PlanTooLarge",
-                f"the Plan would render as {measured} (counting every open step as in_progress and owned, "
-                f"as it may yet be); plan_get returns at most {limit} {unit} ({name}, less room for a "
-                "result's head line), so that the Plan is always seen inline.",
-                "Keep titles and notes shorter (the details belong in Todos or Notes), fewer steps, "
-                "or create a Plan for the new objective.",
-                bytes=size,
-                lines=lines,
-                limit=limit,
-                limitName=name,
-            )
+    fits.check(
+        "PlanTooLarge",
+        "the Plan",
+        _measure(Doc(doc.revision + 1, body), agent),
+        _measure(doc, agent) if doc.body is not None else None,
+        budget or fits.budget(),
+        "Keep titles and notes shorter (the details belong in Todos or Notes), fewer steps, "
+        "or create a Plan for the new objective.",
+        " (counting every open step as in_progress and owned, as it may yet be)",
+    )
     return body, result
 
 
@@ -375,36 +346,32 @@ def view(doc: Doc) -> dict[str, Any]:
     return {"revision": doc.revision, "focus": list(focus), "plan": render(focus[0])}
 
 
-def _j(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
 def render_view(doc: Doc) -> str:
     """``view(doc)`` as JSON text, laid out compactly: each step on one line (a newline inside a
     title or notes is escaped), each Plan's opening and closing on one line each, the root's
     opening on the first line. So a tree of S steps in P Plans is at most 2P + S lines (P <= S)."""
     data = view(doc)
     if data["plan"] is None:
-        return _j(data)
+        return fits.j(data)
     lines: list[str] = []
 
     def plan_lines(p: dict[str, Any], pad: str, opening: str, closing: str) -> None:
         head = {"id": p["id"], "objective": p["objective"]}
-        lines.append(opening + _j(head)[:-1] + ', "steps": [')
+        lines.append(opening + fits.j(head)[:-1] + ', "steps": [')
         steps = p["steps"]
         for i, step in enumerate(steps):
             comma = "," if i < len(steps) - 1 else ""
             children = step.get("children")
             if not children:
-                lines.append(pad + " " + _j(step) + comma)
+                lines.append(pad + " " + fits.j(step) + comma)
                 continue
             leaf = {k: v for k, v in step.items() if k != "children"}
-            lines.append(pad + " " + _j(leaf)[:-1] + ', "children": [')
+            lines.append(pad + " " + fits.j(leaf)[:-1] + ', "children": [')
             for j, child in enumerate(children):
                 plan_lines(child, pad + "  ", pad + "  ", "," if j < len(children) - 1 else "]}" + comma)
         lines.append(pad + "]}" + closing)
 
-    opening = _j({"revision": data["revision"], "focus": data["focus"]})[:-1] + ', "plan": '
+    opening = fits.j({"revision": data["revision"], "focus": data["focus"]})[:-1] + ', "plan": '
     plan_lines(data["plan"], "", opening, "}")
     return "\n".join(lines)
 
@@ -461,8 +428,7 @@ class PlanUpdateTool(ActionTool):
                 f"plan {result['action']}", result, replayed, document, **{PLAN_INSTRUCTION_KEY: "Maintain"}
             )
 
-        limits_now = ctx.config.tool_output
-        budget = plan_budget(limits_now.max_bytes, limits_now.max_lines)
+        budget = fits.of_config(ctx)
         return mutate_for_call(
             ctx, args, scope_of(ctx.session_id), KIND, lambda d: apply_update(d, a, agent, budget), render
         )

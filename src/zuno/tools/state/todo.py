@@ -14,7 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
-from zuno.tools.state import docstore
+from zuno.tools.state import docstore, fits
 from zuno.tools.state.actions import (
     MUTATION,
     READ,
@@ -185,7 +185,43 @@ def _adopt(item: dict[str, Any], agent: str) -> None:
         item["owner"] = agent
 
 
-def apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _at_most(doc: Doc, agent: str) -> Doc:
+    """The list as large as status changes alone could make it: every open item in_progress (the
+    longest status) and owned (in_progress adopts an unowned item for ``agent``)."""
+    body = json.loads(json.dumps(doc.body))
+    for item in body["items"]:
+        if item["status"] not in TERMINAL:
+            item["status"] = "in_progress"
+            item["owner"] = item.get("owner") or agent
+    return Doc(fits.REVISION_ALLOWANCE, body)
+
+
+def _measure(doc: Doc, agent: str) -> tuple[int, int]:
+    return fits.measure(render_view(_at_most(doc, agent)))
+
+
+def _fit(doc: Doc, body: dict[str, Any], agent: str, budget: tuple[int, int] | None) -> None:
+    """The list as it would now be still fits the output limits (zuno.tools.state.fits)."""
+    fits.check(
+        "TodosTooLarge",
+        "the Todo list",
+        _measure(Doc(doc.revision + 1, body), agent),
+        _measure(doc, agent) if doc.body is not None else None,
+        budget or fits.budget(),
+        "Keep titles and notes shorter, remove finished items, or fold small items into one.",
+        " (counting every open item as in_progress and owned, as it may yet be)",
+    )
+
+
+def apply_update(
+    doc: Doc, a: Any, agent: str, budget: tuple[int, int] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    body, result = _apply_update(doc, a, agent)
+    _fit(doc, body, agent, budget)
+    return body, result
+
+
+def _apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
     check_revision(
         doc,
         a.expected_revision,
@@ -272,7 +308,15 @@ def apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str
     return body, {"action": a.action, "items": changed}
 
 
-def apply_write(doc: Doc, a: TodoWriteArgs, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def apply_write(
+    doc: Doc, a: TodoWriteArgs, agent: str, budget: tuple[int, int] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    body, result = _apply_write(doc, a, agent)
+    _fit(doc, body, agent, budget)
+    return body, result
+
+
+def _apply_write(doc: Doc, a: TodoWriteArgs, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Chord's whole-list write: the list becomes exactly what was sent."""
     body = json.loads(json.dumps(doc.body)) if doc.body is not None else _empty()
     old = {i["id"]: i for i in body["items"]}
@@ -350,8 +394,20 @@ def fingerprint(doc: Doc) -> str:
     return docstore.digest({"kind": KIND, "revision": doc.revision, "body": doc.body})
 
 
-def _render(doc: Doc) -> str:
-    return json.dumps(view(doc), ensure_ascii=False, indent=1)
+def render_view(doc: Doc) -> str:
+    """``view(doc)`` as JSON text, one item a line (a newline in a title or notes is escaped): a
+    list of N items is N + 2 lines."""
+    data = view(doc)
+    if not data["todos"]:
+        return fits.j(data)
+    items = data["todos"]
+    lines = [fits.j({"revision": data["revision"]})[:-1] + ', "todos": [']
+    lines += [" " + fits.j(item) + ("," if n < len(items) - 1 else "") for n, item in enumerate(items)]
+    lines.append("]}")
+    return "\n".join(lines)
+
+
+_render = render_view
 
 
 class TodoGetTool(ActionTool):
@@ -388,7 +444,10 @@ class TodoUpdateTool(ActionTool):
         def render(result: dict[str, Any], replayed: bool, doc: Doc) -> ToolOutput:
             return mutation_output(f"todo {result['action']}", result, replayed, _render(doc))
 
-        return mutate_for_call(ctx, args, scope_of(ctx.session_id), KIND, lambda d: apply_update(d, a, agent), render)
+        budget = fits.of_config(ctx)
+        return mutate_for_call(
+            ctx, args, scope_of(ctx.session_id), KIND, lambda d: apply_update(d, a, agent, budget), render
+        )
 
 
 class TodoWriteTool(ActionTool):
@@ -413,4 +472,7 @@ class TodoWriteTool(ActionTool):
                 metadata={"revision": result["revision"], "replayed": replayed, "invalidatesContext": True},
             )
 
-        return mutate_for_call(ctx, args, scope_of(ctx.session_id), KIND, lambda d: apply_write(d, args, agent), render)
+        budget = fits.of_config(ctx)
+        return mutate_for_call(
+            ctx, args, scope_of(ctx.session_id), KIND, lambda d: apply_write(d, args, agent, budget), render
+        )
