@@ -177,3 +177,37 @@ async def test_memory_read_of_a_full_memory_is_returned_inline(workspace: Path) 
         rec = await call(s, "memory_read")
         assert rec.outcome == "ok" and not rec.text.startswith("[output withheld")
         assert len(json.loads(rec.text)["memory"]) == 3
+
+
+async def test_a_refusal_of_a_huge_unknown_id_is_short_enough_to_be_seen(workspace: Path) -> None:
+    """Before: a refusal echoed the id the model sent whole — a step id, todo id, dependency,
+    criterion id, receipt id or memory key of 100,000 characters made the refusal itself 100 KB,
+    withheld into a file, so the model never saw why it was refused."""
+    huge = "x" * 100_000
+    crit = [{"text": "c", "requires_evidence": True}]
+    async with zuno.Runtime(root=workspace, config_overrides=MEMORY) as rt, rt.session() as s:
+        await call(s, "plan_update", {"action": "create", "objective": "o", "steps": [{"title": "t"}]})
+        await call(s, "todo_update", {"action": "add", "items": [{"title": "t"}]})
+        await call(s, "goal_update", {"action": "create", "objective": "o", "criteria": crit})
+        done = {"status": "completed"}
+        one = [{"title": "t"}]
+        receipt = "rcp_" + huge
+        calls = [
+            ("plan_update", {"action": "patch", "expected_revision": 1, "steps": [{"id": huge, **done}]}),
+            (
+                "plan_update",
+                {"action": "push", "expected_revision": 1, "step_id": huge, "objective": "o", "steps": one},
+            ),
+            ("todo_update", {"action": "patch", "expected_revision": 1, "items": [{"id": huge, **done}]}),
+            ("todo_update", {"action": "remove", "expected_revision": 1, "ids": [huge + str(i) for i in range(50)]}),
+            ("todo_update", {"action": "patch", "expected_revision": 1, "items": [{"id": "t1", "depends_on": [huge]}]}),
+            ("goal_update", {"action": "satisfy", "expected_revision": 1, "criterion_id": huge}),
+            ("goal_update", {"action": "satisfy", "expected_revision": 1, "criterion_id": "c1", "evidence": receipt}),
+            ("memory_read", {"key": huge}),
+        ]
+        for name, args in calls:
+            rec = await call(s, name, args)
+            assert rec.outcome == "error" and rec.text.startswith("[refused: "), (name, rec.text[:200])
+            assert len(rec.text) < 2000, (name, len(rec.text))
+            assert "characters)" in rec.text  # the length of what was cut is said
+            assert len(json.dumps(rec.metadata)) < 2000

@@ -28,7 +28,7 @@ from zuno.tools.state.actions import (
     mutate_for_call,
     mutation_output,
 )
-from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
+from zuno.tools.state.docstore import Doc, StateRefusal, check_revision, named
 from zuno.tools.state.plan import agent_of, scope_of
 
 KIND = "goal"
@@ -270,16 +270,17 @@ def _apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> 
         if c is None:
             raise StateRefusal(
                 "UnknownCriterion",
-                f"there is no criterion {a.criterion_id}.",
+                f"there is no criterion {named(a.criterion_id)}.",
                 "Use a criterion id goal_get returned.",
-                criterion=a.criterion_id,
+                criterion=named(a.criterion_id),
             )
         if c["requires_evidence"]:
-            v = (
-                evidence.check(store, session_id, a.evidence or "")
-                if a.evidence
-                else evidence.Verdict(False, "no_evidence", "this criterion requires a verification receipt id")
-            )
+            if not a.evidence:
+                v = evidence.Verdict(False, "no_evidence", "this criterion requires a verification receipt id")
+            elif len(a.evidence) > len(GOAL_RECEIPT_ALLOWANCE):  # longer than any receipt id: named, cut
+                v = evidence.Verdict(False, "unknown_receipt", f"no verification receipt {named(a.evidence)} is stored")
+            else:
+                v = evidence.check(store, session_id, a.evidence)
             if not v.ok:
                 raise StateRefusal(
                     "EvidenceRejected",
@@ -288,7 +289,7 @@ def _apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> 
                     "[verification rcp_…] line it returns as evidence.",
                     criterion=c["id"],
                     reason=v.reason,
-                    evidence=a.evidence,
+                    evidence=named(a.evidence or ""),
                 )
         c.update(satisfied=True, evidence=a.evidence, note=a.note)
     elif a.action == "pause":

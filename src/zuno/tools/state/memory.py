@@ -22,7 +22,7 @@ from zuno.store import Store
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import fits
 from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner
-from zuno.tools.state.docstore import StateRefusal
+from zuno.tools.state.docstore import StateRefusal, named
 from zuno.tools.state.plan import agent_of
 
 MIGRATIONS: list[tuple[str, str]] = [
@@ -371,7 +371,7 @@ class MemoryReadTool(ActionTool):
             all_entries = [e for e in all_entries if e["key"] == args.key]
             if not all_entries:
                 return StateRefusal(
-                    "NotFound", f"there is no memory {args.key!r}.", "List the memory (omit key)."
+                    "NotFound", f"there is no memory {named(args.key)!r}.", "List the memory (omit key)."
                 ).to_output()
         pending = len(proposals(ctx.store, str(ctx.root), agent_of(ctx)))
         return ToolOutput(text=read_text(all_entries, pending), metadata={"entries": len(all_entries)})

@@ -29,7 +29,7 @@ from zuno.tools.state.actions import (
     mutate_for_call,
     mutation_output,
 )
-from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
+from zuno.tools.state.docstore import Doc, StateRefusal, check_revision, named
 
 KIND = "plan"
 StepStatus = Literal["pending", "in_progress", "blocked", "completed", "superseded"]
@@ -251,15 +251,17 @@ def _apply(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]
         seen: set[str] = set()
         for p in a.steps:
             if p.id in seen:
-                raise StateRefusal("DuplicateStep", f"step {p.id} is named twice.", "Name each step once.", stepId=p.id)
+                raise StateRefusal(
+                    "DuplicateStep", f"step {named(p.id)} is named twice.", "Name each step once.", stepId=named(p.id)
+                )
             seen.add(p.id)
             found = _find_step(body, p.id)
             if found is None:
                 raise StateRefusal(
                     "UnknownStep",
-                    f"there is no step {p.id}.",
+                    f"there is no step {named(p.id)}.",
                     "Use a step id plan_get returned.",
-                    stepId=p.id,
+                    stepId=named(p.id),
                 )
             _plan, step = found
             if step["status"] in TERMINAL and (p.title is not None or p.owner is not None or p.notes is not None):
@@ -296,9 +298,9 @@ def _apply(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]
         if target is None:
             raise StateRefusal(
                 "UnknownStep",
-                f"step {a.step_id} is not a step of the focused Plan {focused['id']}.",
+                f"step {named(a.step_id)} is not a step of the focused Plan {focused['id']}.",
                 "Push under a step of the focused Plan (plan_get shows it), or pop first.",
-                stepId=a.step_id,
+                stepId=named(a.step_id),
             )
         if target["status"] in TERMINAL:
             raise StateRefusal(

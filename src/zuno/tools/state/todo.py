@@ -26,7 +26,7 @@ from zuno.tools.state.actions import (
     mutate_for_call,
     mutation_output,
 )
-from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
+from zuno.tools.state.docstore import Doc, StateRefusal, check_revision, named, named_all
 from zuno.tools.state.plan import agent_of, scope_of
 
 KIND = "todo"
@@ -139,11 +139,11 @@ def _validate_graph(items: list[dict[str, Any]]) -> None:
             if d not in by_id:
                 raise StateRefusal(
                     "UnknownDependency",
-                    f"todo {i['id']} depends on {d}, which does not exist.",
+                    f"todo {i['id']} depends on {named(d)}, which does not exist.",
                     # Not "todo_get": chord has only todo_write, whose result shows the ids too.
                     "Depend only on ids the list holds, as the last Todo result showed them.",
                     todoId=i["id"],
-                    dependency=d,
+                    dependency=named(d),
                 )
             if d == i["id"]:
                 raise StateRefusal("DependencyCycle", f"todo {d} depends on itself.", "Remove the self-dependency.")
@@ -256,20 +256,23 @@ def _apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[st
             changed.append(item["id"])
     elif a.action == "patch":
         by_id = {i["id"]: i for i in items}
-        named = [p.id for p in a.items]
-        twice = sorted({n for n in named if named.count(n) > 1})
+        sent = [p.id for p in a.items]
+        twice = sorted({n for n in sent if sent.count(n) > 1})
         if twice:
             raise StateRefusal(
                 "DuplicateTodo",
-                f"todo {', '.join(twice)} is named twice in one patch.",
+                f"todo {named_all(twice)} is named twice in one patch.",
                 "Name each item once, with every field it should change.",
-                todoIds=twice,
+                todoIds=[named(t) for t in twice[:10]],
             )
         for p in a.items:
             item = by_id.get(p.id)
             if item is None:
                 raise StateRefusal(
-                    "UnknownTodo", f"there is no todo {p.id}.", "Use an id todo_get returned.", todoId=p.id
+                    "UnknownTodo",
+                    f"there is no todo {named(p.id)}.",
+                    "Use an id todo_get returned.",
+                    todoId=named(p.id),
                 )
             if item["status"] in TERMINAL and any(
                 getattr(p, k) is not None for k in ("title", "owner", "depends_on", "notes")
@@ -293,7 +296,7 @@ def _apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[st
         ids = set(a.ids)
         unknown = sorted(ids - {i["id"] for i in items})
         if unknown:
-            raise StateRefusal("UnknownTodo", f"there is no todo {', '.join(unknown)}.", "Use ids todo_get returned.")
+            raise StateRefusal("UnknownTodo", f"there is no todo {named_all(unknown)}.", "Use ids todo_get returned.")
         needed = sorted({i["id"] for i in items if i["id"] not in ids and ids & set(i["depends_on"])})
         if needed:
             raise StateRefusal(
@@ -323,10 +326,10 @@ def _apply_write(doc: Doc, a: TodoWriteArgs, agent: str) -> tuple[dict[str, Any]
     # An item sent without an id (how models used to other harnesses send the list: content and
     # status only) is the existing item of the same text, the first one not named otherwise: the
     # same list sent again is the same list, and a completed item stays completed.
-    named = {w.id for w in a.todos if w.id is not None}
+    kept = {w.id for w in a.todos if w.id is not None}
     by_title: dict[str, list[str]] = {}
     for i in body["items"]:
-        if i["id"] not in named:
+        if i["id"] not in kept:
             by_title.setdefault(i["title"], []).append(i["id"])
     new_items: list[dict[str, Any]] = []
     # An id the list does not hold is the model's own name for the item (models used to other
@@ -362,7 +365,7 @@ def _apply_write(doc: Doc, a: TodoWriteArgs, agent: str) -> tuple[dict[str, Any]
     ids = [i["id"] for i in new_items]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
-        raise StateRefusal("DuplicateTodo", f"todo id {', '.join(dup)} appears twice.", "Send each item once.")
+        raise StateRefusal("DuplicateTodo", f"todo id {named_all(dup)} appears twice.", "Send each item once.")
     body["items"] = new_items
     _validate_graph(new_items)
     return body, {"action": "write", "items": ids}
