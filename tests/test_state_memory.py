@@ -98,8 +98,8 @@ async def test_a_review_policy_makes_updates_wait_for_an_explicit_accept(workspa
         assert _mem(await call(s, "memory_read")) == {"style": "tabs"}
         with pytest.raises(StateRefusal):
             accept_proposal(rt.store, pid)
-        for _ in range(limits.MEMORY_MAX_PENDING_PROPOSALS):
-            await call(s, "memory_update", {"action": "delete", "key": "style"})
+        for i in range(limits.MEMORY_MAX_PENDING_PROPOSALS):  # distinct: an identical one is not made twice
+            await call(s, "memory_update", {"action": "set", "key": "style", "content": f"v{i}"})
         rec = await call(s, "memory_update", {"action": "delete", "key": "style"})
         assert rec.metadata["refusal"]["kind"] == "TooManyProposals"
 

@@ -107,8 +107,8 @@ def test_zuno_memory_accept_and_reject_print_json_when_asked(tmp_path: Path) -> 
     """`zuno memory accept ID --json` (the parser takes --json for every op) printed the text line
     "accepted mp_…: {'key': …}", a Python dict, not JSON."""
     (tmp_path / "zuno.json").write_text(json.dumps({"memory": {"enabled": True, "review_policy": "review"}}))
-    for content in ("v1", "v2"):
-        args = json.dumps({"action": "set", "key": "k", "content": content})
+    for content in ("v1", "v2"):  # two keys: accepting one proposal for a key supersedes the others for it
+        args = json.dumps({"action": "set", "key": "k" if content == "v1" else "k2", "content": content})
         made = zuno_cli(
             tmp_path, "call", "--session" if content == "v2" else "--new-session", "m1", "memory_update", args
         )
@@ -116,7 +116,14 @@ def test_zuno_memory_accept_and_reject_print_json_when_asked(tmp_path: Path) -> 
     first, second = (p["id"] for p in json.loads(zuno_cli(tmp_path, "memory", "--json").stdout)["pending"])
     out = zuno_cli(tmp_path, "memory", "accept", first, "--json")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == {"proposal": first, "decision": "accepted", "key": "k", "revision": 1, "bytes": 2}
+    assert json.loads(out.stdout) == {
+        "proposal": first,
+        "decision": "accepted",
+        "key": "k",
+        "revision": 1,
+        "bytes": 2,
+        "superseded": [],
+    }
     out = zuno_cli(tmp_path, "memory", "reject", second, "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"proposal": second, "decision": "rejected"}

@@ -198,7 +198,9 @@ HISTORY_PREVIEW_CHARS = 200
 # these are Zuno's numbers.
 MEMORY_MAX_ENTRIES = 100
 MEMORY_MAX_ENTRY_BYTES = 4 * 1024
-MEMORY_MAX_TOTAL_BYTES = 64 * 1024
+# 32 KiB, not 64: with 100 entries' JSON around it, memory_read of a full memory still fits the
+# default tool_output.max_bytes (51200) and is seen inline (zuno.tools.state.fits checks the rest).
+MEMORY_MAX_TOTAL_BYTES = 32 * 1024
 MEMORY_MAX_PENDING_PROPOSALS = 50
 # -- Issue 10: safe paths and bounded reads ----------------------------------------------------
 # A path component holds at most 255 bytes (NAME_MAX of Linux, macOS and Windows filesystems);

@@ -1,7 +1,9 @@
 """``zuno memory``: the workspace's bounded memory, and the explicit accept a review policy waits for.
 
 zuno memory [list] [--json]            entries of every agent, and the pending proposals
-zuno memory accept MP_ID | reject MP_ID
+zuno memory accept MP_ID | reject MP_ID [--json]
+                                       accepting one proposal supersedes the others pending for
+                                       the same key (they are listed, and no longer pending)
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from zuno.cli_support import (
 
 
 def _run(args: argparse.Namespace) -> int:
+    from zuno.tools.state import fits
     from zuno.tools.state.docstore import StateRefusal
     from zuno.tools.state.memory import accept_proposal, proposals, reject_proposal
 
@@ -39,17 +42,31 @@ def _run(args: argparse.Namespace) -> int:
                 return EXIT_USAGE
             try:
                 if args.op == "accept":
-                    result = accept_proposal(rt.store, args.proposal)
+                    limit = fits.budget(rt.config.tool_output.max_bytes, rt.config.tool_output.max_lines)
+                    result = accept_proposal(rt.store, args.proposal, limit)
                 else:
                     reject_proposal(rt.store, args.proposal)
                     result = {}
                 if args.json:  # --json is JSON for every op, not only the listing
                     print_json({"proposal": args.proposal, "decision": f"{args.op}ed", **result})
                 elif args.op == "accept":
-                    print(f"accepted {args.proposal}: {result}")
+                    what = "deleted" if result.get("deleted") else f"set, revision {result['revision']}"
+                    print(f"accepted {args.proposal}: memory {result['key']!r} {what}")
+                    if result.get("superseded"):
+                        print(
+                            f"superseded (the same key, no longer pending): {', '.join(result['superseded'])}"
+                        )
                 else:
                     print(f"rejected {args.proposal}")
             except StateRefusal as r:
+                if args.json:
+                    print_json(
+                        {
+                            "proposal": args.proposal,
+                            "decision": None,
+                            "refusal": {"message": r.message, **r.to_metadata()},
+                        }
+                    )
                 print(f"zuno: {r.message} {r.required_action}", file=sys.stderr)
                 return EXIT_NOT_OK
             return EXIT_OK

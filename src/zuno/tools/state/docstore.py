@@ -57,6 +57,24 @@ def digest(value: Any) -> str:
     return hashlib.sha256(canonical(value).encode("utf-8", "surrogatepass")).hexdigest()
 
 
+# How much of a value the model sent a refusal names: an id no document holds is cut (and its length
+# said), so that a refusal of a huge one is still short enough to be seen inline.
+NAMED_MAX_CHARS = 80
+
+
+def named(value: str) -> str:
+    """``value`` as a refusal names it: whole when short, else its start and its length."""
+    if len(value) <= NAMED_MAX_CHARS:
+        return value
+    return f"{value[:NAMED_MAX_CHARS]}… ({len(value):,} characters)"
+
+
+def named_all(values: list[str], most: int = 10) -> str:
+    """Several values, each ``named``, at most ``most`` of them (the rest counted)."""
+    shown = ", ".join(named(v) for v in values[:most])
+    return shown + (f" and {len(values) - most} more" if len(values) > most else "")
+
+
 class StateRefusal(Exception):
     """A typed, model-correctable refusal: nothing was changed."""
 

@@ -17,7 +17,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
-from zuno.tools.state import docstore, evidence
+from zuno.tools.state import docstore, evidence, fits
 from zuno.tools.state.actions import (
     MUTATION,
     READ,
@@ -28,7 +28,7 @@ from zuno.tools.state.actions import (
     mutate_for_call,
     mutation_output,
 )
-from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
+from zuno.tools.state.docstore import Doc, StateRefusal, check_revision, named
 from zuno.tools.state.plan import agent_of, scope_of
 
 KIND = "goal"
@@ -38,6 +38,15 @@ PauseKind = Literal["user_requested", "waiting_input", "blocked", "no_progress"]
 # The reasons the model may give itself; no_progress is the host's (progress.py) and waiting_input
 # belongs to a required-input request, which binds its own wait.
 ModelPauseKind = Literal["user_requested", "blocked"]
+# The criteria of one Goal, in all: create takes at most this many, and add_criteria may not grow
+# the Goal past it (each add was bounded by itself, so the Goal grew without limit).
+GOAL_MAX_CRITERIA = 50
+# What goal_get may show later without the model sending new text, counted when a Goal is measured
+# against the output limits (zuno.tools.state.fits): each open criterion satisfied with a receipt
+# id as long as the longest, and each evidence criterion listed under stale_evidence with a detail
+# of up to GOAL_STALE_DETAIL_ALLOWANCE characters; a status as long as the longest.
+GOAL_RECEIPT_ALLOWANCE = "rcp_" + "0" * 32
+GOAL_STALE_DETAIL_ALLOWANCE = 512
 
 
 class NewCriterion(ToolArgs):
@@ -58,14 +67,14 @@ class ModelPauseReason(ToolArgs):
 class Create(ToolArgs):
     action: Literal["create"]
     objective: Text = Field(min_length=1, max_length=2000)
-    criteria: list[NewCriterion] = Field(min_length=1, max_length=50)
+    criteria: list[NewCriterion] = Field(min_length=1, max_length=GOAL_MAX_CRITERIA)
     expected_revision: int | None = Field(None, ge=0)
 
 
 class AddCriteria(ToolArgs):
     action: Literal["add_criteria"]
     expected_revision: int = Field(ge=1)
-    criteria: list[NewCriterion] = Field(min_length=1, max_length=50)
+    criteria: list[NewCriterion] = Field(min_length=1, max_length=GOAL_MAX_CRITERIA)
 
 
 # The receipt a shell result shows as "[verification rcp_…]": models copy the whole bracket, or the
@@ -166,7 +175,57 @@ def unsatisfied(store: Any, session_id: str, body: dict[str, Any]) -> list[dict[
     return out
 
 
-def apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _at_most_text(doc: Doc) -> str:
+    """goal_get's text for ``doc`` as large as later changes without new text could make it."""
+    b = json.loads(json.dumps(doc.body))
+    stale = []
+    for c in b["criteria"]:
+        if not c["satisfied"]:
+            c["satisfied"] = True
+            if c["requires_evidence"]:
+                c["evidence"] = GOAL_RECEIPT_ALLOWANCE
+        if c["requires_evidence"]:
+            stale.append(
+                {
+                    "criterion": c["id"],
+                    "text": c["text"],
+                    "reason": "not_authoritative",
+                    "detail": "x" * GOAL_STALE_DETAIL_ALLOWANCE,
+                    "evidence": c["evidence"] or GOAL_RECEIPT_ALLOWANCE,
+                }
+            )
+    if b["status"] not in TERMINAL:
+        b["status"] = "abandoned"
+    data = view(Doc(fits.REVISION_ALLOWANCE, b))
+    if stale:
+        data["stale_evidence"] = stale
+    return json.dumps(data, ensure_ascii=False, indent=1)
+
+
+def _fit(doc: Doc, body: dict[str, Any], budget: tuple[int, int] | None) -> None:
+    fits.check(
+        "GoalTooLarge",
+        "the Goal",
+        fits.measure(_at_most_text(Doc(doc.revision + 1, body))),
+        fits.measure(_at_most_text(doc)) if doc.body is not None else None,
+        budget or fits.budget(),
+        "Keep the objective, criteria and notes shorter (the steps toward them belong in the Plan or Todos).",
+        " (counting every criterion as satisfied, with evidence where it needs some, as it may yet be)",
+    )
+
+
+def apply_update(
+    store: Any, session_id: str, doc: Doc, a: Any, agent: str, budget: tuple[int, int] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``budget``: the output limits a model's change is measured against (None: the host's own
+    change, which is never refused for its size)."""
+    body, result = _apply_update(store, session_id, doc, a, agent)
+    if budget is not None:
+        _fit(doc, body, budget)
+    return body, result
+
+
+def _apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
     check_revision(doc, a.expected_revision, "Goal", "goal_get", creating=a.action == "create")
     if a.action == "create" and doc.body is not None and doc.body["status"] == "paused":
         # A new Goal over a paused one would resume work the user has not resumed.
@@ -196,22 +255,32 @@ def apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> t
             status=status,
         )
     if a.action == "add_criteria":
+        total = len(body["criteria"]) + len(a.criteria)
+        if total > GOAL_MAX_CRITERIA:
+            raise StateRefusal(
+                "TooManyCriteria",
+                f"the Goal would have {total} criteria; a Goal has at most {GOAL_MAX_CRITERIA}.",
+                "Merge criteria into fewer, broader ones; the steps toward them belong in the Plan or Todos.",
+                criteria=total,
+                limit=GOAL_MAX_CRITERIA,
+            )
         body["criteria"].extend(_criteria(body, a.criteria))
     elif a.action == "satisfy":
         c = next((c for c in body["criteria"] if c["id"] == a.criterion_id), None)
         if c is None:
             raise StateRefusal(
                 "UnknownCriterion",
-                f"there is no criterion {a.criterion_id}.",
+                f"there is no criterion {named(a.criterion_id)}.",
                 "Use a criterion id goal_get returned.",
-                criterion=a.criterion_id,
+                criterion=named(a.criterion_id),
             )
         if c["requires_evidence"]:
-            v = (
-                evidence.check(store, session_id, a.evidence or "")
-                if a.evidence
-                else evidence.Verdict(False, "no_evidence", "this criterion requires a verification receipt id")
-            )
+            if not a.evidence:
+                v = evidence.Verdict(False, "no_evidence", "this criterion requires a verification receipt id")
+            elif len(a.evidence) > len(GOAL_RECEIPT_ALLOWANCE):  # longer than any receipt id: named, cut
+                v = evidence.Verdict(False, "unknown_receipt", f"no verification receipt {named(a.evidence)} is stored")
+            else:
+                v = evidence.check(store, session_id, a.evidence)
             if not v.ok:
                 raise StateRefusal(
                     "EvidenceRejected",
@@ -220,7 +289,7 @@ def apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> t
                     "[verification rcp_…] line it returns as evidence.",
                     criterion=c["id"],
                     reason=v.reason,
-                    evidence=a.evidence,
+                    evidence=named(a.evidence or ""),
                 )
         c.update(satisfied=True, evidence=a.evidence, note=a.note)
     elif a.action == "pause":
@@ -324,8 +393,10 @@ class GoalUpdateTool(ActionTool):
             document = json.dumps(view(doc), ensure_ascii=False, indent=1)
             return mutation_output(f"goal {result['action']}", result, replayed, document)
 
+        budget = fits.of_config(ctx)
+
         def apply(d: Doc) -> tuple[dict[str, Any], dict[str, Any]]:
-            return apply_update(ctx.store, ctx.session_id, d, a, agent)
+            return apply_update(ctx.store, ctx.session_id, d, a, agent, budget)
 
         return mutate_for_call(ctx, args, scope_of(ctx.session_id), KIND, apply, render)
 

@@ -20,8 +20,9 @@ from pydantic import Field, RootModel, field_validator
 from zuno import limits
 from zuno.store import Store
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
+from zuno.tools.state import fits
 from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner
-from zuno.tools.state.docstore import StateRefusal
+from zuno.tools.state.docstore import StateRefusal, named
 from zuno.tools.state.plan import agent_of
 
 MIGRATIONS: list[tuple[str, str]] = [
@@ -52,10 +53,41 @@ MIGRATIONS: list[tuple[str, str]] = [
             decided_at REAL
         )
         """,
-    )
+    ),
+    (
+        # Two pending proposals for one key: accepting one supersedes the others (status
+        # 'superseded', superseded_by the accepted id). base_revision: the entry's revision when the
+        # proposal was made (0: no entry), so an accept never silently overwrites a change made since.
+        "1404_state_memory_superseded",
+        """
+        CREATE TABLE state_memory_proposals_next (
+            id TEXT PRIMARY KEY,
+            root TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            op TEXT NOT NULL CHECK (op IN ('set', 'delete')),
+            key TEXT NOT NULL,
+            content TEXT,
+            status TEXT NOT NULL CHECK (status IN ('pending', 'accepted', 'rejected', 'superseded')),
+            session_id TEXT,
+            call_id TEXT,
+            created_at REAL NOT NULL,
+            decided_at REAL,
+            superseded_by TEXT,
+            base_revision INTEGER
+        );
+        INSERT INTO state_memory_proposals_next
+            (id, root, agent, op, key, content, status, session_id, call_id, created_at, decided_at)
+            SELECT id, root, agent, op, key, content, status, session_id, call_id, created_at, decided_at
+            FROM state_memory_proposals;
+        DROP TABLE state_memory_proposals;
+        ALTER TABLE state_memory_proposals_next RENAME TO state_memory_proposals;
+        CREATE INDEX state_memory_proposals_by_key ON state_memory_proposals (root, agent, key, status)
+        """,
+    ),
 ]
 
-_KEY = re.compile(r"^[A-Za-z0-9_.\-/]{1,100}$")
+# fullmatch, not match with "$": "$" also matches before a trailing newline, so "k\n" was a key.
+_KEY = re.compile(r"[A-Za-z0-9_.\-/]{1,100}")
 
 
 class _Keyed(ToolArgs):
@@ -64,7 +96,7 @@ class _Keyed(ToolArgs):
     @field_validator("key")
     @classmethod
     def _valid(cls, v: str) -> str:
-        if not _KEY.match(v):
+        if not _KEY.fullmatch(v):
             raise ValueError("a memory key is 1-100 characters of letters, digits, '.', '_', '-' and '/'")
         return v
 
@@ -97,7 +129,39 @@ def entries(store: Store, root: str, agent: str) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
-def _apply(db: Any, root: str, agent: str, op: str, key: str, content: str | None) -> dict[str, Any]:
+def read_text(listed: list[dict[str, Any]], pending: int) -> str:
+    """What memory_read returns for these entries (and this many waiting proposals)."""
+    data: dict[str, Any] = {"memory": [{k: e[k] for k in ("key", "revision", "content")} for e in listed]}
+    if pending:
+        data["pending_proposals"] = pending
+    return json.dumps(data, ensure_ascii=False, indent=1)
+
+
+def _fit(db: Any, root: str, agent: str, key: str, content: str, budget: tuple[int, int] | None) -> None:
+    """memory_read of every entry, with this one set, still fits the output limits
+    (zuno.tools.state.fits) — counted with the most waiting proposals and revisions of ten digits."""
+    rows = db.execute(
+        "SELECT key, content FROM state_memory WHERE root = ? AND agent = ? ORDER BY key", (root, agent)
+    ).fetchall()
+    now = {r["key"]: r["content"] for r in rows}
+
+    def measured(values: dict[str, str]) -> tuple[int, int]:
+        listed = [{"key": k, "revision": fits.REVISION_ALLOWANCE, "content": v} for k, v in sorted(values.items())]
+        return fits.measure(read_text(listed, limits.MEMORY_MAX_PENDING_PROPOSALS))
+
+    fits.check(
+        "MemoryFull",
+        "memory_read of every entry",
+        measured({**now, key: content}),
+        measured(now) if now else None,
+        budget or fits.budget(),
+        "Delete, merge or shorten entries first: memory is for durable facts, not transcripts.",
+    )
+
+
+def _apply(
+    db: Any, root: str, agent: str, op: str, key: str, content: str | None, budget: tuple[int, int] | None = None
+) -> dict[str, Any]:
     row = db.execute(
         "SELECT revision FROM state_memory WHERE root = ? AND agent = ? AND key = ?", (root, agent, key)
     ).fetchone()
@@ -135,6 +199,7 @@ def _apply(db: Any, root: str, agent: str, op: str, key: str, content: str | Non
             size=total + size,
             limit=limits.MEMORY_MAX_TOTAL_BYTES,
         )
+    _fit(db, root, agent, key, content, budget)
     revision = (int(row[0]) if row else 0) + 1
     db.execute(
         "INSERT INTO state_memory (root, agent, key, content, size, revision, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -145,18 +210,42 @@ def _apply(db: Any, root: str, agent: str, op: str, key: str, content: str | Non
     return {"key": key, "revision": revision, "bytes": size}
 
 
-def propose(
+def _entry_revision(db: Any, root: str, agent: str, key: str) -> int:
+    row = db.execute(
+        "SELECT revision FROM state_memory WHERE root = ? AND agent = ? AND key = ?", (root, agent, key)
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _pending_for_key(db: Any, root: str, agent: str, key: str) -> list[Any]:
+    return db.execute(
+        "SELECT id, op, content FROM state_memory_proposals WHERE root = ? AND agent = ? AND key = ?"
+        " AND status = 'pending' ORDER BY created_at, id",
+        (root, agent, key),
+    ).fetchall()
+
+
+def propose_change(
     store: Store, root: str, agent: str, op: str, key: str, content: str | None, session_id: str, call_id: str
-) -> str:
+) -> dict[str, Any]:
+    """Store a proposal that waits for an explicit accept. Returns ``{"id", "status": "pending",
+    "existing": bool, "sameKey": [ids]}``: ``existing`` when an identical proposal (same op, key and
+    content) already waits — its id is returned, no second one is made — and ``sameKey`` the other
+    pending proposals for this key, which an accept of any one of them supersedes."""
     if content is not None and _size(content) > limits.MEMORY_MAX_ENTRY_BYTES:
         raise StateRefusal(
             "MemoryTooLarge",
             f"memory {key!r} would be {_size(content)} bytes; an entry holds at most {limits.MEMORY_MAX_ENTRY_BYTES}.",
             "Keep it shorter.",
+            size=_size(content),
             limit=limits.MEMORY_MAX_ENTRY_BYTES,
         )
-    pid = "mp_" + secrets.token_hex(8)
     with store.transaction() as db:
+        same_key = _pending_for_key(db, root, agent, key)
+        for row in same_key:
+            if row["op"] == op and row["content"] == content:
+                others = [r["id"] for r in same_key if r["id"] != row["id"]]
+                return {"id": row["id"], "status": "pending", "existing": True, "sameKey": others}
         (pending,) = db.execute(
             "SELECT COUNT(*) FROM state_memory_proposals WHERE root = ? AND agent = ? AND status = 'pending'",
             (root, agent),
@@ -168,13 +257,22 @@ def propose(
                 "Wait until they are accepted or rejected.",
                 limit=limits.MEMORY_MAX_PENDING_PROPOSALS,
             )
+        pid = "mp_" + secrets.token_hex(8)
         db.execute(
             "INSERT INTO state_memory_proposals (id, root, agent, op, key, content, status, session_id, call_id,"
-            " created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
-            (pid, root, agent, op, key, content, session_id, call_id, time.time()),
+            " created_at, base_revision)"
+            " VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
+            (pid, root, agent, op, key, content, session_id, call_id, time.time(),
+             _entry_revision(db, root, agent, key)),
         )
-    return pid
+    return {"id": pid, "status": "pending", "existing": False, "sameKey": [r["id"] for r in same_key]}
+
+
+def propose(
+    store: Store, root: str, agent: str, op: str, key: str, content: str | None, session_id: str, call_id: str
+) -> str:
+    """The id of the proposal that waits for this change (``propose_change``)."""
+    return str(propose_change(store, root, agent, op, key, content, session_id, call_id)["id"])
 
 
 def proposals(store: Store, root: str, agent: str | None = None, status: str = "pending") -> list[dict[str, Any]]:
@@ -183,38 +281,79 @@ def proposals(store: Store, root: str, agent: str | None = None, status: str = "
     if agent is not None:
         sql += " AND agent = ?"
         params += (agent,)
-    return [dict(r) for r in store.query(sql + " ORDER BY created_at", params)]
-
-
-def accept_proposal(store: Store, proposal_id: str) -> dict[str, Any]:
-    """Apply a pending proposal (the explicit accept). Raises StateRefusal when it is not pending
-    or no longer fits the bounds (then it stays pending)."""
-    with store.transaction() as db:
-        p = db.execute("SELECT * FROM state_memory_proposals WHERE id = ?", (proposal_id,)).fetchone()
-        if p is None or p["status"] != "pending":
-            raise StateRefusal(
-                "NotPending", f"memory proposal {proposal_id} is not pending.", _LIST_PENDING
-            )
-        result = _apply(db, p["root"], p["agent"], p["op"], p["key"], p["content"])
-        db.execute(
-            "UPDATE state_memory_proposals SET status = 'accepted', decided_at = ? WHERE id = ?",
-            (time.time(), proposal_id),
-        )
-    return result
+    return [dict(r) for r in store.query(sql + " ORDER BY created_at, id", params)]
 
 
 _LIST_PENDING = "Run 'zuno memory' to list the pending ones."
 
 
-def reject_proposal(store: Store, proposal_id: str) -> None:
-    cur = store.execute(
-        "UPDATE state_memory_proposals SET status = 'rejected', decided_at = ? WHERE id = ? AND status = 'pending'",
-        (time.time(), proposal_id),
-    )
-    if cur.rowcount != 1:
-        raise StateRefusal(
-            "NotPending", f"memory proposal {proposal_id} is not pending.", _LIST_PENDING
+def _not_pending(proposal_id: str, p: Any) -> StateRefusal:
+    if p is None:
+        return StateRefusal(
+            "NotPending", f"there is no memory proposal {proposal_id}.", _LIST_PENDING, proposal=proposal_id
         )
+    facts: dict[str, Any] = {"proposal": proposal_id, "status": p["status"], "key": p["key"]}
+    if p["status"] == "superseded":
+        facts["supersededBy"] = p["superseded_by"]
+        return StateRefusal(
+            "NotPending",
+            f"memory proposal {proposal_id} is not pending: it was superseded by {p['superseded_by']}, the proposal "
+            f"for the same key {p['key']!r} that was accepted.",
+            "Nothing is left to decide for it. " + _LIST_PENDING,
+            **facts,
+        )
+    return StateRefusal(
+        "NotPending", f"memory proposal {proposal_id} is not pending: it was already {p['status']}.", _LIST_PENDING,
+        **facts,
+    )
+
+
+def accept_proposal(store: Store, proposal_id: str, budget: tuple[int, int] | None = None) -> dict[str, Any]:
+    """Apply a pending proposal (the explicit accept). Every other pending proposal for the same
+    key is then superseded (``result["superseded"]`` lists them): one accept decides the key. Raises
+    StateRefusal when it is not pending, when the entry changed since it was proposed
+    (``StaleProposal``), or when it no longer fits the bounds (then it stays pending)."""
+    with store.transaction() as db:
+        p = db.execute("SELECT * FROM state_memory_proposals WHERE id = ?", (proposal_id,)).fetchone()
+        if p is None or p["status"] != "pending":
+            raise _not_pending(proposal_id, p)
+        now_revision = _entry_revision(db, p["root"], p["agent"], p["key"])
+        base = p["base_revision"]
+        if base is not None and base != now_revision:
+            raise StateRefusal(
+                "StaleProposal",
+                f"memory {p['key']!r} changed since proposal {proposal_id} was made (revision {base} then, "
+                f"{now_revision} now); accepting it would overwrite that change unseen.",
+                f"Reject it (zuno memory reject {proposal_id}) and let the agent propose again from the memory as "
+                "it is now.",
+                proposal=proposal_id,
+                key=p["key"],
+                baseRevision=base,
+                currentRevision=now_revision,
+            )
+        result = _apply(db, p["root"], p["agent"], p["op"], p["key"], p["content"], budget)
+        now = time.time()
+        db.execute(
+            "UPDATE state_memory_proposals SET status = 'accepted', decided_at = ? WHERE id = ?", (now, proposal_id)
+        )
+        others = [r["id"] for r in _pending_for_key(db, p["root"], p["agent"], p["key"])]
+        db.executemany(
+            "UPDATE state_memory_proposals SET status = 'superseded', superseded_by = ?, decided_at = ?"
+            " WHERE id = ? AND status = 'pending'",
+            [(proposal_id, now, o) for o in others],
+        )
+    return {**result, "superseded": others}
+
+
+def reject_proposal(store: Store, proposal_id: str) -> None:
+    with store.transaction() as db:
+        cur = db.execute(
+            "UPDATE state_memory_proposals SET status = 'rejected', decided_at = ? WHERE id = ? AND status = 'pending'",
+            (time.time(), proposal_id),
+        )
+        if cur.rowcount != 1:
+            p = db.execute("SELECT * FROM state_memory_proposals WHERE id = ?", (proposal_id,)).fetchone()
+            raise _not_pending(proposal_id, p)
 
 
 class MemoryReadTool(ActionTool):
@@ -232,13 +371,10 @@ class MemoryReadTool(ActionTool):
             all_entries = [e for e in all_entries if e["key"] == args.key]
             if not all_entries:
                 return StateRefusal(
-                    "NotFound", f"there is no memory {args.key!r}.", "List the memory (omit key)."
+                    "NotFound", f"there is no memory {named(args.key)!r}.", "List the memory (omit key)."
                 ).to_output()
         pending = len(proposals(ctx.store, str(ctx.root), agent_of(ctx)))
-        data: dict[str, Any] = {"memory": [{k: e[k] for k in ("key", "revision", "content")} for e in all_entries]}
-        if pending:
-            data["pending_proposals"] = pending
-        return ToolOutput(text=json.dumps(data, ensure_ascii=False, indent=1), metadata={"entries": len(all_entries)})
+        return ToolOutput(text=read_text(all_entries, pending), metadata={"entries": len(all_entries)})
 
 
 class MemoryUpdateTool(ActionTool):
@@ -258,14 +394,26 @@ class MemoryUpdateTool(ActionTool):
         content = getattr(a, "content", None)
         try:
             if ctx.config.memory.review_policy == "review":
-                pid = propose(ctx.store, root, agent, a.action, a.key, content, ctx.session_id, ctx.call_id)
+                made = propose_change(ctx.store, root, agent, a.action, a.key, content, ctx.session_id, ctx.call_id)
+                pid, same_key = made["id"], made["sameKey"]
+                text = (
+                    f"[memory: the same change already waits as proposal {pid}; no second one was made"
+                    if made["existing"]
+                    else f"[memory: proposal {pid} ({a.action} {a.key!r}) waits for an explicit accept"
+                )
+                text += "; nothing changed yet"
+                if same_key:
+                    text += (
+                        f". Also waiting for {a.key!r}: {', '.join(same_key)}; the user accepts at most one of "
+                        "them (accepting one supersedes the others)"
+                    )
                 return ToolOutput(
-                    text=f"[memory: proposal {pid} ({a.action} {a.key!r}) waits for an explicit accept; "
-                    "nothing changed yet]",
-                    metadata={"memoryProposal": {"id": pid, "status": "pending"}},
+                    text=text + "]",
+                    metadata={"memoryProposal": {"id": pid, "status": "pending", "existing": made["existing"],
+                                                 "sameKey": same_key}},
                 )
             with ctx.store.transaction() as db:
-                result = _apply(db, root, agent, a.action, a.key, content)
+                result = _apply(db, root, agent, a.action, a.key, content, fits.of_config(ctx))
         except StateRefusal as r:
             return r.to_output()
         what = "deleted" if result.get("deleted") else f"set, revision {result['revision']}"

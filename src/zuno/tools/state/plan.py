@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
-from zuno.tools.state import docstore
+from zuno.tools.state import docstore, fits
 from zuno.tools.state.actions import (
     MUTATION,
     READ,
@@ -29,7 +29,7 @@ from zuno.tools.state.actions import (
     mutate_for_call,
     mutation_output,
 )
-from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
+from zuno.tools.state.docstore import Doc, StateRefusal, check_revision, named
 
 KIND = "plan"
 StepStatus = Literal["pending", "in_progress", "blocked", "completed", "superseded"]
@@ -46,6 +46,16 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 # whole tree, and how deep push may nest child Plans.
 PLAN_MAX_STEPS = 500
 PLAN_MAX_DEPTH = 8
+# The Plan is the model's own working state, so it must always come back inline: what plan_get
+# returns (and plan_update, after its one head line) fits the output limits, never withheld into
+# a file. Lines: the rendering is compact (render_view: one line per step, two per Plan, the root's
+# opening on the first), so a tree of PLAN_MAX_STEPS steps is at most 3 * 500 lines, under the
+# default max_lines (2000). Bytes: no mutation may grow the rendering past PLAN_VIEW_MAX_BYTES — the
+# default max_bytes less the head line's allowance — nor past a lower configured tool_output limit
+# (fits.budget).
+PLAN_HEAD_ALLOWANCE_BYTES = fits.HEAD_ALLOWANCE_BYTES
+PLAN_VIEW_MAX_BYTES = fits.VIEW_MAX_BYTES
+PLAN_VIEW_MAX_LINES = fits.VIEW_MAX_LINES
 # The metadata key a successful plan_update carries: the explicit-Plan-mode instruction the next
 # provider request uses ("Maintain" after any successful Plan mutation).
 PLAN_INSTRUCTION_KEY = "planInstruction"
@@ -177,7 +187,27 @@ def _transition(step: dict[str, Any], new: str) -> None:
     step["status"] = new
 
 
-def apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _at_most(doc: Doc, agent: str) -> Doc:
+    """The document as large as status changes alone could make it: every open step in_progress
+    (the longest status) and owned (in_progress adopts an unowned step for ``agent``). Measuring
+    this, not the document as it is, keeps a Plan the budget accepted one whose steps can still all
+    be started and finished without ever crossing it."""
+    body = json.loads(json.dumps(doc.body))
+    for p in body["plans"].values():
+        for step in p["steps"]:
+            if step["status"] not in TERMINAL:
+                step["status"] = "in_progress"
+                step["owner"] = step.get("owner") or agent
+    return Doc(fits.REVISION_ALLOWANCE, body)
+
+
+def _measure(doc: Doc, agent: str) -> tuple[int, int]:
+    return fits.measure(render_view(_at_most(doc, agent)))
+
+
+def apply_update(
+    doc: Doc, a: Any, agent: str, budget: tuple[int, int] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     body, result = _apply(doc, a, agent)
     total = sum(len(p["steps"]) for p in body["plans"].values())
     if total > PLAN_MAX_STEPS:
@@ -188,6 +218,16 @@ def apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str
             steps=total,
             limit=PLAN_MAX_STEPS,
         )
+    fits.check(
+        "PlanTooLarge",
+        "the Plan",
+        _measure(Doc(doc.revision + 1, body), agent),
+        _measure(doc, agent) if doc.body is not None else None,
+        budget or fits.budget(),
+        "Keep titles and notes shorter (the details belong in Todos or Notes), fewer steps, "
+        "or create a Plan for the new objective.",
+        " (counting every open step as in_progress and owned, as it may yet be)",
+    )
     return body, result
 
 
@@ -211,15 +251,17 @@ def _apply(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]
         seen: set[str] = set()
         for p in a.steps:
             if p.id in seen:
-                raise StateRefusal("DuplicateStep", f"step {p.id} is named twice.", "Name each step once.", stepId=p.id)
+                raise StateRefusal(
+                    "DuplicateStep", f"step {named(p.id)} is named twice.", "Name each step once.", stepId=named(p.id)
+                )
             seen.add(p.id)
             found = _find_step(body, p.id)
             if found is None:
                 raise StateRefusal(
                     "UnknownStep",
-                    f"there is no step {p.id}.",
+                    f"there is no step {named(p.id)}.",
                     "Use a step id plan_get returned.",
-                    stepId=p.id,
+                    stepId=named(p.id),
                 )
             _plan, step = found
             if step["status"] in TERMINAL and (p.title is not None or p.owner is not None or p.notes is not None):
@@ -256,9 +298,9 @@ def _apply(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]
         if target is None:
             raise StateRefusal(
                 "UnknownStep",
-                f"step {a.step_id} is not a step of the focused Plan {focused['id']}.",
+                f"step {named(a.step_id)} is not a step of the focused Plan {focused['id']}.",
                 "Push under a step of the focused Plan (plan_get shows it), or pop first.",
-                stepId=a.step_id,
+                stepId=named(a.step_id),
             )
         if target["status"] in TERMINAL:
             raise StateRefusal(
@@ -306,6 +348,36 @@ def view(doc: Doc) -> dict[str, Any]:
     return {"revision": doc.revision, "focus": list(focus), "plan": render(focus[0])}
 
 
+def render_view(doc: Doc) -> str:
+    """``view(doc)`` as JSON text, laid out compactly: each step on one line (a newline inside a
+    title or notes is escaped), each Plan's opening and closing on one line each, the root's
+    opening on the first line. So a tree of S steps in P Plans is at most 2P + S lines (P <= S)."""
+    data = view(doc)
+    if data["plan"] is None:
+        return fits.j(data)
+    lines: list[str] = []
+
+    def plan_lines(p: dict[str, Any], pad: str, opening: str, closing: str) -> None:
+        head = {"id": p["id"], "objective": p["objective"]}
+        lines.append(opening + fits.j(head)[:-1] + ', "steps": [')
+        steps = p["steps"]
+        for i, step in enumerate(steps):
+            comma = "," if i < len(steps) - 1 else ""
+            children = step.get("children")
+            if not children:
+                lines.append(pad + " " + fits.j(step) + comma)
+                continue
+            leaf = {k: v for k, v in step.items() if k != "children"}
+            lines.append(pad + " " + fits.j(leaf)[:-1] + ', "children": [')
+            for j, child in enumerate(children):
+                plan_lines(child, pad + "  ", pad + "  ", "," if j < len(children) - 1 else "]}" + comma)
+        lines.append(pad + "]}" + closing)
+
+    opening = fits.j({"revision": data["revision"], "focus": data["focus"]})[:-1] + ', "plan": '
+    plan_lines(data["plan"], "", opening, "}")
+    return "\n".join(lines)
+
+
 def fingerprint(doc: Doc) -> str:
     return docstore.digest({"kind": KIND, "revision": doc.revision, "body": doc.body})
 
@@ -330,9 +402,8 @@ class PlanGetTool(ActionTool):
 
     async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
         doc = docstore.read(ctx.store, scope_of(ctx.session_id), KIND)
-        data = view(doc)
         return ToolOutput(
-            text=json.dumps(data, ensure_ascii=False, indent=1),
+            text=render_view(doc),
             metadata={"revision": doc.revision, "progressFingerprint": fingerprint(doc)},
         )
 
@@ -354,9 +425,12 @@ class PlanUpdateTool(ActionTool):
         agent = agent_of(ctx)
 
         def render(result: dict[str, Any], replayed: bool, doc: Doc) -> ToolOutput:
-            document = json.dumps(view(doc), ensure_ascii=False, indent=1)
+            document = render_view(doc)
             return mutation_output(
                 f"plan {result['action']}", result, replayed, document, **{PLAN_INSTRUCTION_KEY: "Maintain"}
             )
 
-        return mutate_for_call(ctx, args, scope_of(ctx.session_id), KIND, lambda d: apply_update(d, a, agent), render)
+        budget = fits.of_config(ctx)
+        return mutate_for_call(
+            ctx, args, scope_of(ctx.session_id), KIND, lambda d: apply_update(d, a, agent, budget), render
+        )

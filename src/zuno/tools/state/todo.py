@@ -14,7 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
-from zuno.tools.state import docstore
+from zuno.tools.state import docstore, fits
 from zuno.tools.state.actions import (
     MUTATION,
     READ,
@@ -26,7 +26,7 @@ from zuno.tools.state.actions import (
     mutate_for_call,
     mutation_output,
 )
-from zuno.tools.state.docstore import Doc, StateRefusal, check_revision
+from zuno.tools.state.docstore import Doc, StateRefusal, check_revision, named, named_all
 from zuno.tools.state.plan import agent_of, scope_of
 
 KIND = "todo"
@@ -139,11 +139,11 @@ def _validate_graph(items: list[dict[str, Any]]) -> None:
             if d not in by_id:
                 raise StateRefusal(
                     "UnknownDependency",
-                    f"todo {i['id']} depends on {d}, which does not exist.",
+                    f"todo {i['id']} depends on {named(d)}, which does not exist.",
                     # Not "todo_get": chord has only todo_write, whose result shows the ids too.
                     "Depend only on ids the list holds, as the last Todo result showed them.",
                     todoId=i["id"],
-                    dependency=d,
+                    dependency=named(d),
                 )
             if d == i["id"]:
                 raise StateRefusal("DependencyCycle", f"todo {d} depends on itself.", "Remove the self-dependency.")
@@ -185,7 +185,43 @@ def _adopt(item: dict[str, Any], agent: str) -> None:
         item["owner"] = agent
 
 
-def apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _at_most(doc: Doc, agent: str) -> Doc:
+    """The list as large as status changes alone could make it: every open item in_progress (the
+    longest status) and owned (in_progress adopts an unowned item for ``agent``)."""
+    body = json.loads(json.dumps(doc.body))
+    for item in body["items"]:
+        if item["status"] not in TERMINAL:
+            item["status"] = "in_progress"
+            item["owner"] = item.get("owner") or agent
+    return Doc(fits.REVISION_ALLOWANCE, body)
+
+
+def _measure(doc: Doc, agent: str) -> tuple[int, int]:
+    return fits.measure(render_view(_at_most(doc, agent)))
+
+
+def _fit(doc: Doc, body: dict[str, Any], agent: str, budget: tuple[int, int] | None) -> None:
+    """The list as it would now be still fits the output limits (zuno.tools.state.fits)."""
+    fits.check(
+        "TodosTooLarge",
+        "the Todo list",
+        _measure(Doc(doc.revision + 1, body), agent),
+        _measure(doc, agent) if doc.body is not None else None,
+        budget or fits.budget(),
+        "Keep titles and notes shorter, remove finished items, or fold small items into one.",
+        " (counting every open item as in_progress and owned, as it may yet be)",
+    )
+
+
+def apply_update(
+    doc: Doc, a: Any, agent: str, budget: tuple[int, int] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    body, result = _apply_update(doc, a, agent)
+    _fit(doc, body, agent, budget)
+    return body, result
+
+
+def _apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
     check_revision(
         doc,
         a.expected_revision,
@@ -220,20 +256,23 @@ def apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str
             changed.append(item["id"])
     elif a.action == "patch":
         by_id = {i["id"]: i for i in items}
-        named = [p.id for p in a.items]
-        twice = sorted({n for n in named if named.count(n) > 1})
+        sent = [p.id for p in a.items]
+        twice = sorted({n for n in sent if sent.count(n) > 1})
         if twice:
             raise StateRefusal(
                 "DuplicateTodo",
-                f"todo {', '.join(twice)} is named twice in one patch.",
+                f"todo {named_all(twice)} is named twice in one patch.",
                 "Name each item once, with every field it should change.",
-                todoIds=twice,
+                todoIds=[named(t) for t in twice[:10]],
             )
         for p in a.items:
             item = by_id.get(p.id)
             if item is None:
                 raise StateRefusal(
-                    "UnknownTodo", f"there is no todo {p.id}.", "Use an id todo_get returned.", todoId=p.id
+                    "UnknownTodo",
+                    f"there is no todo {named(p.id)}.",
+                    "Use an id todo_get returned.",
+                    todoId=named(p.id),
                 )
             if item["status"] in TERMINAL and any(
                 getattr(p, k) is not None for k in ("title", "owner", "depends_on", "notes")
@@ -257,7 +296,7 @@ def apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str
         ids = set(a.ids)
         unknown = sorted(ids - {i["id"] for i in items})
         if unknown:
-            raise StateRefusal("UnknownTodo", f"there is no todo {', '.join(unknown)}.", "Use ids todo_get returned.")
+            raise StateRefusal("UnknownTodo", f"there is no todo {named_all(unknown)}.", "Use ids todo_get returned.")
         needed = sorted({i["id"] for i in items if i["id"] not in ids and ids & set(i["depends_on"])})
         if needed:
             raise StateRefusal(
@@ -272,17 +311,25 @@ def apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str
     return body, {"action": a.action, "items": changed}
 
 
-def apply_write(doc: Doc, a: TodoWriteArgs, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def apply_write(
+    doc: Doc, a: TodoWriteArgs, agent: str, budget: tuple[int, int] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    body, result = _apply_write(doc, a, agent)
+    _fit(doc, body, agent, budget)
+    return body, result
+
+
+def _apply_write(doc: Doc, a: TodoWriteArgs, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Chord's whole-list write: the list becomes exactly what was sent."""
     body = json.loads(json.dumps(doc.body)) if doc.body is not None else _empty()
     old = {i["id"]: i for i in body["items"]}
     # An item sent without an id (how models used to other harnesses send the list: content and
     # status only) is the existing item of the same text, the first one not named otherwise: the
     # same list sent again is the same list, and a completed item stays completed.
-    named = {w.id for w in a.todos if w.id is not None}
+    kept = {w.id for w in a.todos if w.id is not None}
     by_title: dict[str, list[str]] = {}
     for i in body["items"]:
-        if i["id"] not in named:
+        if i["id"] not in kept:
             by_title.setdefault(i["title"], []).append(i["id"])
     new_items: list[dict[str, Any]] = []
     # An id the list does not hold is the model's own name for the item (models used to other
@@ -318,7 +365,7 @@ def apply_write(doc: Doc, a: TodoWriteArgs, agent: str) -> tuple[dict[str, Any],
     ids = [i["id"] for i in new_items]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
-        raise StateRefusal("DuplicateTodo", f"todo id {', '.join(dup)} appears twice.", "Send each item once.")
+        raise StateRefusal("DuplicateTodo", f"todo id {named_all(dup)} appears twice.", "Send each item once.")
     body["items"] = new_items
     _validate_graph(new_items)
     return body, {"action": "write", "items": ids}
@@ -350,8 +397,20 @@ def fingerprint(doc: Doc) -> str:
     return docstore.digest({"kind": KIND, "revision": doc.revision, "body": doc.body})
 
 
-def _render(doc: Doc) -> str:
-    return json.dumps(view(doc), ensure_ascii=False, indent=1)
+def render_view(doc: Doc) -> str:
+    """``view(doc)`` as JSON text, one item a line (a newline in a title or notes is escaped): a
+    list of N items is N + 2 lines."""
+    data = view(doc)
+    if not data["todos"]:
+        return fits.j(data)
+    items = data["todos"]
+    lines = [fits.j({"revision": data["revision"]})[:-1] + ', "todos": [']
+    lines += [" " + fits.j(item) + ("," if n < len(items) - 1 else "") for n, item in enumerate(items)]
+    lines.append("]}")
+    return "\n".join(lines)
+
+
+_render = render_view
 
 
 class TodoGetTool(ActionTool):
@@ -388,7 +447,10 @@ class TodoUpdateTool(ActionTool):
         def render(result: dict[str, Any], replayed: bool, doc: Doc) -> ToolOutput:
             return mutation_output(f"todo {result['action']}", result, replayed, _render(doc))
 
-        return mutate_for_call(ctx, args, scope_of(ctx.session_id), KIND, lambda d: apply_update(d, a, agent), render)
+        budget = fits.of_config(ctx)
+        return mutate_for_call(
+            ctx, args, scope_of(ctx.session_id), KIND, lambda d: apply_update(d, a, agent, budget), render
+        )
 
 
 class TodoWriteTool(ActionTool):
@@ -413,4 +475,7 @@ class TodoWriteTool(ActionTool):
                 metadata={"revision": result["revision"], "replayed": replayed, "invalidatesContext": True},
             )
 
-        return mutate_for_call(ctx, args, scope_of(ctx.session_id), KIND, lambda d: apply_write(d, args, agent), render)
+        budget = fits.of_config(ctx)
+        return mutate_for_call(
+            ctx, args, scope_of(ctx.session_id), KIND, lambda d: apply_write(d, args, agent, budget), render
+        )
