@@ -38,10 +38,18 @@ from zuno.tools.web.errors import (
     ProtocolFailed,
     RedirectRefused,
     ResolveError,
+    UrlRefused,
 )
 from zuno.tools.web.proxy_env import proxy_for
 from zuno.tools.web.resolver import Resolver, SystemResolver, Validated, validate_answer
-from zuno.tools.web.urls import Target, check_characters, parse_target, redact
+from zuno.tools.web.urls import (
+    Target,
+    check_characters,
+    encode_location,
+    parse_target,
+    redact,
+    space_in_authority,
+)
 
 USER_AGENT = "Zuno-webfetch/0.1"
 ACCEPT = "text/markdown, text/html;q=0.9, text/plain;q=0.9, application/json;q=0.8, */*;q=0.5"
@@ -299,6 +307,14 @@ class Fetcher:
             # header arrived decoded as Latin-1.
             with contextlib.suppress(UnicodeError):
                 location = location.encode("latin-1").decode("utf-8")
+            # A raw space in the path, query or fragment is percent-encoded, as browsers do (WHATWG);
+            # one in the host names no host. The result is parsed and checked like any URL.
+            location = encode_location(location)
+            if space_in_authority(location):
+                raise UrlRefused(
+                    "the Location's scheme or host contains a space, which names no host "
+                    "(browsers refuse this redirect too)"
+                )
             # urljoin silently drops tabs and line breaks; they are refused as in any URL.
             check_characters(location)
             nxt = parse_target(urljoin(current.url, location))
