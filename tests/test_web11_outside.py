@@ -100,3 +100,37 @@ def test_raw_characters_are_percent_encoded_as_a_browser_sends_them() -> None:
     t = parse_target("http://a.test/p\"<>`{}^|'[]?q=\"<>'`{}^|?")
     assert t.path == "/p%22%3C%3E%60%7B%7D%5E|'[]?q=%22%3C%3E%27`{}^|?"
     assert parse_target('http://a.test/%22x"').path == "/%22x%22"
+
+
+# --- charset labels as the WHATWG Encoding Standard reads them --------------------------------------
+
+
+async def test_charset_labels_are_read_as_browsers_read_them(workspace: Path) -> None:
+    """Before: a label went through Python's codec aliases. ``us-ascii`` (a common default) with
+    Windows-1252 quotes failed as ASCII and charset-normalizer read the page as Cyrillic cp1125
+    (``УquotedФ``); ``shift_jis`` with ①/Ⅲ (windows-31j, what every Japanese Shift_JIS page is)
+    came back as EBCDIC (cp037) garbage; ``x-sjis`` was unknown; ``iso-8859-11`` lost its curly
+    quotes to C1 controls; ``utf-7`` (which no browser decodes) turned ``+ADw-script+AD4-`` into
+    ``<script>``; ``iso-2022-kr`` (browsers: the replacement decoder) was decoded."""
+    pages = {
+        "/ascii": ("text/plain; charset=us-ascii", "“quoted” – 5 €".encode("cp1252"), "“quoted” – 5 €", "cp1252"),
+        "/sjis": ("text/plain; charset=shift_jis", "①番 Ⅲ型～".encode("cp932"), "①番 Ⅲ型～", "cp932"),
+        "/xsjis": ("text/plain; charset=x-sjis", "日本語①".encode("cp932"), "日本語①", "cp932"),
+        "/thai": ("text/plain; charset=iso-8859-11", "ภาษา “ไทย”".encode("cp874"), "ภาษา “ไทย”", "cp874"),
+        "/utf7": ("text/plain; charset=utf-7", b"+ADw-script+AD4-", "+ADw-script+AD4-", "utf-8"),
+        "/kr": ("text/plain; charset=iso-2022-kr", b"\x1b$)C\x0e\x21\x21", "\ufffd", "replacement"),
+        "/meta": (
+            "text/html",
+            b'<html><head><meta charset="x-user-defined"></head><body><p>caf\xe9</p></body></html>',
+            "café",
+            "cp1252",
+        ),
+    }
+    async with Origin() as origin:
+        for path, (ctype, body, _, _) in pages.items():
+            origin.routes[path] = response(200, body, ctype=ctype)
+        results = await step(workspace, [fetch(f"http://localhost:{origin.port}{p}") for p in pages])
+    for (path, (_, _, text, charset)), res in zip(pages.items(), results, strict=True):
+        assert res["outcome"] == "ok", (path, res["text"])
+        assert res["text"].rstrip().endswith(text), (path, res["text"])
+        assert res["metadata"]["charset"] == charset, (path, res["metadata"])
