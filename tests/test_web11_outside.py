@@ -134,3 +134,33 @@ async def test_charset_labels_are_read_as_browsers_read_them(workspace: Path) ->
         assert res["outcome"] == "ok", (path, res["text"])
         assert res["text"].rstrip().endswith(text), (path, res["text"])
         assert res["metadata"]["charset"] == charset, (path, res["metadata"])
+
+
+# --- an oversized response header block ------------------------------------------------------------
+
+
+async def test_response_headers_over_the_limit_are_refused_once_naming_the_limit(workspace: Path) -> None:
+    """Before: ``broke the HTTP protocol in the headers phase (RemoteProtocolError: Receive buffer
+    too long)`` — no limit named, and retried twice (the same headers each time). Now the limit
+    (a named constant, httpcore's own bound) is named, and a block just under it is read."""
+    import httpcore
+
+    from zuno.tools.web.engine import MAX_RESPONSE_HEADER_BYTES
+
+    assert httpcore.AsyncHTTP11Connection.MAX_INCOMPLETE_EVENT_SIZE == MAX_RESPONSE_HEADER_BYTES
+
+    def headers_of(total: int) -> bytes:
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n"
+        pad = total - len(head) - len(b"X-Pad: \r\n\r\n")
+        return head + b"X-Pad: " + b"v" * pad + b"\r\n\r\nok"
+
+    async with Origin() as origin:
+        origin.routes["/under"] = headers_of(MAX_RESPONSE_HEADER_BYTES - 1024)
+        origin.routes["/over"] = headers_of(MAX_RESPONSE_HEADER_BYTES + 1024)
+        under, over = await step(
+            workspace, [fetch(f"http://localhost:{origin.port}/under"), fetch(f"http://localhost:{origin.port}/over")]
+        )
+        assert under["outcome"] == "ok" and under["text"].endswith("ok"), under["text"]
+        assert over["outcome"] == "error" and "headers over 100 KiB" in over["text"], over["text"]
+        assert "not retried" in over["text"]
+        assert [r.target for r in origin.requests].count("/over") == 1
