@@ -4,6 +4,7 @@ loopback. Each test here failed before the fix it names (docs/spec-coverage.md, 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +165,48 @@ async def test_response_headers_over_the_limit_are_refused_once_naming_the_limit
         assert over["outcome"] == "error" and "headers over 100 KiB" in over["text"], over["text"]
         assert "not retried" in over["text"]
         assert [r.target for r in origin.requests].count("/over") == 1
+
+
+# --- web_search domain filters read a result's host as webfetch does ------------------------------
+
+
+async def test_web_search_domain_filters_read_a_results_host_as_a_fetch_would(workspace: Path) -> None:
+    """Before: a result's host came from ``urlsplit`` and entries went through IDNA 2003. With
+    ``allowed_domains: ["docs.example"]``, ``https://evil.example\\@docs.example/`` and
+    ``https://evil.example\\.docs.example/`` passed (a browser goes to evil.example: a backslash
+    ends the host); ``blocked_domains: ["faß.de"]`` blocked ``fass.de`` and let the real faß.de
+    (``xn--fa-hia.de``, which webfetch reaches) through, and ``https://blocked%2eexample/``
+    (which browsers read as blocked.example) was not blocked."""
+    results = [
+        ("good", "https://docs.example/page"),
+        ("backslash-at", "https://evil.example\\@docs.example/"),
+        ("backslash-dot", "https://evil.example\\.docs.example/"),
+        ("userinfo", "https://docs.example@evil.example/"),
+        ("spaced", "https://docs.example/a b"),
+        ("fass", "https://xn--fa-hia.de/"),
+        ("fass-unicode", "https://faß.de/x"),
+        ("escaped", "https://blocked%2eexample/"),
+        ("other", "https://other.example/"),
+    ]
+    body = json.dumps({"results": [{"title": t, "url": u, "content": "c"} for t, u in results]}).encode()
+    async with Origin() as origin:
+        origin.routes["/search"] = response(200, body, ctype="application/json")
+        cfg = {"web_search": {"providers": {"sx": {"type": "searxng", "base_url": f"http://127.0.0.1:{origin.port}"}}}}
+        search = lambda **more: {"name": "web_search", "arguments": {"queries": ["q"], "max_results": 20, **more}}  # noqa: E731
+        allowed, blocked, unfiltered = await step(
+            workspace,
+            [
+                search(allowed_domains=["docs.example"]),
+                search(blocked_domains=["faß.de", "blocked.example"]),
+                search(),
+            ],
+            cfg,
+        )
+
+    def titles(rec: dict[str, Any]) -> list[str]:
+        assert rec["outcome"] == "ok", rec["text"]
+        return [t for t, _ in results if f". {t}\n" in rec["text"]]
+
+    assert titles(allowed) == ["good", "spaced"]
+    assert titles(blocked) == ["good", "spaced", "other"]
+    assert len(titles(unfiltered)) == len(results)  # no filter: every result, as the provider sent it
