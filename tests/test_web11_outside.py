@@ -210,3 +210,24 @@ async def test_web_search_domain_filters_read_a_results_host_as_a_fetch_would(wo
     assert titles(allowed) == ["good", "spaced"]
     assert titles(blocked) == ["good", "spaced", "other"]
     assert len(titles(unfiltered)) == len(results)  # no filter: every result, as the provider sent it
+
+
+# --- extra slashes before a Location's host ---------------------------------------------------------
+
+
+async def test_a_location_with_three_slashes_names_a_host_as_in_a_browser() -> None:
+    """Before: ``Location: ///b.test/x`` was joined as a path on the current host
+    (``http://a.test/b.test/x``, a 404) where browsers go to b.test; now it names b.test, whose
+    addresses are checked like any hop's (b.test not allowed: refused, nothing sent there)."""
+    async with Origin() as origin:
+        p = origin.port
+        origin.routes["/three"] = moved(b"///b.test:%d/x" % p)
+        origin.routes["/four"] = moved(b"http:////b.test:%d/x" % p)
+        origin.routes["/x"] = response(200, b"landed")
+        f = Fetcher(resolver=TableResolver({"a.test": ["127.0.0.1"], "b.test": ["127.0.0.1"]}), environ={})
+        for path in ("/three", "/four"):
+            got = await f.fetch(f"http://a.test:{p}{path}", allow_private=["a.test", "b.test"])
+            assert got.final_url == f"http://b.test:{p}/x" and got.body == b"landed"
+        assert [r.header("host") for r in origin.requests] == [f"a.test:{p}", f"b.test:{p}"] * 2
+        with pytest.raises(RedirectRefused, match=r"b\.test resolves only to non-public"):
+            await f.fetch(f"http://a.test:{p}/three", allow_private=["a.test"])

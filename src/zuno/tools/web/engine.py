@@ -45,6 +45,7 @@ from zuno.tools.web.resolver import Resolver, SystemResolver, Validated, validat
 from zuno.tools.web.urls import (
     Target,
     check_characters,
+    collapse_slashes,
     encode_location,
     parse_target,
     redact,
@@ -323,7 +324,7 @@ class Fetcher:
                 location = location.encode("latin-1").decode("utf-8")
             # A raw space in the path, query or fragment is percent-encoded, as browsers do (WHATWG);
             # one in the host names no host. The result is parsed and checked like any URL.
-            location = encode_location(location)
+            location = encode_location(collapse_slashes(location))
             if space_in_authority(location):
                 raise UrlRefused(
                     "the Location's scheme or host contains a space, which names no host "

@@ -227,6 +227,23 @@ def encode_location(location: str) -> str:
     return head + "".join("".join(f"%{b:02X}" for b in ch.encode("utf-8")) if _is_space(ch) else ch for ch in tail)
 
 
+def collapse_slashes(location: str) -> str:
+    """Three or more slashes before a Location's authority read as two, as browsers read them: for
+    http(s) the WHATWG parser skips every slash there, so ``///b.example/x`` and
+    ``http:////b.example/x`` name the host b.example (urljoin made the first a path on the current
+    host). The host is then parsed and checked like any other."""
+    m = _SCHEME.match(location)
+    if m and m.group(1).lower() in _DEFAULT_PORT:
+        head, rest = location[: m.end()], location[m.end() :]
+    elif m:
+        return location
+    else:
+        head, rest = "", location
+    if rest.startswith("///"):
+        return head + "//" + rest.lstrip("/")
+    return location
+
+
 def space_in_authority(location: str) -> bool:
     """Whether ``encode_location`` left a space: one in the scheme's or the host's part."""
     return any(_is_space(ch) for ch in location)
