@@ -231,3 +231,34 @@ async def test_a_location_with_three_slashes_names_a_host_as_in_a_browser() -> N
         assert [r.header("host") for r in origin.requests] == [f"a.test:{p}", f"b.test:{p}"] * 2
         with pytest.raises(RedirectRefused, match=r"b\.test resolves only to non-public"):
             await f.fetch(f"http://a.test:{p}/three", allow_private=["a.test"])
+
+
+# --- deeply nested HTML ------------------------------------------------------------------------------
+
+
+async def test_deeply_nested_html_converts_instead_of_failing_inside_the_tool(workspace: Path) -> None:
+    """Before: a page nesting 400 elements deep — 400 unclosed ``<p>`` or ``<font>`` tags in old
+    hand-written HTML, which html.parser nests, or a hostile page — failed with ``webfetch failed
+    inside the tool: RecursionError`` (markdownify recurses once per level); 5000 nested tables also
+    spent minutes in the numbered-code pass first. Now elements at ``MAX_HTML_DEPTH`` keep their
+    text and lose the elements inside; a page nested less deeply converts as before."""
+    from zuno.tools.web.content import MAX_HTML_DEPTH
+
+    under = MAX_HTML_DEPTH - 3  # body and html count too
+    pages = {
+        "/p": "<html><body>" + "<p>para " * 400 + "the end</body></html>",
+        "/font": "<html><body>" + "<font size=2>" * 2000 + "old <b>page</b> text</body></html>",
+        "/tables": "<html><body>" + "<table><tr><td>" * 5000 + "cell text" + "</td></tr></table>" * 5000,
+        "/under": "<html><body>" + "<div>" * under + "<a href='/deep'>a link</a>" + "</div>" * under,
+    }
+    async with Origin() as origin:
+        for path, html in pages.items():
+            origin.routes[path] = response(200, html.encode(), ctype="text/html; charset=utf-8")
+        recs = await step(workspace, [fetch(f"http://localhost:{origin.port}{p}") for p in pages])
+        p, font, tables, kept = recs
+        for rec in recs:
+            assert rec["outcome"] == "ok", rec["text"][:300]
+        assert p["text"].count("para") == 400 and "the end" in p["text"]
+        assert "old" in font["text"] and "page" in font["text"] and "text" in font["text"]
+        assert "cell text" in tables["text"]
+        assert f"[a link](http://localhost:{origin.port}/deep)" in kept["text"], kept["text"][-300:]

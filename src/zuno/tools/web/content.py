@@ -431,6 +431,29 @@ def _tidy(text: str) -> str:
     return "\n".join(out)
 
 
+# Elements nested deeper than this are flattened to their text before the conversion, which
+# recurses once per level (markdownify): a page of 400 unclosed <b>, <p> or <li> tags (old hand-
+# written HTML, or a hostile page) failed with RecursionError. Real pages nest a few dozen deep.
+MAX_HTML_DEPTH = 128
+
+
+def _bound_depth(soup: Any) -> None:
+    """Every element at ``MAX_HTML_DEPTH`` keeps its text (words separated by a space) and loses the
+    elements inside it. Iterative: the walk itself never recurses."""
+    from bs4 import Tag
+
+    stack: list[tuple[Any, int]] = [(soup, 0)]
+    while stack:
+        node, depth = stack.pop()
+        for child in node.contents:
+            if not isinstance(child, Tag):
+                continue
+            if depth + 1 >= MAX_HTML_DEPTH and any(isinstance(c, Tag) for c in child.contents):
+                child.string = child.get_text(" ")
+            else:
+                stack.append((child, depth + 1))
+
+
 def html_to_markdown(html: str, base_url: str | None = None) -> str:
     """Readable Markdown; relative links and images are made absolute against ``base_url``."""
     from urllib.parse import urljoin
@@ -450,6 +473,7 @@ def html_to_markdown(html: str, base_url: str | None = None) -> str:
             base_url = joined
     for tag in soup(_DROP_TAGS):
         tag.decompose()
+    _bound_depth(soup)  # before any pass that walks each table's (or element's) whole subtree
     _unwrap_numbered_code(soup)
     for a in soup.find_all("a", class_="headerlink"):
         a.decompose()  # Sphinx / MkDocs "¶" permalinks beside every heading
