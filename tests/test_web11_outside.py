@@ -262,3 +262,68 @@ async def test_deeply_nested_html_converts_instead_of_failing_inside_the_tool(wo
         assert "old" in font["text"] and "page" in font["text"] and "text" in font["text"]
         assert "cell text" in tables["text"]
         assert f"[a link](http://localhost:{origin.port}/deep)" in kept["text"], kept["text"][-300:]
+
+
+# --- limits crossed at their edges (held: no change) ------------------------------------------------
+
+
+async def test_the_error_body_limits_are_crossed_at_their_edges(workspace: Path) -> None:
+    """``WEBFETCH_ERROR_BODY_CHARS`` (2,000 characters shown) and ``WEBFETCH_ERROR_BODY_BYTES``
+    (64 KiB read, counted decompressed) at one under and one over."""
+    from zuno import limits
+
+    chars, cap = limits.WEBFETCH_ERROR_BODY_CHARS, limits.WEBFETCH_ERROR_BODY_BYTES
+
+    def hidden_hint(total: int) -> bytes:  # a page whose only text ends at byte ``total``
+        head, tail = b"<html><body><div title='", b"'></div><p>HINT</p></body></html>"
+        return head + b"x" * (total - len(head) - len(tail)) + tail
+
+    async with Origin() as origin:
+        origin.routes["/fits"] = response(404, b"y" * chars)
+        origin.routes["/cut"] = response(404, b"y" * (chars + 1))
+        origin.routes["/read"] = response(404, hidden_hint(cap), ctype="text/html")
+        origin.routes["/unread"] = response(404, hidden_hint(cap + 1), ctype="text/html")
+        base = f"http://localhost:{origin.port}"
+        fits, cut, read, unread = (
+            r["text"] for r in await step(workspace, [fetch(base + p) for p in ("/fits", "/cut", "/read", "/unread")])
+        )
+    assert ("y" * chars) in fits and "not shown" not in fits
+    assert ("y" * chars) in cut and ("y" * (chars + 1)) not in cut and "the rest of the body is not shown" in cut
+    assert "HINT" in read and "HINT" not in unread, unread[-200:]
+
+
+async def test_an_oversized_connect_reply_is_refused_at_its_limit() -> None:
+    """``backend._CONNECT_REPLY_MAX`` (16 KiB): a proxy's CONNECT reply just under it is read, one
+    over it is refused naming the proxy, not falling back to a direct connection. Before: a reply of
+    the limit plus one byte was still read (the check ran before the last byte)."""
+    import asyncio
+
+    from zuno.tools.web.backend import _CONNECT_REPLY_MAX
+    from zuno.tools.web.errors import ProxyFailed
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, size: int) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        head = b"HTTP/1.1 200 OK\r\n"
+        pad = size - len(head) - len(b"X: \r\n\r\n")
+        writer.write(head + b"X: " + b"p" * pad + b"\r\n\r\n")
+        await writer.drain()
+        up_r, up_w = await asyncio.open_connection("127.0.0.1", origin.port)
+        up_w.write(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(await up_r.read(65536))
+        await writer.drain()
+        writer.close()
+
+    async with Origin() as origin:
+        origin.routes["/"] = response(200, b"through")
+        for size, ok in ((_CONNECT_REPLY_MAX, True), (_CONNECT_REPLY_MAX + 1, False)):
+            server = await asyncio.start_server(lambda r, w, n=size: proxy(r, w, n), "127.0.0.1", 0)
+            port = server.sockets[0].getsockname()[1]
+            f = Fetcher(resolver=TableResolver({"a.test": ["127.0.0.1"]}), environ={"HTTP_PROXY": f"127.0.0.1:{port}"})
+            try:
+                if ok:
+                    assert (await f.fetch(f"http://a.test:{origin.port}/", allow_private=LOOP)).body == b"through"
+                else:
+                    with pytest.raises(ProxyFailed, match="oversized CONNECT reply"):
+                        await f.fetch(f"http://a.test:{origin.port}/", allow_private=LOOP)
+            finally:
+                server.close()
