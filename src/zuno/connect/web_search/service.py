@@ -90,11 +90,15 @@ def build_provider(config: WebSearchConfig, environ: Mapping[str, str]) -> Provi
 
 
 def _ascii_host(host: str) -> str:
-    """A host name as DNS spells it (an internationalised one as its punycode A-labels), so
-    ``bücher.example`` and ``xn--bcher-kva.example`` are one domain."""
+    """A host name as webfetch spells it: IDNA 2008 with UTS 46 mapping (``faß.de`` is
+    ``xn--fa-hia.de``, not IDNA 2003's ``fass.de``), lower case, no trailing dot — the one parser's
+    reading, so a domain entry and a result's URL are compared as the host a fetch would reach."""
+    from zuno.tools.web.errors import UrlRefused  # not at import: zuno.tools.web imports this module
+    from zuno.tools.web.urls import parse_target
+
     try:
-        return host.encode("idna").decode("ascii")
-    except UnicodeError:
+        return parse_target(f"http://{host}/").host
+    except UrlRefused:
         return host
 
 
@@ -120,15 +124,29 @@ def _in(host: str, domains: list[str]) -> bool:
     return any(host == d or host.endswith("." + d) for d in domains)
 
 
+def hit_host(url: str) -> str | None:
+    """The host a result's URL names, read by webfetch's own parser; None when that parser refuses
+    the URL. ``urlsplit`` read ``https://evil.com\\@example.com/`` as example.com (a browser goes to
+    evil.com: a backslash ends the host) and ``https://example%2ecom/`` as no known domain."""
+    from zuno.tools.web.errors import UrlRefused
+    from zuno.tools.web.urls import encode_location, parse_target
+
+    try:
+        return parse_target(encode_location(url)).host  # a raw space in its path is no reason to drop it
+    except UrlRefused:
+        return None
+
+
 def filter_hits(hits: list[Hit], allowed: list[str], blocked: list[str]) -> list[Hit]:
     allow = [_norm_domain(d) for d in allowed if d.strip()]
     block = [_norm_domain(d) for d in blocked if d.strip()]
+    if not allow and not block:
+        return list(hits)
     out = []
     for h in hits:
-        try:
-            host = _ascii_host((urlsplit(h.url).hostname or "").lower().rstrip("."))
-        except ValueError:
-            continue
+        # A URL whose host cannot be told for certain (refused by the one parser: a backslash,
+        # userinfo, an escaped host, no http(s) scheme) is left out when any filter applies.
+        host = hit_host(h.url)
         if not host or (allow and not _in(host, allow)) or _in(host, block):
             continue
         out.append(h)

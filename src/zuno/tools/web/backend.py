@@ -371,7 +371,7 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
         await stream.send(("\r\n".join(lines) + "\r\n\r\n").encode("utf-8"))
         head = bytearray()
         while b"\r\n\r\n" not in head:
-            if len(head) > _CONNECT_REPLY_MAX:
+            if len(head) >= _CONNECT_REPLY_MAX:  # a reply of exactly the limit is read whole
                 raise ProxyFailed(f"{proxy} sent an oversized CONNECT reply")
             try:
                 # One byte at a time: nothing after the reply's blank line may be consumed.

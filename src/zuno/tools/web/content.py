@@ -213,53 +213,112 @@ _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)"
 _XML_ENCODING = re.compile(rb"""\A(?:\xef\xbb\xbf)?\s*<\?xml\s[^>]*?encoding\s*=\s*["']([A-Za-z0-9_.:-]+)["']""")
 
 
-def _in_band_charset(name: str) -> str:
-    """A charset named inside an ASCII-compatible body (<meta>, <?xml?>): a UTF-16 / UTF-32 name
-    there cannot be true (the bytes that spell it are ASCII), so it means UTF-8, as the HTML
-    standard's prescan says."""
-    try:
-        codec = codecs.lookup(name).name
-    except LookupError:
-        return name
-    return "utf-8" if codec.startswith(("utf-16", "utf-32")) else name
-
-
-# What a label means on the web (the WHATWG Encoding Standard): the superset browsers decode it
-# as. A page labelled ISO-8859-1 with Windows-1252 quotes (0x93, 0x94) or a euro sign (0x80)
-# would otherwise come back with invisible C1 controls in their place.
-_WEB_SUPERSET = {
-    "iso8859-1": "cp1252",
-    "iso8859-9": "cp1254",
-    "tis-620": "cp874",
-    "gb2312": "gbk",
-    "euc_kr": "cp949",
+# The WHATWG Encoding Standard's labels (https://encoding.spec.whatwg.org/#names-and-labels): what a
+# charset label means on the web, as the Python codec that decodes it. A browser reads a label
+# through this table only — "us-ascii" and "iso-8859-1" are windows-1252, "shift_jis" is
+# windows-31j (NEC and IBM extensions: ①, Ⅲ), "iso-8859-11" is windows-874, "big5" is Big5-HKSCS,
+# "utf-16" is UTF-16LE — and ignores a label it does not list ("utf-7", "cp437"), so Python's own
+# codec aliases are never consulted: "utf-7" would turn "+ADw-script+AD4-" into "<script>", text no
+# browser shows. GBK labels decode as gbk (the gb18030 superset only adds four-byte sequences).
+_REPLACEMENT = "replacement"
+_USER_DEFINED = "x-user-defined"
+_WHATWG_LABELS: dict[str, str] = {
+    label: codec
+    for codec, labels in {
+        "utf-8": "unicode-1-1-utf-8 unicode11utf8 unicode20utf8 utf-8 utf8 x-unicode20utf8",
+        "cp866": "866 cp866 csibm866 ibm866",
+        "iso8859-2": "csisolatin2 iso-8859-2 iso-ir-101 iso8859-2 iso88592 iso_8859-2 iso_8859-2:1987 l2 latin2",
+        "iso8859-3": "csisolatin3 iso-8859-3 iso-ir-109 iso8859-3 iso88593 iso_8859-3 iso_8859-3:1988 l3 latin3",
+        "iso8859-4": "csisolatin4 iso-8859-4 iso-ir-110 iso8859-4 iso88594 iso_8859-4 iso_8859-4:1988 l4 latin4",
+        "iso8859-5": "csisolatincyrillic cyrillic iso-8859-5 iso-ir-144 iso8859-5 iso88595 iso_8859-5 "
+        "iso_8859-5:1988",
+        "iso8859-6": "arabic asmo-708 csiso88596e csiso88596i csisolatinarabic ecma-114 iso-8859-6 iso-8859-6-e "
+        "iso-8859-6-i iso-ir-127 iso8859-6 iso88596 iso_8859-6 iso_8859-6:1987",
+        "iso8859-7": "csisolatingreek ecma-118 elot_928 greek greek8 iso-8859-7 iso-ir-126 iso8859-7 iso88597 "
+        "iso_8859-7 iso_8859-7:1987 sun_eu_greek",
+        "iso8859-8": "csiso88598e csisolatinhebrew hebrew iso-8859-8 iso-8859-8-e iso-ir-138 iso8859-8 iso88598 "
+        "iso_8859-8 iso_8859-8:1988 visual csiso88598i iso-8859-8-i logical",
+        "iso8859-10": "csisolatin6 iso-8859-10 iso-ir-157 iso8859-10 iso885910 l6 latin6",
+        "iso8859-13": "iso-8859-13 iso8859-13 iso885913",
+        "iso8859-14": "iso-8859-14 iso8859-14 iso885914",
+        "iso8859-15": "csisolatin9 iso-8859-15 iso8859-15 iso885915 iso_8859-15 l9",
+        "iso8859-16": "iso-8859-16",
+        "koi8-r": "cskoi8r koi koi8 koi8-r koi8_r",
+        "koi8-u": "koi8-ru koi8-u",
+        "mac-roman": "csmacintosh mac macintosh x-mac-roman",
+        "cp874": "dos-874 iso-8859-11 iso8859-11 iso885911 tis-620 windows-874",
+        "cp1250": "cp1250 windows-1250 x-cp1250",
+        "cp1251": "cp1251 windows-1251 x-cp1251",
+        "cp1252": "ansi_x3.4-1968 ascii cp1252 cp819 csisolatin1 ibm819 iso-8859-1 iso-ir-100 iso8859-1 iso88591 "
+        "iso_8859-1 iso_8859-1:1987 l1 latin1 us-ascii windows-1252 x-cp1252",
+        "cp1253": "cp1253 windows-1253 x-cp1253",
+        "cp1254": "cp1254 csisolatin5 iso-8859-9 iso-ir-148 iso8859-9 iso88599 iso_8859-9 iso_8859-9:1989 l5 "
+        "latin5 windows-1254 x-cp1254",
+        "cp1255": "cp1255 windows-1255 x-cp1255",
+        "cp1256": "cp1256 windows-1256 x-cp1256",
+        "cp1257": "cp1257 windows-1257 x-cp1257",
+        "cp1258": "cp1258 windows-1258 x-cp1258",
+        "mac-cyrillic": "x-mac-cyrillic x-mac-ukrainian",
+        "gbk": "chinese csgb2312 csiso58gb231280 gb2312 gb_2312 gb_2312-80 gbk iso-ir-58 x-gbk",
+        "gb18030": "gb18030",
+        "big5hkscs": "big5 big5-hkscs cn-big5 csbig5 x-x-big5",
+        "euc_jp": "cseucpkdfmtjapanese euc-jp x-euc-jp",
+        "iso2022_jp": "csiso2022jp iso-2022-jp",
+        "cp932": "csshiftjis ms932 ms_kanji shift-jis shift_jis sjis windows-31j x-sjis",
+        "cp949": "cseuckr csksc56011987 euc-kr iso-ir-149 korean ks_c_5601-1987 ks_c_5601-1989 ksc5601 ksc_5601 "
+        "windows-949",
+        _REPLACEMENT: "csiso2022kr hz-gb-2312 iso-2022-cn iso-2022-cn-ext iso-2022-kr replacement",
+        "utf-16-be": "unicodefffe utf-16be",
+        "utf-16-le": "csunicode iso-10646-ucs-2 ucs-2 unicode unicodefeff utf-16 utf-16le",
+        _USER_DEFINED: "x-user-defined",
+    }.items()
+    for label in labels.split()
 }
 
 
+def web_codec(label: str) -> str | None:
+    """The codec a charset label names on the web, or None when browsers do not know the label."""
+    return _WHATWG_LABELS.get(label.strip(" \t\n\f\r").lower())
+
+
+def _in_band_codec(label: str) -> str | None:
+    """A charset named inside an ASCII-compatible body (<meta>, <?xml?>): a UTF-16 name there cannot
+    be true (the bytes that spell it are ASCII), so it means UTF-8, and x-user-defined means
+    windows-1252, as the HTML standard's prescan says."""
+    codec = web_codec(label)
+    if codec in ("utf-16-le", "utf-16-be"):
+        return "utf-8"
+    return "cp1252" if codec == _USER_DEFINED else codec
+
+
 def decode(body: bytes, ctype: ContentType) -> tuple[str, str]:
-    """The text and the charset it was decoded with."""
-    candidates: list[str] = []
+    """The text and the charset it was decoded with (a Python codec's name)."""
+    candidates: list[str | None] = []
     if ctype.charset:
-        candidates.append(ctype.charset)
+        candidates.append(web_codec(ctype.charset))
     for bom, name in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
         if body.startswith(bom):
             candidates.insert(0, name)
     if ctype.is_html or not ctype.mime:
         m = _META_CHARSET.search(body[:4096])
         if m:
-            candidates.append(_in_band_charset(m.group(1).decode("ascii")))
+            candidates.append(_in_band_codec(m.group(1).decode("ascii")))
     if "xml" in ctype.mime or not ctype.mime:
         # An XML document names its encoding in its declaration (RSS and Atom feeds in Latin-1).
         m = _XML_ENCODING.match(body[:1024])
         if m:
-            candidates.append(_in_band_charset(m.group(1).decode("ascii")))
+            candidates.append(_in_band_codec(m.group(1).decode("ascii")))
     candidates.append("utf-8")
     for name in candidates:
-        try:
-            codec = codecs.lookup(name).name
-        except LookupError:
+        if name is None:
             continue
-        codec = _WEB_SUPERSET.get(codec, codec)
+        if name == _REPLACEMENT:
+            # Labels browsers refuse to decode (ISO-2022-KR, HZ, ...: they can hide markup): the
+            # whole body is one U+FFFD, as the Encoding Standard's replacement decoder makes it.
+            return ("\ufffd" if body else ""), _REPLACEMENT
+        if name == _USER_DEFINED:
+            return "".join(chr(b) if b < 0x80 else chr(0xF700 + b) for b in body), _USER_DEFINED
+        codec = codecs.lookup(name).name
         try:
             return body.decode(codec), codec
         except UnicodeDecodeError:
@@ -372,6 +431,29 @@ def _tidy(text: str) -> str:
     return "\n".join(out)
 
 
+# Elements nested deeper than this are flattened to their text before the conversion, which
+# recurses once per level (markdownify): a page of 400 unclosed <b>, <p> or <li> tags (old hand-
+# written HTML, or a hostile page) failed with RecursionError. Real pages nest a few dozen deep.
+MAX_HTML_DEPTH = 128
+
+
+def _bound_depth(soup: Any) -> None:
+    """Every element at ``MAX_HTML_DEPTH`` keeps its text (words separated by a space) and loses the
+    elements inside it. Iterative: the walk itself never recurses."""
+    from bs4 import Tag
+
+    stack: list[tuple[Any, int]] = [(soup, 0)]
+    while stack:
+        node, depth = stack.pop()
+        for child in node.contents:
+            if not isinstance(child, Tag):
+                continue
+            if depth + 1 >= MAX_HTML_DEPTH and any(isinstance(c, Tag) for c in child.contents):
+                child.string = child.get_text(" ")
+            else:
+                stack.append((child, depth + 1))
+
+
 def html_to_markdown(html: str, base_url: str | None = None) -> str:
     """Readable Markdown; relative links and images are made absolute against ``base_url``."""
     from urllib.parse import urljoin
@@ -391,6 +473,7 @@ def html_to_markdown(html: str, base_url: str | None = None) -> str:
             base_url = joined
     for tag in soup(_DROP_TAGS):
         tag.decompose()
+    _bound_depth(soup)  # before any pass that walks each table's (or element's) whole subtree
     _unwrap_numbered_code(soup)
     for a in soup.find_all("a", class_="headerlink"):
         a.decompose()  # Sphinx / MkDocs "¶" permalinks beside every heading

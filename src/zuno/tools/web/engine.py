@@ -38,10 +38,19 @@ from zuno.tools.web.errors import (
     ProtocolFailed,
     RedirectRefused,
     ResolveError,
+    UrlRefused,
 )
 from zuno.tools.web.proxy_env import proxy_for
 from zuno.tools.web.resolver import Resolver, SystemResolver, Validated, validate_answer
-from zuno.tools.web.urls import Target, check_characters, parse_target, redact
+from zuno.tools.web.urls import (
+    Target,
+    check_characters,
+    collapse_slashes,
+    encode_location,
+    parse_target,
+    redact,
+    space_in_authority,
+)
 
 USER_AGENT = "Zuno-webfetch/0.1"
 ACCEPT = "text/markdown, text/html;q=0.9, text/plain;q=0.9, application/json;q=0.8, */*;q=0.5"
@@ -51,6 +60,10 @@ REDIRECTS = (301, 302, 303, 307, 308)
 # answered anything.
 UNREACHED_PHASES = frozenset({"resolve", "connect", "proxy handshake", "TLS"})
 CREDENTIAL_HEADERS = ("authorization", "cookie", "proxy-authorization")
+# The largest response header block read (status line and headers): httpcore's bound on one
+# incomplete h11 event (``AsyncHTTP11Connection.MAX_INCOMPLETE_EVENT_SIZE``; a test holds them
+# equal). A larger one is refused and not retried: the server sends it again.
+MAX_RESPONSE_HEADER_BYTES = 100 * 1024
 # Headers a caller may not set: the request's framing, its routing and its Host are Zuno's.
 RESERVED_HEADERS = frozenset(
     {
@@ -158,6 +171,16 @@ def _status_error(target: Target, resp: _Response, ctype: ContentType) -> HttpSt
     if body:
         message += f"\nThe response body:\n{body}"
     return HttpStatusError(message, status, body=body, transient=transient)
+
+
+def _headers_too_large(target: Target) -> ProtocolFailed:
+    return ProtocolFailed(
+        f"{target.origin} sent response headers over {MAX_RESPONSE_HEADER_BYTES // 1024} KiB "
+        "(the limit on a response's header block), so its answer was not read; it was not "
+        "retried, since the server sends the same headers again (browsers and curl stop at about "
+        "the same size). Fetch another URL for the content.",
+        transient=False,
+    )
 
 
 async def _error_body(response: httpcore.Response, result: _Response) -> bytes:
@@ -299,6 +322,14 @@ class Fetcher:
             # header arrived decoded as Latin-1.
             with contextlib.suppress(UnicodeError):
                 location = location.encode("latin-1").decode("utf-8")
+            # A raw space in the path, query or fragment is percent-encoded, as browsers do (WHATWG);
+            # one in the host names no host. The result is parsed and checked like any URL.
+            location = encode_location(collapse_slashes(location))
+            if space_in_authority(location):
+                raise UrlRefused(
+                    "the Location's scheme or host contains a space, which names no host "
+                    "(browsers refuse this redirect too)"
+                )
             # urljoin silently drops tabs and line breaks; they are refused as in any URL.
             check_characters(location)
             nxt = parse_target(urljoin(current.url, location))
@@ -373,6 +404,8 @@ class Fetcher:
             except FetchError:
                 raise
             except (httpcore.RemoteProtocolError, httpcore.LocalProtocolError) as e:
+                if "Receive buffer too long" in str(e):
+                    raise _headers_too_large(target) from None
                 raise ProtocolFailed(
                     f"{target.origin} broke the HTTP protocol in the {progress.phase} phase "
                     f"({type(e).__name__}{_detail(e)})",
@@ -386,6 +419,9 @@ class Fetcher:
                 ) from None
             progress.phase = "body"
             try:
+                # h11 stops at about this size only when the block arrives in pieces: counted here too.
+                if sum(len(k) + len(v) + 4 for k, v in response.headers) > MAX_RESPONSE_HEADER_BYTES:
+                    raise _headers_too_large(target)
                 resp_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers]
                 reason = response.extensions.get("reason_phrase", b"").decode("latin-1", "replace")
                 result = _Response(response.status, reason, resp_headers, b"")

@@ -31,9 +31,14 @@ _HOST_PORT = re.compile(r"^[A-Za-z0-9.-]+:[0-9]+(?:[/?#]|$)")
 _DEFAULT_PORT = {"http": 80, "https": 443}
 _IPV4_PART = re.compile(r"^(0|[1-9][0-9]{0,2})$")
 _NUMBERISH = re.compile(r"^(0[xX][0-9A-Fa-f]*|[0-9]+)$")
-# Characters kept as they are in the path and query; anything else outside printable ASCII is
-# percent-encoded (UTF-8). Existing %XX escapes are kept verbatim.
-_PATH_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@/?%[]|^`{}\"<>")
+# Characters kept as they are in the path and in the query; anything else is percent-encoded
+# (UTF-8), as a browser sends it (WHATWG URL Standard): the path percent-encode set (C0 controls,
+# space, '"', '#', '<', '>', '?', '^', '`', '{', '}' and everything above '~') and the special-query
+# percent-encode set (C0 controls, space, '"', '#', "'", '<', '>' and everything above '~').
+# Existing %XX escapes are kept verbatim.
+_ASCII_SAFE = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&()*+,;=:@/%[]|"
+_PATH_SAFE = frozenset(_ASCII_SAFE + "'")
+_QUERY_SAFE = frozenset(_ASCII_SAFE + "?^`{}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,13 +186,67 @@ def _host(url: str, raw: str) -> tuple[str, ipaddress.IPv4Address | ipaddress.IP
 
 
 def _encode_path(rest: str) -> str:
+    """The path and query (no fragment) as sent: the first '?' starts the query."""
     out = []
+    safe = _PATH_SAFE
     for ch in rest:
-        if ch in _PATH_SAFE:
+        if ch in safe:
             out.append(ch)
+        elif ch == "?" and safe is _PATH_SAFE:
+            out.append(ch)
+            safe = _QUERY_SAFE
         else:
             out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
     return "".join(out)
+
+
+def _is_space(ch: str) -> bool:
+    o = ord(ch)
+    return ch.isspace() and not (o < 0x20 or o == 0x7F or 0x80 <= o <= 0x9F)
+
+
+def encode_location(location: str) -> str:
+    """A Location header's raw spaces percent-encoded where a browser encodes them.
+
+    A server that sends ``Location: /a b`` (many do, from a file name) is followed to ``/a%20b``
+    by every browser: the WHATWG URL parser percent-encodes a space (U+0020, and, as UTF-8, any
+    other space character such as U+00A0) in the path, the query and the fragment. A space in the
+    scheme or the host is left as it is, so the redirect is refused (a browser refuses it too);
+    control characters (tab, line breaks) are left for ``check_characters`` to refuse. Other raw
+    characters (``"``, ``<``, ``>``, non-ASCII) are encoded by the parser itself."""
+    if not any(_is_space(ch) for ch in location):
+        return location
+    start = 0
+    m = _SCHEME.match(location)
+    after = location[m.end() :] if m else location
+    if after.startswith("//"):  # an authority follows: it ends at the first '/', '?' or '#'
+        base = len(location) - len(after) + 2
+        ends = [i for i in (location.find(sep, base) for sep in "/?#") if i != -1]
+        start = min(ends) if ends else len(location)
+    head, tail = location[:start], location[start:]
+    return head + "".join("".join(f"%{b:02X}" for b in ch.encode("utf-8")) if _is_space(ch) else ch for ch in tail)
+
+
+def collapse_slashes(location: str) -> str:
+    """Three or more slashes before a Location's authority read as two, as browsers read them: for
+    http(s) the WHATWG parser skips every slash there, so ``///b.example/x`` and
+    ``http:////b.example/x`` name the host b.example (urljoin made the first a path on the current
+    host). The host is then parsed and checked like any other."""
+    m = _SCHEME.match(location)
+    if m and m.group(1).lower() in _DEFAULT_PORT:
+        head, rest = location[: m.end()], location[m.end() :]
+    elif m:
+        return location
+    else:
+        head, rest = "", location
+    if rest.startswith("///"):
+        return head + "//" + rest.lstrip("/")
+    return location
+
+
+def space_in_authority(location: str) -> bool:
+    """Whether ``encode_location`` left a space: one in the scheme's or the host's part."""
+    return any(_is_space(ch) for ch in location)
 
 
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
