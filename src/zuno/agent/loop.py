@@ -303,7 +303,7 @@ class AgentLoop(Reconciliation):
 
     async def _request(self, turn: _Turn, mode: Mode, sections: list[ContextSection]) -> tuple[ModelRequest, str]:
         tools, hosted = self.visible(mode)
-        for _ in range(limits.COMPACT_MAX_PASSES + 1):
+        for passes in range(limits.COMPACT_MAX_PASSES + 1):
             system, context_digest = build_system(
                 root=str(self.session.runtime.root),
                 mode=mode,
@@ -325,7 +325,8 @@ class AgentLoop(Reconciliation):
                 max_output_tokens=self.provider.output_tokens or None,
             )
             budget = self.config.agent.compaction.at_fraction * self.provider.context_tokens
-            if self.estimate(request) <= budget:
+            # After the last allowed pass the request is the one built from its window, sent as it is.
+            if self.estimate(request) <= budget or passes == limits.COMPACT_MAX_PASSES:
                 break
             if not await self.compactor.compact(turn, request):
                 break

@@ -1,0 +1,138 @@
+"""Compaction tried from outside (eleventh round): the request sent after the last allowed pass,
+the exact budget and one token past it, and what the summariser is shown of a long tool result
+that a later step must still be able to cite (its ``[verification rcp_…]`` receipt)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import zuno
+from agent_double import ScriptedProvider, call, calls, say
+from zuno import limits
+from zuno.agent.compaction import render
+from zuno.agent.items import SUMMARY_HEAD, Item
+from zuno.agent.types import ModelRequest, UserMessage
+
+ALLOW_SHELL = {"permission": {"rules": [{"tool": "shell", "action": "allow"}]}}
+
+
+def _is_summary_request(req: ModelRequest) -> bool:
+    return req.system.startswith("You compact the history")
+
+
+def test_the_last_allowed_compaction_pass_is_followed_by_a_rebuilt_request(workspace: Path) -> None:
+    """Before: the loop compacted up to COMPACT_MAX_PASSES + 1 times before one request, and the
+    request it sent was the one built before the last compaction (its window held items the new
+    marker had already summarised). Now: at most COMPACT_MAX_PASSES summaries, and the request
+    sent starts with the last one."""
+    huge = "S" * 60_000  # a summary so long that the window never gets under the budget
+    summaries = ScriptedProvider(lambda req, i: say(huge), id="test/cheap")
+    main = ScriptedProvider(lambda req, i: say(f"answer {i}"))
+    overrides = {"agent": {"compaction": {"at_fraction": 0.5, "keep_fraction": 0.9}}}
+
+    async def go() -> Any:
+        async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt:
+            async with rt.agent(provider=main, summary_provider=summaries) as agent:
+                for k in range(6):
+                    await agent.run(f"turn {k}")
+                main.context_tokens = 6_000  # from now on every request is over its budget
+                await agent.run("now compact")
+                return [i for i in agent.transcript.items() if i.kind == "compaction"]
+
+    markers = asyncio.run(go())
+    assert len(summaries.requests) == limits.COMPACT_MAX_PASSES == len(markers)
+    sent = main.requests[-1]
+    first = sent.messages[0]
+    assert isinstance(first, UserMessage)
+    assert first.text.startswith(SUMMARY_HEAD.format(n=limits.COMPACT_MAX_PASSES))
+    # nothing the last marker summarised is in the request
+    assert not any(isinstance(m, UserMessage) and m.text == "turn 0" for m in sent.messages)
+
+
+def _estimate_of_turn_two(workspace: Path, context: int | None, overrides: dict[str, Any]) -> tuple[int, int]:
+    """Two turns in a new session; the second one's request is sent with ``context`` (None: a
+    large one). (the estimate recorded for that request, the compaction requests made)"""
+    summaries = ScriptedProvider(lambda req, i: say("summary of the start"), id="test/cheap")
+    main = ScriptedProvider([say("first answer"), say("second answer")])
+
+    async def go() -> tuple[int, int]:
+        async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt:
+            async with rt.agent(provider=main, summary_provider=summaries) as agent:
+                await agent.run("the first prompt")
+                if context is not None:
+                    main.context_tokens = context
+                await agent.run("the second prompt")
+                rows = rt.store.query(
+                    "SELECT estimated_tokens FROM agent_requests WHERE session_id = ? AND purpose = 'turn' "
+                    "ORDER BY id",
+                    (agent.id,),
+                )
+                return int(rows[-1][0]), len(summaries.requests)
+
+    return asyncio.run(go())
+
+
+def test_compaction_at_exactly_the_budget_and_one_token_past_it(workspace: Path) -> None:
+    overrides = {"agent": {"compaction": {"at_fraction": 1.0}}}
+    estimate, _ = _estimate_of_turn_two(workspace, None, overrides)
+    # A request estimated at exactly at_fraction × context is sent as it is ...
+    same, compactions = _estimate_of_turn_two(workspace, estimate, overrides)
+    assert same == estimate and compactions == 0
+    # ... and one token past it is compacted first.
+    _, compactions = _estimate_of_turn_two(workspace, estimate - 1, overrides)
+    assert compactions >= 1
+
+
+def _result(text: str) -> Item:
+    return Item(seq=2, turn=1, kind="tool_result", data={"name": "shell", "text": text, "outcome": "ok"},
+                call_id="c1")
+
+
+def test_a_long_tool_result_keeps_its_tail_and_receipt_for_the_summariser() -> None:
+    """Before: a result past COMPACT_RESULT_MAX_CHARS was cut to its head, so the receipt a shell
+    result ends with (``[verification rcp_…]``, what a Goal's evidence cites) never reached the
+    summary, nor did the exit status beside it. Now the head and the tail are both kept, and the
+    text stays within the limit."""
+    receipt = "[verification rcp_0123456789abcdef0123]"
+    text = "".join(f"line {i}\n" for i in range(2_000)) + "[exit 0 …]\n" + receipt
+    shown = render([_result(text)], None)
+    assert receipt in shown and "[exit 0 …]" in shown and "line 0\n" in shown
+    body = shown.split(": ", 1)[1]
+    assert len(body) <= limits.COMPACT_RESULT_MAX_CHARS + 80  # the marker of what was left out
+    assert "characters left out" in body
+    # a receipt in the middle of what is left out is kept too
+    middle = "x" * 3_000 + " [verification rcp_ffffffffffffffffffff] " + "y" * 3_000
+    assert "[verification rcp_ffffffffffffffffffff]" in render([_result(middle)], None)
+    # a result within the limit is shown whole
+    assert render([_result("short")], None).endswith("[ok]: short")
+
+
+def test_a_receipt_of_a_compacted_shell_result_reaches_the_summariser(workspace: Path) -> None:
+    """The same through a real shell call with a long output, compacted in a later turn."""
+    seen: list[str] = []
+
+    def summarise(req: ModelRequest, i: int) -> Any:
+        seen.append(req.messages[0].text)  # type: ignore[union-attr]
+        return say("summary")
+
+    main = ScriptedProvider(
+        [calls(call("shell", {"command": "seq 1 1500"})), say("ran it"), say("second answer"), say("third")]
+    )
+    overrides = {**ALLOW_SHELL, "agent": {"compaction": {"at_fraction": 0.5, "keep_fraction": 0.05}}}
+
+    async def go() -> Any:
+        async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt:
+            summaries = ScriptedProvider(summarise, id="test/cheap")
+            async with rt.agent(provider=main, summary_provider=summaries) as agent:
+                await agent.run("count")
+                await agent.run("next")
+                main.context_tokens = 8_000
+                await agent.run("and now")
+                return rt.store.query("SELECT id FROM shell_receipts")
+
+    receipts = asyncio.run(go())
+    assert seen, "no compaction happened"
+    (rid,) = [r[0] for r in receipts]
+    assert f"[verification {rid}]" in seen[0]
