@@ -75,6 +75,9 @@ CONTINUE_GOAL_TEXT = (
 )
 RESUME_TEXT = "The session was resumed: continue the work where it stopped, from the state shown."
 INTERRUPTED_BEFORE_STEP_TEXT = "[cancelled] The user interrupted the turn before this step started. Nothing ran."
+CANCELLED_TURN_TEXT = (
+    "the turn was cancelled from outside (the process was terminated, or its caller cancelled it)"
+)
 WAKE_TEXT = "The session was woken by a background completion: continue from the state shown."
 
 
@@ -238,6 +241,17 @@ class AgentLoop(Reconciliation):
             reason, detail = await self._drive(turn)
         except _Stop as s:
             reason, detail = s.reason, s.detail
+        except asyncio.CancelledError:
+            # Cancelled from outside the turn (SIGTERM, a second Ctrl-C, the caller): what it did is
+            # recorded, and so is its end, or the turn stayed open in the record for good.
+            self.transcript.flush()
+            self.transcript.end_turn(n, "interrupted", CANCELLED_TURN_TEXT, turn.steps)
+            self.store.add_event(
+                self.session.id,
+                "agent-turn-stopped",
+                {"turn": n, "stop_reason": "interrupted", "detail": CANCELLED_TURN_TEXT},
+            )
+            raise
         finally:
             self.transcript.flush()
         self.transcript.end_turn(n, reason, detail, turn.steps)
