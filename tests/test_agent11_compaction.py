@@ -136,3 +136,35 @@ def test_a_receipt_of_a_compacted_shell_result_reaches_the_summariser(workspace:
     assert seen, "no compaction happened"
     (rid,) = [r[0] for r in receipts]
     assert f"[verification {rid}]" in seen[0]
+
+
+def test_a_user_message_past_the_sources_budget_and_compacted_is_not_said_to_be_in_the_history(
+    workspace: Path,
+) -> None:
+    """Before: a user message past USER_SOURCES_MAX_CHARS was listed as "(text in the history)"
+    even after a compaction had summarised it away, so the model looked for words the history no
+    longer held. Now it says the text was summarised; one still in the window keeps the old label."""
+    size = limits.USER_SOURCE_TEXT_MAX_CHARS - 100
+    prompts = [chr(ord("A") + k) * size for k in range(limits.USER_SOURCES_MAX_CHARS // size + 1)]
+    summaries = ScriptedProvider(lambda req, i: say("summary"), id="test/cheap")
+    main = ScriptedProvider(lambda req, i: say(f"answer {i}"))
+    overrides = {"agent": {"compaction": {"at_fraction": 0.5, "keep_fraction": 0.05}}}
+
+    async def go() -> tuple[list[str], int]:
+        async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt:
+            async with rt.agent(provider=main, summary_provider=summaries) as agent:
+                for p in prompts:
+                    await agent.run(p)
+                before = main.requests[-1].system
+                main.context_tokens = 9_000
+                await agent.run("short")
+                return [before, main.requests[-1].system], len(summaries.requests)
+
+    (before, after), compactions = asyncio.run(go())
+    over = prompts[-1]
+    assert compactions >= 1
+    # before any compaction the last prompt, past the budget, is in the history
+    assert over not in before and before.count("(text in the history)") == 1
+    # after it, it was summarised: the block says so
+    assert over not in after and "(text in the history)" not in after
+    assert after.count("(text not shown: past this block's") == 1

@@ -347,6 +347,7 @@ class AgentLoop(Reconciliation):
                 mode=mode,
                 sections=sections,
                 sources=self.transcript.user_sources(),
+                in_window=self.transcript.window_user_ids,
                 extra=self.config.agent.instructions,
                 # Maintain once the session's Plan has a committed revision, however it was made (an
                 # earlier turn, `zuno call`, another transport): its section is in the context.

@@ -533,6 +533,11 @@ class Transcript:
         self._window_msgs = (marker_seq, new[-1].seq if new else after, out)
         return tuple(out)
 
+    def window_user_ids(self) -> set[str]:
+        """The msg ids of the user's messages in the current history window."""
+        _, items = self.window()
+        return {it.msg_id for it in items if it.kind == "user" and it.msg_id}
+
     def user_sources(self) -> list[UserSource]:
         self._sync()
         return list(self._users)
