@@ -168,3 +168,49 @@ def test_a_user_message_past_the_sources_budget_and_compacted_is_not_said_to_be_
     # after it, it was summarised: the block says so
     assert over not in after and "(text in the history)" not in after
     assert after.count("(text not shown: past this block's") == 1
+
+
+def test_a_compaction_while_a_background_job_runs_keeps_its_completion_for_the_wake(workspace: Path) -> None:
+    """A compaction in the turn that started a background job: the job's completion still wakes
+    the session, and the wake request holds the completion notice after the summary (not inside
+    it), with no call left without its result."""
+    seen: list[ModelRequest] = []
+    main_ref: list[ScriptedProvider] = []
+    agent_ref: list[Any] = []
+    jobs: list[list[Any]] = []
+
+    def script(req: ModelRequest, i: int) -> Any:
+        seen.append(req)
+        if i == 0:
+            main_ref[0].context_tokens = 12_000  # the next request is compacted while the job runs
+            return calls(call("shell", {"command": "sleep 2; echo built", "run_in_background": True}))
+        if i == 1:
+            jobs.append(agent_ref[0].loop.local_jobs())
+            return say("started; waiting")
+        return say("the job finished")
+
+    main = ScriptedProvider(script)
+    main_ref.append(main)
+    summaries = ScriptedProvider(lambda req, i: say("summary: a build was started in the background"), id="test/cheap")
+    overrides = {**ALLOW_SHELL, "agent": {"compaction": {"at_fraction": 0.5, "keep_fraction": 0.05}}}
+
+    async def go() -> Any:
+        async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt:
+            async with rt.agent(provider=main, summary_provider=summaries) as agent:
+                agent_ref.append(agent)
+                result = await agent.run("build in the background " + "b" * 12_000)
+                return result, agent.transcript.turns()
+
+    result, turns = asyncio.run(go())
+    assert result.final_text == "the job finished"
+    assert [t["stop_reason"] for t in turns] == ["waiting_background", "final"]
+    assert summaries.requests, "no compaction happened"
+    assert jobs[0], "the job had ended before the compacted request"
+    assert isinstance(seen[1].messages[0], UserMessage) and seen[1].messages[0].text.startswith(SUMMARY_HEAD[:20])
+    wake = seen[-1]
+    first = wake.messages[0]
+    assert isinstance(first, UserMessage) and first.text.startswith(SUMMARY_HEAD.format(n=1))
+    notices = [m for m in wake.messages[1:] if isinstance(m, UserMessage) and "job_completed" in m.text]
+    assert notices and "ended: completed" in notices[0].text
+    ids = {c.id for m in wake.messages for c in getattr(m, "tool_calls", ())}
+    assert all(getattr(m, "call_id", None) in ids for m in wake.messages if hasattr(m, "call_id"))
