@@ -143,3 +143,25 @@ def test_kill_9_during_the_stream_leaves_the_turn_ended_once_the_session_resumes
     # The prompt the model never answered is sent again, once, before the new one.
     users = [m["content"] for m in fake.requests[-1].body["messages"] if m["role"] == "user"]
     assert users == ["say something", "go on"]
+
+
+def test_sigterm_with_json_still_prints_the_one_final_object(workspace: Path, fake: FakeProvider) -> None:
+    """Before: ``zuno run --json`` terminated by SIGTERM (a `timeout`, a CI runner) printed nothing
+    on stdout, so the caller's JSON parse failed. Now the final object says it was interrupted."""
+    _config(workspace, fake)
+    fake.script(Reply(text=["partial ", "answer"], stall_s=30))
+    child = _start(workspace, "say something", "--json")
+    try:
+        _wait(lambda: _streaming(fake), "the stream never began")
+        time.sleep(0.3)
+        child.send_signal(signal.SIGTERM)
+        out, _err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 143
+    final = json.loads(out)
+    sid = json.loads(_cli(workspace, "sessions", "--json").stdout)["sessions"][0]["id"]
+    assert final["session"] == sid and final["stop_reason"] == "interrupted"
+    assert "cancelled from outside" in final["detail"] and final["turns"] == 1
+    assert set(final) == {"session", "stop_reason", "detail", "final_text", "steps", "usage", "turns"}
