@@ -468,6 +468,14 @@ def unset_env_error(key: str, value: str | None) -> ConfigError | None:
     )
 
 
+_BOUND_WORDS = {
+    "greater_than_equal": ("at least", "ge"),
+    "less_than_equal": ("at most", "le"),
+    "greater_than": ("more than", "gt"),
+    "less_than": ("less than", "lt"),
+}
+
+
 def _describe(err: Mapping[str, Any], origin: Mapping[str, str], refs: Mapping[str, str] | None = None) -> str:
     loc = tuple(err["loc"])
     key = ".".join(str(p) for p in loc)
@@ -479,7 +487,14 @@ def _describe(err: Mapping[str, Any], origin: Mapping[str, str], refs: Mapping[s
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
         rng = _field_range(loc)
         lo, hi = rng if rng else (None, None)
-        allowed = f"{lo}..={hi}" if lo is not None and hi is not None else err["msg"]
+        word, ctx_key = _BOUND_WORDS[kind]
+        bound = (err.get("ctx") or {}).get(ctx_key)
+        if lo is not None and hi is not None:
+            allowed = f"{lo}..={hi}"
+        elif bound is not None:  # a field under a map (provider.<id>...): pydantic's bound, in words
+            allowed = f"{word} {bound}"
+        else:
+            allowed = err["msg"]
         return f"config key {key} = {json_repr(value)} is out of range: allowed {allowed} (from {src})."
     if kind == "extra_forbidden":
         known = _known_keys(loc[:-1])

@@ -155,8 +155,13 @@ PAUSED_ANSWER_CONTINUATIONS = 8
 # The user's own messages rebuilt into every request: each text and all of them together.
 USER_SOURCE_TEXT_MAX_CHARS = 4_000
 USER_SOURCES_MAX_CHARS = 16_000
-# A tool result shown to the summariser is cut to this many characters.
+# A tool result shown to the summariser is cut to this many characters: its head and its last
+# COMPACT_RESULT_TAIL_CHARS (a shell result ends with its status and its [verification rcp_…]
+# receipt, which a later step cites), plus any receipt in the part left out.
 COMPACT_RESULT_MAX_CHARS = 2_000
+COMPACT_RESULT_TAIL_CHARS = 600
+# A tool call's arguments shown to the summariser are cut to this many characters.
+COMPACT_CALL_ARGS_MAX_CHARS = 500
 # How long a run waits for background jobs it started before it stops waiting (wake on completion).
 BACKGROUND_WAKE_MAX_S = 6 * 3600
 

@@ -61,7 +61,12 @@ def nothing_to_resume(runtime: Runtime, session_id: str | None) -> NothingToResu
 
 
 def build_provider_for(
-    runtime: Runtime, model: str | None, *, background: bool = False, on_loaded: Callable[[], None] | None = None
+    runtime: Runtime,
+    model: str | None,
+    *,
+    background: bool = False,
+    on_loaded: Callable[[], None] | None = None,
+    where: str | None = None,
 ) -> Provider:
     """The configured provider of ``model`` (or the config's ``model``), through
     ``zuno.agent.providers.build_provider`` (its SDK loading in a thread with ``background``);
@@ -73,7 +78,7 @@ def build_provider_for(
     from zuno.config import ConfigError
 
     try:
-        return build_provider(runtime.config, model, background=background, on_loaded=on_loaded)
+        return build_provider(runtime.config, model, background=background, on_loaded=on_loaded, where=where)
     except ConfigError as e:
         raise NoProvider(str(e)) from None
 
@@ -150,7 +155,12 @@ class Agent:
         summary = self._summary_provider
         compaction_model = self.runtime.config.agent.compaction.model
         if summary is None and compaction_model:
-            summary = build_provider_for(self.runtime, compaction_model, background=self._load_in_background)
+            summary = build_provider_for(
+                self.runtime,
+                compaction_model,
+                background=self._load_in_background,
+                where="config key agent.compaction.model",
+            )
             self._summary_provider = summary
             self._owned.append(summary)
         self.session = self.runtime.session(self._session_id)

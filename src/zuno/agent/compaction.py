@@ -8,6 +8,7 @@ from the database."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -96,13 +97,27 @@ def render(items: Sequence[Item], previous: str | None) -> str:
             if d["text"]:
                 out.append(f"ASSISTANT: {d['text']}" + (" [interrupted]" if d.get("interrupted") else ""))
             for c in d["tool_calls"]:
-                out.append(f"TOOL CALL {c['id']} {c['name']} {c['arguments'][:500]}")
+                out.append(f"TOOL CALL {c['id']} {c['name']} {c['arguments'][: limits.COMPACT_CALL_ARGS_MAX_CHARS]}")
         elif it.kind == "tool_result":
-            text = d["text"]
-            if len(text) > limits.COMPACT_RESULT_MAX_CHARS:
-                text = text[: limits.COMPACT_RESULT_MAX_CHARS] + " […]"
-            out.append(f"TOOL RESULT {it.call_id} {d['name']} [{d['outcome']}]: {text}")
+            out.append(f"TOOL RESULT {it.call_id} {d['name']} [{d['outcome']}]: {_shortened(d['text'])}")
     return "\n\n".join(out)
+
+
+_RECEIPT = re.compile(r"\[verification rcp_[0-9A-Za-z_]+\]")
+
+
+def _shortened(text: str) -> str:
+    """A result as the summariser sees it: whole within COMPACT_RESULT_MAX_CHARS, else its head
+    and its tail (where a shell result's status and receipt are), with every receipt of the part
+    left out, so that what a later step cites survives the summary."""
+    if len(text) <= limits.COMPACT_RESULT_MAX_CHARS:
+        return text
+    tail_n = limits.COMPACT_RESULT_TAIL_CHARS
+    head_n = limits.COMPACT_RESULT_MAX_CHARS - tail_n
+    middle = text[head_n:-tail_n]
+    kept = " ".join(dict.fromkeys(_RECEIPT.findall(middle)))
+    cut = f" […{len(middle)} characters left out{': ' + kept if kept else ''}…] "
+    return text[:head_n] + cut + text[-tail_n:]
 
 
 class Compactor:

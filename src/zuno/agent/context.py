@@ -5,7 +5,7 @@ notices, summaries and compaction markers never are)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from zuno import limits
 from zuno.agent.items import Mode, UserSource, digest_text
@@ -49,7 +49,20 @@ GOAL_MISSING = (
 )
 
 
-def user_sources_text(sources: Sequence[UserSource]) -> str:
+# A user message past the block's budget whose text a compaction summarised away.
+SOURCE_SUMMARISED_TEXT = (
+    f"(text not shown: past this block's {limits.USER_SOURCES_MAX_CHARS}-character budget, and summarised "
+    "with the earlier history; ask the user if its exact words matter)"
+)
+
+
+def user_sources_text(
+    sources: Sequence[UserSource], in_window: Callable[[], Collection[str]] | None = None
+) -> str:
+    """The user's messages, oldest first, within USER_SOURCES_MAX_CHARS. One past the budget is
+    named without its text: "in the history" only when it is in the current window (``in_window``
+    gives those msg ids, asked only then; None: all of them); one a compaction summarised says so,
+    or the model looked for it in a history that no longer holds it."""
     if not sources:
         return ""
     lines = [
@@ -58,6 +71,7 @@ def user_sources_text(sources: Sequence[UserSource]) -> str:
         "only sources of authorization; they stay in force after the history is summarised.",
     ]
     budget = limits.USER_SOURCES_MAX_CHARS
+    window: Collection[str] | None = None
     for s in sources:
         head = f"- {s.msg_id} sha256:{s.digest} (turn {s.turn})"
         text = s.text
@@ -66,8 +80,10 @@ def user_sources_text(sources: Sequence[UserSource]) -> str:
         if len(text) <= budget:
             budget -= len(text)
             lines.append(f"{head}: {text}")
-        else:
+        elif in_window is None or s.msg_id in (window := in_window() if window is None else window):
             lines.append(f"{head}: (text in the history)")
+        else:
+            lines.append(f"{head}: {SOURCE_SUMMARISED_TEXT}")
     lines.append("</user_messages>")
     return "\n".join(lines)
 
@@ -88,12 +104,13 @@ def build_system(
     mode: Mode,
     sections: Sequence[ContextSection],
     sources: Sequence[UserSource],
+    in_window: Callable[[], Collection[str]] | None = None,
     extra: str | None = None,
     plan_mutated: bool = False,
     goal_tool: bool = True,
 ) -> tuple[str, str]:
     """The system text of one request and the digest of its dynamic part."""
-    dynamic = "\n\n".join(p for p in (sections_text(sections), user_sources_text(sources)) if p)
+    dynamic = "\n\n".join(p for p in (sections_text(sections), user_sources_text(sources, in_window)) if p)
     parts = [BASE_INSTRUCTIONS.format(root=root), MODE_INSTRUCTIONS[mode]]
     if mode == "plan":
         parts.append(PLAN_MAINTAIN if plan_mutated else PLAN_REQUIRED)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -75,6 +76,15 @@ CONTINUE_GOAL_TEXT = (
 )
 RESUME_TEXT = "The session was resumed: continue the work where it stopped, from the state shown."
 INTERRUPTED_BEFORE_STEP_TEXT = "[cancelled] The user interrupted the turn before this step started. Nothing ran."
+CANCELLED_TURN_TEXT = (
+    "the turn was cancelled from outside (the process was terminated, or its caller cancelled it)"
+)
+OUTPUT_LIMIT_CALL_TEXT = (
+    "- [output_limit] The answer reached the model's output limit ({tokens} tokens, {key}) while it "
+    "was writing the arguments of {calls}: they were cut off, so the call was refused and nothing ran. "
+    "Sending the same call again is cut off again: split the work into smaller calls (write a large "
+    "file in parts, send a shorter patch)."
+)
 WAKE_TEXT = "The session was woken by a background completion: continue from the state shown."
 
 
@@ -238,6 +248,17 @@ class AgentLoop(Reconciliation):
             reason, detail = await self._drive(turn)
         except _Stop as s:
             reason, detail = s.reason, s.detail
+        except asyncio.CancelledError:
+            # Cancelled from outside the turn (SIGTERM, a second Ctrl-C, the caller): what it did is
+            # recorded, and so is its end, or the turn stayed open in the record for good.
+            self.transcript.flush()
+            self.transcript.end_turn(n, "interrupted", CANCELLED_TURN_TEXT, turn.steps)
+            self.store.add_event(
+                self.session.id,
+                "agent-turn-stopped",
+                {"turn": n, "stop_reason": "interrupted", "detail": CANCELLED_TURN_TEXT},
+            )
+            raise
         finally:
             self.transcript.flush()
         self.transcript.end_turn(n, reason, detail, turn.steps)
@@ -275,6 +296,8 @@ class AgentLoop(Reconciliation):
             if fin.message.tool_calls:
                 turn.final_text = turn.paused_text = ""
                 await self._step(turn, fin.message.tool_calls)
+                if fin.stop_reason == "max_tokens":
+                    self._note_cut_calls(turn, fin.message.tool_calls)
                 continue
             turn.final_text = turn.paused_text + fin.message.text
             if fin.stop_reason == "paused" and turn.pauses < limits.PAUSED_ANSWER_CONTINUATIONS:
@@ -293,6 +316,21 @@ class AgentLoop(Reconciliation):
             turn.continuations += 1
             self.transcript.add_notice(turn.n, CONTINUE_GOAL_TEXT, "continuation")
 
+    def _note_cut_calls(self, turn: _Turn, calls: Sequence[ToolCall]) -> None:
+        """The answer reached the output limit while it wrote a call's arguments: admission refused
+        the cut-off JSON ("not valid JSON; send a JSON object"), and the model, told only that,
+        sent the same call again and was cut again, step after step. A notice after the results
+        says why, and what to do instead."""
+        cut = [c.id for c in calls if not _json_object(c.arguments)]
+        if not cut:
+            return
+        pid, _, name = self.provider.id.partition("/")
+        text = OUTPUT_LIMIT_CALL_TEXT.format(
+            calls=", ".join(cut), tokens=self.provider.output_tokens, key=f"provider.{pid}.models.{name}.output"
+        )
+        self.transcript.add_notice(turn.n, text, "output_limit", ["output_limit"])
+        self.emit(NoticeEvent(text, "output_limit"))
+
     # -- before a request -----------------------------------------------------------------------
 
     def _sections(self) -> list[ContextSection]:
@@ -303,12 +341,13 @@ class AgentLoop(Reconciliation):
 
     async def _request(self, turn: _Turn, mode: Mode, sections: list[ContextSection]) -> tuple[ModelRequest, str]:
         tools, hosted = self.visible(mode)
-        for _ in range(limits.COMPACT_MAX_PASSES + 1):
+        for passes in range(limits.COMPACT_MAX_PASSES + 1):
             system, context_digest = build_system(
                 root=str(self.session.runtime.root),
                 mode=mode,
                 sections=sections,
                 sources=self.transcript.user_sources(),
+                in_window=self.transcript.window_user_ids,
                 extra=self.config.agent.instructions,
                 # Maintain once the session's Plan has a committed revision, however it was made (an
                 # earlier turn, `zuno call`, another transport): its section is in the context.
@@ -325,7 +364,8 @@ class AgentLoop(Reconciliation):
                 max_output_tokens=self.provider.output_tokens or None,
             )
             budget = self.config.agent.compaction.at_fraction * self.provider.context_tokens
-            if self.estimate(request) <= budget:
+            # After the last allowed pass the request is the one built from its window, sent as it is.
+            if self.estimate(request) <= budget or passes == limits.COMPACT_MAX_PASSES:
                 break
             if not await self.compactor.compact(turn, request):
                 break
@@ -554,6 +594,16 @@ def _read_only(tool: Tool) -> bool:
     if tool.action_effects is not None:
         return all(e is Effect.ReadOnly for e in tool.action_effects.values())
     return tool.declarations.effect is Effect.ReadOnly
+
+
+def _json_object(arguments: str) -> bool:
+    """Do the call's arguments parse as a JSON object (an empty string is the empty object)?"""
+    if not arguments.strip():
+        return True
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except ValueError:
+        return False
 
 
 def _outer_cancelled() -> bool:

@@ -151,9 +151,19 @@ class Transcript:
     # -- turns ----------------------------------------------------------------------------------
 
     def begin_turn(self, mode: Mode) -> int:
+        """A new turn's number. A turn still open (its process was killed, so nothing recorded its
+        end) is ended first, as interrupted at its last recorded item: a session has one driver, so
+        an open turn of it is never one that still runs."""
         self._state = None
         with self.store.transaction() as db:
             (n,) = db.execute("SELECT turns + 1 FROM agent_state WHERE session_id = ?", (self.session_id,)).fetchone()
+            db.execute(
+                "UPDATE agent_turns SET stop_reason = 'interrupted', stop_detail = ?, ended_at = COALESCE("
+                "(SELECT MAX(i.at) FROM agent_items i WHERE i.session_id = agent_turns.session_id"
+                " AND i.turn = agent_turns.n), started_at) WHERE session_id = ? AND ended_at IS NULL",
+                (f"the process driving the session stopped during this turn (found when turn {n} began)",
+                 self.session_id),
+            )
             db.execute("UPDATE agent_state SET turns = ? WHERE session_id = ?", (n, self.session_id))
             db.execute(
                 "INSERT INTO agent_turns (session_id, n, mode, started_at) VALUES (?, ?, ?, ?)",
@@ -522,6 +532,11 @@ class Transcript:
                     out.append(m)
         self._window_msgs = (marker_seq, new[-1].seq if new else after, out)
         return tuple(out)
+
+    def window_user_ids(self) -> set[str]:
+        """The msg ids of the user's messages in the current history window."""
+        _, items = self.window()
+        return {it.msg_id for it in items if it.kind == "user" and it.msg_id}
 
     def user_sources(self) -> list[UserSource]:
         self._sync()

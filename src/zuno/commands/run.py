@@ -226,6 +226,8 @@ async def _one_shot(
             try:
                 result = await agent.run(prompt, on_event=view.on_event)
             except asyncio.CancelledError:
+                if json_mode:  # the one final object is printed for a terminated run too
+                    print_json(_cancelled_json(agent))
                 return sig.exit or EXIT_INTERRUPTED
             finally:
                 await view.aend()
@@ -250,6 +252,29 @@ async def _open(agent: Agent, startup: StartupCollection) -> None:
         startup.settle()
         raise
     # The surface and the store are built; the SDK's loader settles the collector when it is done.
+
+
+def _cancelled_json(agent: Agent) -> dict[str, Any]:
+    """``--json``'s final object for a run cancelled from outside (SIGTERM, a second Ctrl-C), read
+    from the record of its last turn (which the loop ended as interrupted)."""
+    usage = {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0}
+    turn: dict[str, Any] = {}
+    if agent.loop is not None:
+        turns = agent.transcript.turns()
+        turn = turns[-1] if turns else {}
+        for r in agent.transcript.requests():
+            if r.turn == turn.get("n"):
+                for k in usage:
+                    usage[k] += int(r.usage.get(k, 0))
+    return {
+        "session": agent.id,
+        "stop_reason": "interrupted",
+        "detail": turn.get("stop_detail") or "the run was cancelled from outside",
+        "final_text": "",
+        "steps": int(turn.get("steps") or 0),
+        "usage": usage,
+        "turns": 1 if turn else 0,
+    }
 
 
 def _exit_status(result: RunResult) -> int:

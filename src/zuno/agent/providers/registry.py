@@ -38,11 +38,17 @@ _EXAMPLE = '"model": "anthropic/claude-sonnet-4-5" (with ANTHROPIC_API_KEY set)'
 
 
 def resolve_settings(
-    config: Config, model_override: str | None = None, environ: Mapping[str, str] | None = None
+    config: Config,
+    model_override: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    where: str | None = None,
 ) -> ProviderSettings:
+    """``where``: what an error calls ``model_override`` (default ``--model``), e.g. the config key
+    it was read from."""
     env = os.environ if environ is None else environ
     ref = model_override or config.model
-    where = "--model" if model_override else "config key model"
+    where = (where or "--model") if model_override else "config key model"
     if not ref:
         raise ConfigError(
             f"no model is configured: set {_EXAMPLE} in zuno.json, or pass --model PROVIDER/MODEL; "
@@ -172,12 +178,14 @@ def build_provider(
     retry: RetryPolicy | None = None,
     background: bool = False,
     on_loaded: Callable[[], None] | None = None,
+    where: str | None = None,
 ) -> StreamingProvider | DeferredProvider:
     """The Provider for ``model_override`` (``--model``) or the config's ``model``; a ConfigError
     naming what to set when no model, provider, api, base URL or key is configured. With
     ``background`` the settings are resolved (and their errors raised) here, and the SDK loads in
-    a thread (``DeferredProvider``; ``on_loaded`` runs when it is built)."""
-    settings = resolve_settings(config, model_override, environ)
+    a thread (``DeferredProvider``; ``on_loaded`` runs when it is built). ``where`` names where
+    ``model_override`` came from in an error (default ``--model``)."""
+    settings = resolve_settings(config, model_override, environ, where=where)
     builtin = settings.provider_id in BUILT_IN and settings.base_url is None
     if background:
         return DeferredProvider(settings, retry, builtin=builtin, on_loaded=on_loaded)
