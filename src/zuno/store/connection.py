@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,29 +82,23 @@ class StoreConnection(sqlite3.Connection):
 
     locked_out = False  # the last statement found the store locked (no statement succeeded since)
 
-    def execute(self, *args: Any) -> sqlite3.Cursor:
+    def _run(self, method: Callable[..., sqlite3.Cursor], *args: Any) -> sqlite3.Cursor:
+        """One of sqlite3.Connection's statement methods, a lock it met mapped (``_mapped``)."""
         try:
-            cur = super().execute(*args)
+            cur = method(self, *args)
         except sqlite3.OperationalError as e:
             raise self._mapped(e) from None
         self.locked_out = False
         return cur
+
+    def execute(self, *args: Any) -> sqlite3.Cursor:
+        return self._run(sqlite3.Connection.execute, *args)
 
     def executemany(self, *args: Any) -> sqlite3.Cursor:
-        try:
-            cur = super().executemany(*args)
-        except sqlite3.OperationalError as e:
-            raise self._mapped(e) from None
-        self.locked_out = False
-        return cur
+        return self._run(sqlite3.Connection.executemany, *args)
 
     def executescript(self, *args: Any) -> sqlite3.Cursor:
-        try:
-            cur = super().executescript(*args)
-        except sqlite3.OperationalError as e:
-            raise self._mapped(e) from None
-        self.locked_out = False
-        return cur
+        return self._run(sqlite3.Connection.executescript, *args)
 
     def _mapped(self, e: sqlite3.OperationalError) -> sqlite3.OperationalError:
         if not is_locked(e):
