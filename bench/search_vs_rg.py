@@ -172,8 +172,8 @@ def time_raw(argv: list[str], cwd: str) -> float:
 
 
 async def time_raw_confined(confinement: Any, argv: list[str], cwd: str) -> float:
-    """time_raw of rg started in ``confinement``'s Landlock domain (the spawner thread runs the
-    whole of it, so the thread hop, which is Zuno's, is not in it)."""
+    """time_raw of rg started in ``confinement`` (its view or its Landlock domain, as Zuno's; the
+    spawner thread runs the whole of it, so the thread hop, which is Zuno's, is not in it)."""
     sink = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)  # the domain may not open /dev/null
 
     def run(stdin: int) -> float:
@@ -201,7 +201,7 @@ def bench_case(
     db = f"/tmp/zuno-bench-{os.getpid()}.db"
     from zuno.tools.search.confine import confinement_for
 
-    # rg as Zuno runs it (search.confine, the default): in the Landlock domain of the workspace's
+    # rg as Zuno runs it (search.confine, the default): confined (view or Landlock) to the workspace's
     # roots. The kernel's check of each open is rg's cost, not Zuno's; it is printed apart.
     confinement = confinement_for(zuno.Runtime(root=root, profile=profile, db=db).workspace.roots(), argv[0])
 
@@ -266,8 +266,10 @@ def bench_case(
     if conf:
         c, cm = min(conf), statistics.median(conf)
         row["confined_rg_s"], row["ratio_confined"] = c, z / c
+        row["confinement"] = md.get("rg", {}).get("confinement")
         print(
-            f"  {'':<40} rg in Zuno's Landlock domain: best {c * 1000:7.1f} ms ({c / r:4.2f}x plain rg) | "
+            f"  {'':<40} rg confined as Zuno's ({row['confinement']}): best {c * 1000:7.1f} ms "
+            f"({c / r:4.2f}x plain rg) | "
             f"zuno / confined rg {z / c:4.2f}x best, {zm / cm:4.2f}x median",
             flush=True,
         )
@@ -509,8 +511,9 @@ def main() -> None:
             w = max(confined, key=lambda r: r["ratio_confined"])
             cost = statistics.median(r["confined_rg_s"] / r["rg_s"] for r in confined)
             print(
-                f"against rg in the same Landlock domain (search.confine, the default; the kernel's checks "
-                f"cost rg {cost:.2f}x, median over the cases): worst {w['ratio_confined']:.2f}x ({w['case']})"
+                f"against rg confined the same way ({w.get('confinement')}; search.confine, the default; the "
+                f"confinement costs rg {cost:.2f}x, median over the cases): "
+                f"worst {w['ratio_confined']:.2f}x ({w['case']})"
             )
     dense = [r for r in rows if "1M" in r["case"]]
     for r in dense:

@@ -9,6 +9,7 @@ import fcntl
 import os
 import random
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -133,11 +134,24 @@ async def test_a_search_path_replaced_before_rg_starts_is_refused_as_such(
     (workspace / "d" / "a.py").write_text("x\n")
     real = rgmod.spawn
     swap = {"on": False}
+    # The swap is made by a thread started here: rg's spawner thread may be in a view of its own
+    # (confine.py), where the workspace is read-only.
+    go, swapped = threading.Event(), threading.Event()
+
+    def swapper() -> None:
+        while go.wait():
+            go.clear()
+            shutil.rmtree(workspace / "d")
+            (workspace / "d").write_text("now a file\n")
+            swapped.set()
+
+    threading.Thread(target=swapper, daemon=True).start()
 
     def swapping(path: str, argv: list[str], cwd: str, stdout: int, stderr: int, *rest: int):  # type: ignore[no-untyped-def]
         if swap["on"]:
-            shutil.rmtree(workspace / "d")
-            (workspace / "d").write_text("now a file\n")
+            go.set()
+            assert swapped.wait(10)
+            swapped.clear()
         return real(path, argv, cwd, stdout, stderr, *rest)
 
     monkeypatch.setattr(rgmod, "spawn", swapping)

@@ -122,9 +122,9 @@ class SearchConfig(_Strict):
     grep_max_hits: int = Field(limits.GREP_DEFAULT_MAX_HITS, ge=1, le=1_000_000)
     # rg --threads (0: rg decides).
     threads: int = Field(0, ge=0, le=256)
-    # rg runs confined by the kernel (Landlock) to the workspace's roots, so a directory swapped for
-    # a symlink to outside while it walks cannot be read (tools/search/confine.py). false: rg runs
-    # unconfined (~10% faster on trees of thousands of files).
+    # rg runs confined to the workspace's roots (a mount namespace of its own where the process may
+    # make one, else Landlock), so a directory swapped for a symlink to outside while it walks cannot
+    # be read (tools/search/confine.py). false: rg runs unconfined.
     confine: bool = True
 
 

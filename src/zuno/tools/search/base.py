@@ -535,4 +535,5 @@ def regex_error(message: str, pattern: str) -> tuple[str, str]:
 
 
 def rg_facts(rg: Rg, res: RgResult) -> dict[str, Any]:
-    return {**rg.facts(), "exit": res.returncode, "outputBytes": res.stdout_bytes, "confined": res.confined}
+    facts = {"exit": res.returncode, "outputBytes": res.stdout_bytes}
+    return {**rg.facts(), **facts, "confined": res.confined, "confinement": res.confinement}

@@ -1,17 +1,19 @@
-"""rg confined by the kernel to what a search may read (Landlock, Linux 5.13+).
+"""rg confined by the kernel to what a search may read: a view of its own (``mountview.py``), or
+where the process may not make one, a Landlock domain (Linux 5.13+).
 
 rg walks by path: a directory it has checked (the search root, or any directory below it) that
 another process swaps for a symlink to outside the workspace would be followed, and a search would
 list and read files outside it. Zuno's own file tools open every component without following links
-(``safefs``); rg cannot be made to, so it is started under a Landlock domain that lets it read only
+(``safefs``); rg cannot be made to, so it is started confined to reading only
 beneath the workspace's roots (the root and the granted directories) — plus what its start and its
 ignore rules need: its own executable's directory, the system's shared libraries and loader cache,
 the ignore files of the directories above a root, and the user's global git ignore file and
-configuration. Whatever a swapped-in link points at, the kernel refuses to open it.
+configuration. Whatever a swapped-in link points at, it is not there (the view) or the kernel refuses
+to open it (Landlock).
 
-A Landlock domain is a thread's (and passes to the processes it starts), never the process's: rg is
-started from a spawner thread that restricted itself once, one per set of roots. The event loop
-waits for the spawn without blocking. Where the kernel has no Landlock, rg starts as before,
+A view and a Landlock domain are a thread's (and pass to the processes it starts), never the
+process's: rg is started from a spawner thread that confined itself once, one per set of roots. The
+event loop waits for the spawn without blocking. Where neither way works, rg starts as before,
 unconfined, and ``confined`` says so.
 """
 
@@ -30,6 +32,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+from zuno.tools.search import mountview
 
 ACCESS_FS_EXECUTE = 1 << 0
 ACCESS_FS_READ_FILE = 1 << 2
@@ -169,11 +173,9 @@ class _Spawner(threading.Thread):
     It ends after ``SPAWNER_IDLE_S`` without work; ``submit`` says False once it has (the caller
     starts another): a job is never left in the queue of a thread that ended."""
 
-    def __init__(
-        self, read_dirs: list[str], exec_dirs: list[str], read_files: list[str], rg_path: str, first: _Job | None
-    ) -> None:
+    def __init__(self, confine_self: Callable[[], None], rg_path: str, first: _Job | None) -> None:
         super().__init__(name="zuno-rg-spawner", daemon=True)
-        self._rules = (read_dirs, exec_dirs, read_files)
+        self._confine_self = confine_self  # run first, in this thread: the Landlock domain or the view
         self._rg_path = rg_path
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         if first is not None:  # run before the thread may end idle
@@ -194,7 +196,7 @@ class _Spawner(threading.Thread):
     def run(self) -> None:
         try:
             self._devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)  # opened before the domain
-            _restrict(*self._rules)
+            self._confine_self()
             self.problem = self._probe()
         except OSError as e:
             self.problem = f"{e.strerror or e}"
@@ -257,24 +259,61 @@ def _settle(fut: asyncio.Future[Any], value: Any, error: BaseException | None) -
         fut.set_result(value)
 
 
+# The ways rg can be confined, best first: a view of its own (mountview.py: no cost per open; needs
+# the right to make a mount namespace, as root has) or a Landlock domain (any user, Linux 5.13+).
+VIEW = "mount-namespace"
+LANDLOCK = "landlock"
+KINDS = (VIEW, LANDLOCK)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 class Confinement:
     """What one set of roots may be searched under: ``start`` runs a spawn in the confined thread
-    (started again, with the same rules, when the last one ended idle)."""
+    (started again, with the same rules, when the last one ended idle or a root is no longer the
+    directory it was). ``kind`` says how it is confined: the first of ``kinds`` that works here."""
 
-    def __init__(self, roots: list[Path], rg_path: str) -> None:
+    def __init__(self, roots: list[Path], rg_path: str, kinds: tuple[str, ...] | None = None) -> None:
         self._roots, self._rg_path = roots, rg_path
-        self._spawner = self._new_spawner(None)
-        self.problem = self._spawner.problem
+        self.kind: str | None = None
+        problems = []
+        for kind in KINDS if kinds is None else kinds:
+            if not _kind_available(kind):
+                problems.append(f"{kind}: not available on this system")
+                continue
+            spawner = self._new_spawner(kind, None)
+            if spawner.problem is None:
+                self.kind, self._spawner = kind, spawner
+                break
+            problems.append(f"{kind}: {spawner.problem}")
+        self.problem = None if self.kind is not None else "; ".join(problems) or "no way to confine rg here"
 
-    def _new_spawner(self, first: _Job | None) -> _Spawner:
+    def _new_spawner(self, kind: str, first: _Job | None) -> _Spawner:
         """A spawner with the rules as they stand now (an ignore file created above a root since the
         last one is read from the next spawner on)."""
-        exec_dirs = [str(Path(os.path.realpath(self._rg_path)).parent)]
-        exec_dirs += [d for d in SYSTEM_LIBRARY_DIRS if os.path.isdir(d)]
+        rg_dirs = [str(Path(os.path.realpath(self._rg_path)).parent), os.path.dirname(os.path.abspath(self._rg_path))]
+        exec_dirs = list(dict.fromkeys(rg_dirs)) + [d for d in SYSTEM_LIBRARY_DIRS if os.path.isdir(d)]
         files = [f for f in LOADER_FILES if os.path.isfile(f)] + [str(p) for p in readable_files(self._roots)]
-        spawner = _Spawner([str(r) for r in self._roots], exec_dirs, files, self._rg_path, first)
+        roots = [str(r) for r in self._roots]
+        self._identities = [_identity(r) for r in self._roots]
+        stage = None
+        if kind == VIEW:
+            stage = mountview.new_stage()
+            plan = mountview.ViewPlan(roots + exec_dirs, files, mountview.repo_markers(roots))
+            confine_self: Callable[[], None] = lambda: mountview.enter(plan, stage)  # noqa: E731
+        else:
+            confine_self = lambda: _restrict(roots, exec_dirs, files)  # noqa: E731
+        spawner = _Spawner(confine_self, self._rg_path, first)
         spawner.start()
         spawner.ready.wait()
+        if stage is not None:
+            mountview.remove_stage(stage)  # the view no longer hangs on it
         return spawner
 
     @property
@@ -285,10 +324,12 @@ class Confinement:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[subprocess.Popen[bytes]] = loop.create_future()
         job = (spawn, loop, fut)
-        if not self._spawner.submit(job):
-            # The last thread ended idle: another, given this job first (a failure to confine it
+        assert self.kind is not None, "start() of a confinement that could not be made"
+        if [_identity(r) for r in self._roots] != self._identities or not self._spawner.submit(job):
+            # The last thread ended idle, or a root was replaced (the view would still show the
+            # directory that was there): another, given this job first (a failure to confine it
             # again, a root gone meanwhile, fails the job with the reason).
-            self._spawner = self._new_spawner(job)
+            self._spawner = self._new_spawner(self.kind, job)
         return await fut
 
     async def start_whole(
@@ -309,11 +350,15 @@ _cache: dict[tuple[tuple[str, ...], str], Confinement] = {}
 _cache_lock = threading.Lock()
 
 
+def _kind_available(kind: str) -> bool:
+    return mountview.available() if kind == VIEW else _ABI > 0
+
+
 def confinement_for(roots: list[Path], rg_path: str) -> Confinement | None:
-    """The confinement of these roots (made once, kept), or None where the kernel has no Landlock
-    or the domain could not be made (``log`` says why, once): rg then runs unconfined, as before,
-    and its facts say ``confined: false``."""
-    if _ABI == 0:
+    """The confinement of these roots (made once, kept), or None where neither way works here (no
+    right to make a mount namespace and no Landlock, or an rg that cannot start confined; ``log``
+    says why, once): rg then runs unconfined, as before, and its facts say ``confined: false``."""
+    if not any(_kind_available(k) for k in KINDS):
         return None
     key = (tuple(str(r) for r in roots), rg_path)
     with _cache_lock:

@@ -33,7 +33,8 @@ class RgResult:
     returncode: int
     stderr: bytes
     stdout_bytes: int
-    confined: bool = False  # rg ran in its Landlock domain (confine.py)
+    confined: bool = False  # rg ran confined (confine.py)
+    confinement: str | None = None  # how: "mount-namespace" or "landlock" (confine.KINDS)
 
 
 @dataclass(slots=True)
@@ -291,7 +292,7 @@ async def run_rg(
 ) -> RgResult:
     """Run rg, streaming stdout into ``feed``. Output past ``max_output`` kills rg and raises
     OutputTooLarge. Cancellation kills rg's process group and reaps it before propagating.
-    With ``confinement``, rg starts in its Landlock domain (``confine.py``).
+    With ``confinement``, rg starts confined (``confine.py``: its own view, or a Landlock domain).
 
     rg's pipes and its exit (a pidfd) are watched by the event loop directly: no asyncio
     subprocess transport, no stream objects, no task per pipe and no waiter thread per process."""
@@ -333,7 +334,8 @@ async def run_rg(
         await out.done
         await err_drain.done
         rc = await _exit_status(proc, pidfd)
-        return RgResult(rc, bytes(err.kept), seen, confinement is not None and confinement.confined)
+        confined = confinement is not None and confinement.confined
+        return RgResult(rc, bytes(err.kept), seen, confined, confinement.kind if confined and confinement else None)
     finally:
         for fd, drain in ((r, out), (er, err_drain)):
             drain.close()
