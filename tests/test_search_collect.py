@@ -35,7 +35,7 @@ def _rows(data: bytes, cap: int, step: int, *, plain: bool, whole: int = 0) -> l
     rows = []
     for f in col.finish(plain=plain):
         if f.plain:
-            rows += [f"{f.path}:{body}" for body in f.plain]
+            rows += [f"{f.path}:{body}" for body in f.plain.split("\n")]
         rows += [f"{f.path}:{ln.number}:{ln.text}" for ln in f.lines]
     return rows
 
@@ -202,7 +202,7 @@ def test_plain_files_read_back_the_same_rows(whole: int) -> None:
     col = GrepCollector(cap=100, whole_bytes=whole)
     col.feed(data)
     files = col.finish(plain=True)
-    assert [(f.path, f.plain) for f in files if f.plain] == [("a.py", ["7:x", "9:y:z"])]
+    assert [(f.path, f.plain) for f in files if f.plain] == [("a.py", "7:x\n9:y:z")]
     assert [f.path for f in files if f.lines] == ["b.py", "c.py", "d.py", "e.py"]
     assert _rows(data, 100, len(data), plain=True, whole=whole) == _rows(data, 100, len(data), plain=False, whole=whole)
     assert _rows(data, 100, 3, plain=True, whole=whole)[-1] == "e.py:7:leading zero"
@@ -211,7 +211,7 @@ def test_plain_files_read_back_the_same_rows(whole: int) -> None:
     col.feed(_stream([(b"a", 1, b"1"), (b"a", 2, b"2"), (b"b", 1, b"1"), (b"b", 2, b"2")]))
     files = col.finish(plain=True)
     assert [(f.path, f.plain, [ln.number for ln in f.lines]) for f in files] == [
-        ("a", ["1:1", "2:2"], []),
+        ("a", "1:1\n2:2", []),
         ("b", None, [1]),
     ]
 
@@ -250,7 +250,7 @@ def _files(col: GrepCollector, data: bytes, step: int, plain: bool) -> list[tupl
     out = []
     for f in col.finish(plain=plain):
         assert plain or f.plain is None
-        rows = [f"{f.path}:{body}" for body in f.plain or ()]
+        rows = [f"{f.path}:{body}" for body in f.plain.split("\n")] if f.plain is not None else []
         rows += [f"{f.path}:{ln.number}:{ln.text}" for ln in f.lines]
         out.append((f.key, f.hits, rows, [ln.capped for ln in f.lines if ln.capped]))
     return out

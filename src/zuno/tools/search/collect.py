@@ -39,10 +39,9 @@ _NEVER_CAPPED_CHARS = limits.MATCH_LINE_MAX_UTF16 // 2
 # instead of record by record while rg's threads run. Past it, what was kept is read as the stream
 # is, and the rest as it comes: memory stays bounded, and the reading serial after rg stays short.
 WHOLE_OUTPUT_BYTES = 256 * 1024
-# One hit record of rg's as a whole line: path, NUL, then the body ``number:text`` (the form a
-# plain file keeps). The number as rg writes it: no leading zero.
-_WHOLE_RECORD = re.compile(r"^([^\x00\n]*)\x00([1-9][0-9]*:.*)$", re.M)
 _PATH = operator.itemgetter(0)
+_SEP = operator.itemgetter(1)
+_BODY = operator.itemgetter(2)
 
 
 def _hit_run_regex(cap: int) -> re.Pattern[bytes]:
@@ -206,9 +205,9 @@ class FileHits:
     hits: int = 0  # hit lines stored (in ``lines`` or still in ``raw``)
     last_hit: int = 0
     raw: bytes = b""  # hit records kept as rg wrote them (``path NUL number : text LF``), read in finish()
-    # finish(plain=True): the hit lines as ``number:text``, when each is shown as rg wrote it (UTF-8,
-    # no CR, never cut); ``lines`` then holds none of them.
-    plain: list[str] | None = None
+    # finish(plain=True): the hit lines as ``number:text``, joined by newlines, when each is shown as
+    # rg wrote it (UTF-8, no CR, never cut); ``lines`` then holds none of them.
+    plain: str | None = None
 
 
 def _make_plain(f: FileHits) -> bool:
@@ -224,7 +223,7 @@ def _make_plain(f: FileHits) -> bool:
     bodies = s[len(prefix) : -1].split("\n" + prefix)
     if max(map(len, bodies)) > _NEVER_CAPPED_CHARS:
         return False
-    f.plain = bodies
+    f.plain = "\n".join(bodies)
     f.raw = b""
     return True
 
@@ -561,50 +560,61 @@ class GrepCollector:
     def _read_whole(self, data: bytes, plain: bool) -> list[FileHits] | None:
         """finish() of an output kept whole, read at once: the same files, hits and counts the
         stream gives, when every line is a hit record of a nameable path, in UTF-8, without a CR,
-        short enough never to be cut, each file's records together. None when it is not so (the
-        caller reads it as the stream): a binary notice, a name with a newline, text that is not
-        UTF-8, a CR, a long line, a file printed in two pieces."""
+        short enough never to be cut, each file's records together. None when it
+        is not so (the caller reads it as the stream): a binary notice, a name with a newline, text
+        that is not UTF-8, a CR, a long line, a file printed in two pieces."""
         if not data:
             return []
         try:
             s = data.decode("utf-8")
         except UnicodeDecodeError:
             return None
-        if not s.endswith("\n") or "\r" in s:
+        if "\r" in s:
             return None
-        records = _WHOLE_RECORD.findall(s)
-        if len(records) != s.count("\n"):
+        # Each line a hit record ``path NUL number:text`` (the path ends at the line's first NUL),
+        # the number as rg writes it (digits, no leading zero).
+        lines = s.split("\n")
+        if lines.pop() != "":
             return None
-        _, bodies_all = zip(*records, strict=True)
-        if max(map(len, bodies_all)) > _NEVER_CAPPED_CHARS:
+        records = [line.partition("\x00") for line in lines]
+        if not all(map(_SEP, records)):
             return None
-        runs = [(path, [body for _, body in run]) for path, run in itertools.groupby(records, _PATH)]
+        bodies = list(map(_BODY, records))
+        fields = [body.partition(":") for body in bodies]
+        numbers = "\n".join(map(_PATH, fields))
+        if not all(map(_SEP, fields)) or not numbers.replace("\n", "").isdigit() or not numbers.isascii():
+            return None
+        if "\n\n" in numbers or numbers.startswith(("0", "\n")) or "\n0" in numbers:
+            return None
+        if max(map(len, bodies)) > _NEVER_CAPPED_CHARS:
+            return None
+        runs = [(path, list(map(_BODY, run))) for path, run in itertools.groupby(records, _PATH)]
         if len(runs) > 1:
             runs.sort(key=_PATH)  # by code point: the byte order of UTF-8, as the stream's keys
             if any(a[0] == b[0] for a, b in itertools.pairwise(runs)):
                 return None
         out: list[FileHits] = []
         left = self.cap
-        for path, bodies in runs:
+        total = 0
+        for path, run in runs:
+            hits = len(run)
+            total += hits
             if left <= 0:
-                break
+                continue
             f = FileHits(path.encode("utf-8"), path)
-            if len(bodies) > left:  # the file the cap cuts keeps lines, its first hits
-                bodies = bodies[:left]
-                plain_here = False
-            else:
-                plain_here = plain
-            if plain_here:
-                f.plain = bodies
-            else:
-                for body in bodies:
+            if hits > left or not plain:  # the file the cap cuts keeps lines, its first hits
+                for body in run[:left]:
                     number, _, text = body.partition(":")
                     f.lines.append(Line(int(number), True, text, False))
-            f.hits = len(bodies)
-            f.last_hit = int(bodies[-1].partition(":")[0])
+                f.hits = len(f.lines)
+                f.last_hit = f.lines[-1].number
+            else:
+                f.plain = "\n".join(run)
+                f.hits = hits
+                f.last_hit = int(run[-1].partition(":")[0])
             out.append(f)
             left -= f.hits
-        self.total_hits = len(records)
+        self.total_hits = total
         self.shown_hits = sum(f.hits for f in out)
         self.drops.over_cap = self.total_hits - self.shown_hits
         self.read_at_once = True

@@ -212,8 +212,8 @@ class GrepTool(Tool):
         rows: list[str] = []
         for f in files:
             q = quote_path(f.path, grep=True)  # once per file, not per line
-            if f.plain:  # `number:text` each: the rows are the path, a colon and each of them
-                rows.append(q + ":" + ("\n" + q + ":").join(f.plain))
+            if f.plain:  # `number:text` lines: the rows are the path, a colon and each of them
+                rows.append(q + ":" + f.plain.replace("\n", "\n" + q + ":"))
             rows += [chord_format.hit_line(q, ln.number, ln.text) for ln in f.lines if ln.hit]
         note = truncation_note(
             col.drops, meta["matches"], col.total_hits, "matches", "Narrow the pattern, the path or the include glob."
