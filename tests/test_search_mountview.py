@@ -140,8 +140,9 @@ import os, sys, threading
 from zuno.tools.search import mountview
 out = []
 def run():
-    stage = mountview.new_stage()
-    mountview.enter(mountview.ViewPlan([{str(tmp_path / "entry")!r}], []), stage)
+    plan = mountview.ViewPlan([{str(tmp_path / "entry")!r}], [])
+    stage = mountview.new_stage(plan.dirs)
+    mountview.enter(plan, stage)
     out.append(open({str(tmp_path / "entry" / "f.txt")!r}).read())
     out.append(os.path.exists({str(tmp_path / "data")!r} + "/../other"))
     try:
@@ -233,3 +234,23 @@ print(c.kind, table() == before)
         pytest.skip("no right to make a mount namespace here")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [confine.VIEW, "True"], done.stdout + done.stderr
+
+
+async def test_the_view_is_never_built_beneath_a_root_it_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TMPDIR inside the workspace: a view built there would be bound into the view with the root,
+    and a search of the root would walk the view itself (the system's libraries among its files).
+    It is built elsewhere; where there is nowhere else, rg is confined another way."""
+    ws = tmp_path / "ws"
+    (ws / "tmp").mkdir(parents=True)
+    (ws / "a.txt").write_text("needle\n")
+    monkeypatch.setattr(mountview, "STAGE_PARENTS", (str(ws / "tmp"), tempfile.gettempdir()))
+    rg = _rg()
+    c = _view([ws])
+    got = bytearray()
+    res = await run_rg(rg, ["--no-config", "--files", "--hidden", "--no-ignore"], str(ws), got.extend, confinement=c)
+    assert res.returncode == 0 and res.confinement == confine.VIEW
+    assert sorted(got.decode().splitlines()) == ["a.txt"]
+    assert list((ws / "tmp").iterdir()) == []
+    monkeypatch.setattr(mountview, "STAGE_PARENTS", (str(ws / "tmp"),))
+    nowhere = confine.Confinement([ws], rg.path, kinds=(confine.VIEW,))
+    assert not nowhere.confined and "no directory to build the view on" in str(nowhere.problem)

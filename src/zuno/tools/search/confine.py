@@ -186,6 +186,19 @@ class _Spawner(threading.Thread):
         self.problem: str | None = None  # why the thread could not confine itself
         self._devnull = -1
 
+    @classmethod
+    def failed(cls, problem: str, first: _Job | None) -> _Spawner:
+        """A spawner that could not be made (never started): ``problem`` says why, and the job it
+        was given first fails with it."""
+        spawner = cls(lambda: None, "", None)
+        spawner.problem = problem
+        spawner._ended = True
+        spawner.ready.set()
+        if first is not None:
+            _, loop, fut = first
+            loop.call_soon_threadsafe(_settle, fut, None, OSError(f"rg cannot start confined: {problem}"))
+        return spawner
+
     def submit(self, job: _Job) -> bool:
         with self._lock:
             if self._ended:
@@ -304,8 +317,11 @@ class Confinement:
         self._identities = [_identity(r) for r in self._roots]
         stage = None
         if kind == VIEW:
-            stage = mountview.new_stage()
             plan = mountview.ViewPlan(roots + exec_dirs, files, mountview.repo_markers(roots))
+            try:
+                stage = mountview.new_stage(plan.dirs)
+            except OSError as e:
+                return _Spawner.failed(str(e), first)
             confine_self: Callable[[], None] = lambda: mountview.enter(plan, stage)  # noqa: E731
         else:
             confine_self = lambda: _restrict(roots, exec_dirs, files)  # noqa: E731

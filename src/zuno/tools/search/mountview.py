@@ -200,9 +200,22 @@ def enter(plan: ViewPlan, stage: str) -> None:
     os.chdir("/")
 
 
-def new_stage() -> str:
-    """An empty directory to build a view on (the caller removes it once the view is entered)."""
-    return tempfile.mkdtemp(prefix="zuno-rg-view-")
+# Where the view may be built, first that is outside every path the view holds (a stage beneath a
+# root would be bound into the view with the root, and a search of the root would walk it).
+STAGE_PARENTS = (tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", "/run")
+
+
+def new_stage(held: Iterable[str]) -> str:
+    """An empty directory to build a view on, outside every path in ``held`` (the caller removes
+    it once the view is entered). Raises OSError when there is none."""
+    held = [os.path.realpath(h) for h in held]
+    for parent in STAGE_PARENTS:
+        real = os.path.realpath(parent)
+        if not os.path.isdir(real) or any(real == h or real.startswith(h.rstrip("/") + "/") for h in held):
+            continue
+        with contextlib.suppress(OSError):
+            return tempfile.mkdtemp(prefix="zuno-rg-view-", dir=real)
+    raise OSError(f"no directory to build the view on outside {', '.join(held)}")
 
 
 def remove_stage(stage: str) -> None:
