@@ -216,6 +216,14 @@ def sentence(message: str) -> str:
     return message + "."
 
 
+def nothing_ran(message: str) -> str:
+    """A refusal's message as a sentence ending by saying that nothing ran, once: a message that
+    says it already (a tool's own refusal: "… Nothing ran; send a call that names it to be asked.")
+    is kept as it is, not given a second "Nothing ran."."""
+    message = sentence(message)
+    return message if "nothing ran" in message.lower() else f"{message} Nothing ran."
+
+
 def measure_call(value: Any) -> str | None:
     """Why a call is too deep or too large to admit (limits.CALL_MAX_DEPTH, CALL_MAX_BYTES), or
     None. Iterative: a call nested any depth is measured without recursion."""

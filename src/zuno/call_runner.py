@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zuno import limits
-from zuno.admission import sentence
+from zuno.admission import nothing_ran
 from zuno.admitting import Admitted
 from zuno.config import Config
 from zuno.declarations import Concurrency, Effect, Outcome, Replay
@@ -153,7 +153,7 @@ class CallRunner:
                 call_seq=seq,
                 call_id=adm.call_id,
             )
-            text = f"[blocked: {out.kind}] {sentence(out.message)} Nothing ran."
+            text = f"[blocked: {out.kind}] {nothing_ran(out.message)}"
             rec = CallRecord(
                 adm.call_id,
                 adm.name,

@@ -7,7 +7,9 @@ One-shot with a prompt (or a prompt on standard input); interactive when no prom
 terminal. ``--json`` prints one final object (session, stop_reason, final_text, steps, usage).
 Ctrl-C cancels the model's answer or the running step; a second Ctrl-C exits (130), after the
 session's jobs are stopped. Exit status: 0 an ordinary final, 1 any other stop, 2 nothing run
-(usage, configuration, no provider), 130 interrupted, 143 terminated, 129 hung up.
+(usage, configuration, no provider), 130 interrupted, 143 terminated, 129 hung up. A store that
+another process keeps locked is said as ``zuno call`` says it (the file, what became of the call),
+with what became of the run: 1 when anything ran (a request to the model, a call), else 2.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from zuno.cli_support import (
     EXIT_NOT_OK,
     EXIT_OK,
     EXIT_TERMINATED,
+    EXIT_USAGE,
     RUNTIME_IMPORTS,
     Terminated,
     UsageError,
@@ -44,8 +47,10 @@ from zuno.startup_gc import StartupCollection
 
 if TYPE_CHECKING:  # the agent loads when the command runs, not when the parser is built
     from zuno.agent.api import Agent, RunResult
+    from zuno.agent.events import AgentEvent
     from zuno.commands.run_view import InlineApprover, View
     from zuno.permissions import Approver
+    from zuno.store.paths import StoreUnusable
 
 # The session modes (zuno.agent.items.MODES, which a test holds this equal to), spelled here
 # so that building the parser does not load the agent.
@@ -156,6 +161,7 @@ def _run_agent(
 ) -> int:
     from zuno.agent.api import Agent
     from zuno.commands.run_view import InlineApprover, PausingApprover, View
+    from zuno.store.paths import StoreUnusable
 
     view = View(json_mode=args.json)
     inline: InlineApprover | None = None
@@ -166,6 +172,7 @@ def _run_agent(
     else:
         approver = PausingApprover(approver_from_args(args), view)
     rt = runtime_from_args(args, approver)
+    ran = _Ran(view)
     try:
         try:
             sid = resolve_or_start(rt, session, continue_latest) if starts else rt.resolve_session(session)
@@ -189,10 +196,14 @@ def _run_agent(
         )
         try:
             if interactive:
-                return _interactive(agent, view, inline, startup)
-            return asyncio.run(_one_shot(agent, view, prompt, json_mode=args.json, inline=inline, startup=startup))
+                return _interactive(agent, view, inline, startup, ran)
+            return asyncio.run(
+                _one_shot(agent, view, prompt, json_mode=args.json, inline=inline, startup=startup, ran=ran)
+            )
         except (UsageError, KeyboardInterrupt, BrokenPipeError, Terminated):
             raise  # BrokenPipeError: stdout's reader went away (`| head`); the turn was interrupted
+        except StoreUnusable as e:  # the store locked by another process (at open, or mid-turn): no bug
+            return _store_unusable(e, agent.id or sid, ran.seen)
         except Exception as e:  # a bug below the loop: one line, the transcript has the rest
             if isinstance(e, OSError) and e.errno == errno.EIO:
                 # Output to a terminal that hung up before its SIGHUP was handled: the turn was
@@ -208,6 +219,37 @@ def _run_agent(
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+class _Ran:
+    """The view's listener, noting whether this command ran anything: a request went to the model
+    (its record written first) or a tool call started."""
+
+    def __init__(self, view: View) -> None:
+        self.view = view
+        self.seen = False
+
+    def on_event(self, ev: AgentEvent) -> None:
+        if ev.kind == "tool_call" or (ev.kind == "request" and getattr(ev, "phase", "") == "sent"):
+            self.seen = True
+        self.view.on_event(ev)
+
+
+def _store_unusable(e: StoreUnusable, session: str, ran: bool) -> int:
+    """The store became unusable under the run (another process holds its lock): the store's own
+    words (the file, what became of the call that needed the write), then what became of the run,
+    on standard error (with --json too: no final object, as for any error). Exit 1 when anything
+    ran (a request to the model, a call); 2 when nothing did, as for ``zuno call``."""
+    ran = ran or bool(getattr(e, "ran", False))
+    if ran:
+        then = (
+            f"The run of session {session} stopped there, its turn not ended on record: "
+            f"`zuno resume {session}` goes on once the store is free (it ends that turn as interrupted)."
+        )
+    else:
+        then = f"Nothing was run in session {session}: no request went to the model and no call started."
+    print(f"zuno: {e} {then}", file=sys.stderr)
+    return EXIT_NOT_OK if ran else EXIT_USAGE
+
+
 async def _one_shot(
     agent: Agent,
     view: View,
@@ -216,6 +258,7 @@ async def _one_shot(
     json_mode: bool,
     inline: InlineApprover | None,
     startup: StartupCollection,
+    ran: _Ran,
 ) -> int:
     await _open(agent, startup)
     sig = _Interrupts()
@@ -224,7 +267,7 @@ async def _one_shot(
     try:
         with sig.turn(agent):
             try:
-                result = await agent.run(prompt, on_event=view.on_event)
+                result = await agent.run(prompt, on_event=ran.on_event)
             except asyncio.CancelledError:
                 if json_mode:  # the one final object is printed for a terminated run too
                     print_json(_cancelled_json(agent))
@@ -404,7 +447,9 @@ def _save_history(readline: Any, history: Path, added: int) -> None:
         readline.append_history_file(min(added, RUN_HISTORY_LINES), history)  # then truncated to the length
 
 
-def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startup: StartupCollection) -> int:
+def _interactive(
+    agent: Agent, view: View, inline: InlineApprover | None, startup: StartupCollection, ran: _Ran
+) -> int:
     """A line editor with history; each line is one turn. /mode plan|work|goal switches the mode,
     /goal resume resumes a paused Goal, /exit (or Ctrl-D) leaves."""
     try:
@@ -476,7 +521,7 @@ def _interactive(agent: Agent, view: View, inline: InlineApprover | None, startu
             async def turn(text: str = line) -> None:
                 with sig.turn(agent):
                     try:
-                        await agent.run(text, on_event=view.on_event)
+                        await agent.run(text, on_event=ran.on_event)
                     finally:
                         await view.aend()
 
