@@ -506,3 +506,30 @@ async def test_todo_write_without_ids_keeps_the_items_it_names_by_their_text(wor
         rec = await call(s, "todo_write", {"todos": pair})
         assert [(t["id"], t["status"]) for t in read_state(rt.store, s.id)["todo"]["todos"]] == [
             ("t5", "pending"), ("t4", "in_progress")]
+
+
+async def test_zuno_plan_and_show_print_bidi_controls_visibly(
+    workspace: Path, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outside testing (twelfth round): a step title or a model answer holding Unicode bidi
+    overrides/isolates/marks (the "Trojan Source" trick) was printed raw by zuno plan and zuno show,
+    so what a person read was visually reordered. Now each shows as <U+XXXX>; --json has the exact text."""
+    configure(workspace, fake)
+    bidi = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+    title = "rm -rf \u202e/ tsil\u202c \u2066safe\u2069 \u001b[31mred"
+    create = json.dumps({"action": "create", "objective": f"o{bidi}", "steps": [{"title": title}]})
+    fake.script(Reply(calls=[Call("plan_update", create)]), Reply(text="done \u202eevil\u202c \u001b[2J"))
+    sid = (await agent_run(workspace, monkeypatch, "plan")).session
+    plan = zuno_cli(workspace, "plan", "--session", sid)
+    show = zuno_cli(workspace, "show", sid)
+    for out in (plan.stdout, show.stdout):
+        assert not any(ch in out for ch in bidi + "\x1b"), out
+    assert "o<U+202A><U+202B><U+202C><U+202D><U+202E><U+2066><U+2067><U+2068><U+2069><U+200E><U+200F><U+061C>" in (
+        plan.stdout
+    )
+    assert "rm -rf <U+202E>/ tsil<U+202C> <U+2066>safe<U+2069> \u241b[31mred" in plan.stdout
+    assert "done <U+202E>evil<U+202C> \u241b[2J" in show.stdout
+    exact = json.loads(zuno_cli(workspace, "plan", "--session", sid, "--json").stdout)
+    assert exact["plan"]["objective"] == f"o{bidi}" and exact["plan"]["steps"][0]["title"] == title
+    shown = json.loads(zuno_cli(workspace, "show", sid, "--json").stdout)
+    assert any(i["data"].get("text") == "done \u202eevil\u202c \u001b[2J" for i in shown["items"])

@@ -48,11 +48,16 @@ _EMPH = re.compile(r"(?<![*\w])\*(?=[^\s*])([^*]+?)(?<=[^\s*])\*(?![*\w])")
 # C0 controls but tab and newline, and DEL: shown as their Unicode control pictures. C1 controls
 # (U+0080..U+009F: terminals that read UTF-8 obey U+009B as CSI, U+009D as OSC) have no pictures:
 # shown as the escape sequence they stand for, U+009B as "␛[".
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Unicode bidirectional controls (embeddings and overrides U+202A-U+202E, isolates U+2066-U+2069,
+# the marks U+200E, U+200F and U+061C) reorder what a reader sees ("Trojan Source"): each is shown
+# as <U+XXXX>, its code point, so nothing is lost and nothing is reordered.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def _picture(ch: str) -> str:
     code = ord(ch)
+    if code > 0x9F:
+        return f"<U+{code:04X}>"
     if code < 0x20:
         return chr(0x2400 + code)
     return "\u2421" if code == 0x7F else "\u241b" + chr(code - 0x40)
@@ -64,8 +69,9 @@ def _visible(text: str) -> str:
 
 def visible_controls(text: str) -> str:
     """``text`` with its control characters (all but tab and newline: an escape sequence, a
-    carriage return, a bell) shown as their Unicode control pictures, never obeyed by a terminal
-    (what zuno show, zuno plan, zuno goal and zuno todo print)."""
+    carriage return, a bell) shown as their Unicode control pictures, never obeyed by a terminal,
+    and its bidi controls shown as ``<U+202E>`` and the like, never reordering the
+    line (what zuno show, zuno plan, zuno goal and zuno todo print)."""
     return _visible(text)
 
 
