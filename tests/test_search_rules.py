@@ -403,3 +403,23 @@ def test_the_last_check_matches_a_shown_path_where_it_resolves(workspace: Path) 
     shown = ["pub/ok.txt", "swapped/key.txt", "swapped/deep/k2", "loop/pub/ok.txt", "loop/secret/key.txt"]
     assert scope.keep_paths(shown) == ["pub/ok.txt", "loop/pub/ok.txt"]
     assert scope.note().startswith(LEFT_OUT)
+
+
+@pytest.mark.parametrize("profile", ["zuno", "chord"])
+async def test_a_patternless_read_deny_takes_the_searches_off_the_tools_offered(workspace: Path, profile: str) -> None:
+    _layout(workspace)
+    everywhere = [{"tool": "read", "action": "deny"}]
+    config: dict[str, Any] = {"permission": {"rules": everywhere}}
+    async with zuno.Runtime(root=workspace, profile=profile, config_overrides=config) as rt:
+        async with rt.session() as s:
+            offered = {t.name for t in s.visible_tools()}
+            assert not offered & {"read", "grep", "glob"}, offered
+            assert "write" in offered
+            res = await s.step([_grep(), _glob()])  # called anyway: refused, naming the rule
+    for r in res.results:
+        assert r.outcome == "blocked", r.text
+        assert 'denied by permission rule {"tool": "read", "action": "deny"}' in r.text, r.text
+    patterned: dict[str, Any] = {"permission": {"rules": DENY_READ}}
+    async with zuno.Runtime(root=workspace, profile=profile, config_overrides=patterned) as rt:
+        async with rt.session() as s:  # a read deny with a pattern keeps the searches offered
+            assert {"grep", "glob"} <= {t.name for t in s.visible_tools()}

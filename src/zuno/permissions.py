@@ -138,6 +138,14 @@ def rule_applies(rule: PermissionRule, tool: str) -> bool:
     return fnmatchcase(tool, rule.tool) or (tool in SEARCHES_THAT_READ and fnmatchcase("read", rule.tool))
 
 
+def denied_outright(config: PermissionConfig, tool: str) -> PermissionRule | None:
+    """The deny rule without a pattern that refuses every call of ``tool`` (whatever its subject), or
+    None. Such a tool is taken off the tools offered (``Session.visible_tools``): its own patternless
+    deny, and a patternless ``read`` deny for the searches that read (``rule_applies``), whose every
+    call would be refused naming the rule."""
+    return next((r for r in config.rules if r.action == "deny" and r.pattern is None and rule_applies(r, tool)), None)
+
+
 def _matches(rule: PermissionRule, tool: str, subject: Subject) -> bool:
     if not rule_applies(rule, tool):
         return False

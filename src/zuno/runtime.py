@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from fnmatch import fnmatchcase
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -21,7 +20,7 @@ from zuno.admitting import CROSS_CUTTING, subject_forms
 from zuno.config import Config, ConfigError, load_config
 from zuno.declarations import Declarations, Outcome
 from zuno.dispatch import Dispatcher
-from zuno.permissions import Approver, NoApprover, decide
+from zuno.permissions import Approver, NoApprover, decide, denied_outright
 from zuno.records import StepResult, StepWrites
 from zuno.session_ids import SessionNotFound, validate_session_id
 from zuno.store import Store
@@ -368,12 +367,12 @@ class Session:
 
     def visible_tools(self) -> list[Tool]:
         """The tools whose schemas the model should see now, in surface order: the surface less the
-        tools a deny rule (without a pattern) refuses outright, and less the connected MCP tools whose
+        tools a deny rule (without a pattern) refuses outright (``permissions.denied_outright``: a
+        patternless ``read`` deny refuses glob and grep too), and less the connected MCP tools whose
         schemas are deferred and that no tool_search of this session has matched yet."""
         rt = self.runtime
         tools = list(rt.surface.tools.values())
-        denied = [r.tool for r in rt.config.permission.rules if r.action == "deny" and r.pattern is None]
-        tools = [t for t in tools if not any(fnmatchcase(t.name, d) for d in denied)]
+        tools = [t for t in tools if denied_outright(rt.config.permission, t.name) is None]
         if rt.deferred:
             from zuno.connect.mcp import expanded_names
 
