@@ -10,6 +10,7 @@ being asked (after admission, before the tool resolves the path).
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -82,3 +83,32 @@ async def test_a_refusal_at_the_location_the_tool_opens_says_nothing_ran_once(
     assert r.text.lower().count("nothing ran") == 1, r.text
     assert (workspace / "secret" / "key.txt").read_text() == "hunter2\n"
     assert sorted(os.listdir(workspace / "secret")) == ["key.txt"]  # nothing written there
+
+
+class NeverAnswers:
+    """An approver that is still thinking when the step is cancelled."""
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+
+    async def approve(self, request: ApprovalRequest) -> bool:
+        self.asked.set()
+        await asyncio.Event().wait()
+        return True
+
+
+async def test_an_approval_the_step_was_cancelled_before_says_nothing_ran_once(workspace: Path) -> None:
+    """The refusal of a call whose approval was still being asked when the step was cancelled says
+    so ("…; nothing ran.") and was given a second "Nothing ran." when it was settled."""
+    approver = NeverAnswers()
+    overrides = {"permission": {"rules": [{"tool": "write", "pattern": "*", "action": "ask"}]}}
+    async with zuno.Runtime(root=workspace, config_overrides=overrides, approver=approver) as rt:
+        async with rt.session() as s:
+            step = asyncio.ensure_future(s.step([{"name": "write", "arguments": {"path": "a.txt", "content": "x"}}]))
+            await asyncio.wait_for(approver.asked.wait(), 30)
+            s.cancel()
+            res = await asyncio.wait_for(step, 30)
+    (r,) = res.results
+    assert r.outcome == "blocked" and "cancelled before an answer" in r.text, r.text
+    assert r.text.lower().count("nothing ran") == 1, r.text
+    assert not (workspace / "a.txt").exists()

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from zuno.admission import sentence
+from zuno.admission import nothing_ran
 from zuno.admitting import CROSS_CUTTING, Admission, Admitted, Blocked
 from zuno.call_runner import CallRunner
 from zuno.config import Config
@@ -219,7 +219,7 @@ class Dispatcher:
     # -- settling -------------------------------------------------------------------------------
 
     def _blocked_entry(self, n: int, b: Blocked) -> tuple[CallEntry, CallRecord]:
-        text = f"[blocked: {b.kind}] {sentence(b.message)} Nothing ran."
+        text = f"[blocked: {b.kind}] {nothing_ran(b.message)}"
         entry = CallEntry(
             "settled",
             self.session_id,
