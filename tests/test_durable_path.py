@@ -5,6 +5,7 @@ SQLite connection (its statement trace) and with a real kill -9."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -107,6 +108,56 @@ async def test_a_hundred_safe_reads_settle_in_few_transactions(workspace: Path) 
         rows = rt.store.calls(s.id, step=res.step)
         assert [r.idx for r in rows] == list(range(100))
         assert all(r.state == "settled" and r.outcome == "ok" for r in rows)
+
+
+async def test_a_withheld_output_is_one_commit_with_its_artifact_row(workspace: Path) -> None:
+    """An output over the limits is saved as an artifact: its bytes are fsynced first, and its row
+    rides with the settle of the call whose result names it (one commit for the step, not two)."""
+    for i in range(40):
+        lines = (f"def get_{i}_{j}(): pass  # {'padding ' * 8}\n" for j in range(50))
+        (workspace / f"m{i:02d}.py").write_text("".join(lines))
+    async with _runtime(workspace) as rt, rt.session() as s:
+        call = [{"name": "grep", "arguments": {"pattern": "def get_"}}]
+        await s.step(call)  # the first call numbers a block
+        with traced(rt) as sql:
+            res = await s.step(call)
+        withheld = res.results[0].metadata["withheldOutput"]
+        commits = [q for q in sql if q.strip().upper() == "COMMIT"]
+        assert len(commits) == 1, sql
+        begin = max(i for i, q in enumerate(sql) if q.strip().upper() == "BEGIN IMMEDIATE")
+        assert any(q.startswith("INSERT OR REPLACE INTO artifacts") for q in sql[begin:])
+        saved = workspace / withheld["outputPath"]
+        assert hashlib.sha256(saved.read_bytes()).hexdigest() == withheld["sha256"]
+    other = Store(workspace / ".zuno" / "zuno.db", readonly=True)  # what another process sees: durable
+    try:
+        row = other.artifact(withheld["outputPath"])
+        assert row is not None and (row["sha256"], row["size"], row["kind"]) == (
+            withheld["sha256"],
+            saved.stat().st_size,
+            "withheld-output",
+        )
+    finally:
+        other.close()
+
+
+def test_an_artifact_row_is_seen_at_once_and_written_with_the_next_transaction(tmp_path: Path) -> None:
+    db = tmp_path / "zuno.db"
+    store = Store(db)
+    try:
+        sid = store.ensure_session(None, str(tmp_path), "zuno")
+        store.record_artifact(sid, 7, ".zuno/artifacts/x.out", "report", 3, "ab" * 32)
+        store.record_artifact(sid, 8, ".zuno/artifacts/x.out", "report", 4, "cd" * 32)  # the last one wins
+        assert store.artifact(".zuno/artifacts/x.out")["size"] == 4  # its driver sees it at once
+        other = Store(db, readonly=True)
+        try:
+            assert other.artifact(".zuno/artifacts/x.out") is None  # not committed yet
+            store.add_event(sid, "marker", {})  # the next transaction carries it
+            row = other.artifact(".zuno/artifacts/x.out")
+            assert row is not None and (row["call_seq"], row["size"], row["sha256"]) == (8, 4, "cd" * 32)
+        finally:
+            other.close()
+    finally:
+        store.close()
 
 
 def test_a_safe_call_killed_mid_flight_leaves_nothing_to_recover(workspace: Path, run_zuno) -> None:

@@ -88,11 +88,6 @@ def events(tx: Transactions, session_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def artifact(tx: Transactions, path: str) -> sqlite3.Row | None:
-    rows = tx.query("SELECT * FROM artifacts WHERE path = ?", (path,))
-    return rows[0] if rows else None
-
-
 def session_exists(tx: Transactions, session_id: str) -> bool:
     return bool(tx.query("SELECT 1 FROM sessions WHERE id = ?", (session_id,)))
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zuno.store import pruning, queries
+from zuno.store.artifact_rows import ArtifactRows
 from zuno.store.call_writes import INTENT_SYNCHRONOUS, CallWrites
 from zuno.store.calls import INSERT_EVENT, CallEntry, dumps
 from zuno.store.connection import (
@@ -82,7 +83,9 @@ class Store:
         self._notices = Notices(tx)
         self._steps = Steps(tx, self._notices)
         self._receipts = Receipts(tx)
-        tx.riders = (self._steps, self._receipts)  # in this order: a step's row before its receipts
+        self._artifacts = ArtifactRows(tx)
+        # In this order: a step's row before its receipts and artifact rows.
+        tx.riders = (self._steps, self._receipts, self._artifacts)
         self._numbers = Numbers(tx)
         self._calls = CallWrites(tx, self._steps, self._numbers)
 
@@ -343,14 +346,18 @@ class Store:
     def record_artifact(
         self, session_id: str, call_seq: int | None, path: str, kind: str, size: int, sha256: str
     ) -> None:
-        self.execute(
-            "INSERT OR REPLACE INTO artifacts (session_id, call_seq, path, kind, size, sha256, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (session_id, call_seq, path, kind, size, sha256, time.time()),
-        )
+        """Record that the file at path (its bytes already durable) is an artifact of this call.
 
-    def artifact(self, path: str) -> sqlite3.Row | None:
-        return queries.artifact(self._tx, path)
+        The row rides with the next transaction — normally the settle of the call that saved the
+        file, whose result names it — so it becomes durable together with that result, at no commit
+        of its own (``zuno.store.artifact_rows``)."""
+        with self._lock:
+            self._notices.written()  # as every write through ``execute``
+            self._artifacts.put(session_id, call_seq, path, kind, size, sha256)
+
+    def artifact(self, path: str) -> Any:
+        """The artifact row for path (a mapping with session_id, call_seq, kind, size, sha256), or None."""
+        return self._artifacts.read(path)
 
     def put_read_receipt(
         self, session_id: str, path: str, sha256: str, size: int, mtime_ns: int, call_seq: int | None
