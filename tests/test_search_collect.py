@@ -276,6 +276,7 @@ def test_a_short_output_read_at_once_is_what_the_stream_reads(seed: int) -> None
             step = rnd.choice([13, 4096, len(data)])
             assert _files(at_once, data, step, plain) == _files(stream, data, step, plain), (cap, plain)
             assert at_once.read_at_once and not stream.read_at_once
+            assert at_once.read_as_it_came  # its lines were read as they came, whatever the pieces
             a, b = at_once, stream
             assert (a.total_hits, a.shown_hits, a.drops.facts()) == (b.total_hits, b.shown_hits, b.drops.facts())
     # not the common form: read as the stream reads it, with the same result

@@ -228,6 +228,34 @@ def _make_plain(f: FileHits) -> bool:
     return True
 
 
+def _runs_of(s: str) -> list[tuple[str, list[str]]] | None:
+    """Complete lines of rg's grep output (``s`` ends with a newline, or is empty) as runs of one
+    file's records: (path, its ``number:text`` bodies), in the order printed. None when a line is
+    not the common form read whole (see GrepCollector._read_whole)."""
+    if "\r" in s:
+        return None
+    # Each line a hit record ``path NUL number:text`` (the path ends at the line's first NUL),
+    # the number as rg writes it (digits, no leading zero).
+    lines = s.split("\n")
+    if lines.pop() != "":
+        return None
+    if not lines:
+        return []
+    records = [line.partition("\x00") for line in lines]
+    if not all(map(_SEP, records)):
+        return None
+    bodies = list(map(_BODY, records))
+    fields = [body.partition(":") for body in bodies]
+    numbers = "\n".join(map(_PATH, fields))
+    if not all(map(_SEP, fields)) or not numbers.replace("\n", "").isdigit() or not numbers.isascii():
+        return None
+    if "\n\n" in numbers or numbers.startswith(("0", "\n")) or "\n0" in numbers:
+        return None
+    if max(map(len, bodies)) > _NEVER_CAPPED_CHARS:
+        return None
+    return [(path, list(map(_BODY, run))) for path, run in itertools.groupby(records, _PATH)]
+
+
 class GrepCollector:
     """``rg --null --line-number --with-filename --no-heading``: ``path NUL line(:|-)text LF``.
 
@@ -242,7 +270,13 @@ class GrepCollector:
         # once it is read as a stream.
         self._whole: list[bytes] | None = [] if not context and whole_bytes > 0 else None
         self._whole_room = whole_bytes
+        # The kept output's complete lines, already read into runs as they came in (while rg's threads
+        # run, not after them): None once a piece of it was not the common form (finish() then reads
+        # what was kept as it always could, _read_whole).
+        self._runs: list[tuple[str, list[str]]] | None = [] if self._whole is not None else None
+        self._runs_carry = b""  # the kept output's last line, until its newline comes
         self.read_at_once = False  # finish() read the output kept whole (facts for tests and benches)
+        self.read_as_it_came = False  # ... from the runs read while it came in (no reading left to finish())
         self.drops = Drops()
         self.total_hits = 0
         self.shown_hits = 0
@@ -271,8 +305,10 @@ class GrepCollector:
             if len(chunk) <= self._whole_room:
                 whole.append(chunk)
                 self._whole_room -= len(chunk)
+                if self._runs is not None:
+                    self._read_lines(chunk)
                 return
-            self._whole = None  # too long to keep: read as a stream from here, what was kept first
+            self._whole = self._runs = None  # too long to keep: read as a stream from here, what was kept first
             for kept in whole:
                 self._feed(kept)
         self._feed(chunk)
@@ -498,6 +534,13 @@ class GrepCollector:
         whole = self._whole
         if whole is not None:
             self._whole = None
+            runs, self._runs = self._runs, None
+            files = None
+            if runs is not None and not self._runs_carry:  # read as it came in
+                files = self._files_of(runs, plain) if runs else []
+            if files is not None:
+                self.read_as_it_came = True
+                return files
             data = b"".join(whole)
             files = self._read_whole(data, plain)
             if files is not None:
@@ -557,6 +600,26 @@ class GrepCollector:
         self.drops.over_cap = self.total_hits - shown - self.drops.unnameable
         return out
 
+    def _read_lines(self, chunk: bytes) -> None:
+        """Read the complete lines of a piece of the kept output into runs (``_runs``), as the
+        whole of it would be read (``_runs_of``); a run cut by the piece's end goes on in the next."""
+        data = self._runs_carry + chunk if self._runs_carry else chunk
+        cut = data.rfind(b"\n") + 1
+        self._runs_carry = data[cut:]
+        if not cut:
+            return
+        try:
+            runs = _runs_of(data[:cut].decode("utf-8"))  # (a newline is never inside a UTF-8 character)
+        except UnicodeDecodeError:
+            runs = None
+        kept = self._runs
+        if runs is None or kept is None:
+            self._runs = None
+            return
+        if kept and runs and kept[-1][0] == runs[0][0]:
+            kept[-1][1].extend(runs.pop(0)[1])
+        kept.extend(runs)
+
     def _read_whole(self, data: bytes, plain: bool) -> list[FileHits] | None:
         """finish() of an output kept whole, read at once: the same files, hits and counts the
         stream gives, when every line is a hit record of a nameable path, in UTF-8, without a CR,
@@ -566,29 +629,14 @@ class GrepCollector:
         if not data:
             return []
         try:
-            s = data.decode("utf-8")
+            runs = _runs_of(data.decode("utf-8"))
         except UnicodeDecodeError:
             return None
-        if "\r" in s:
-            return None
-        # Each line a hit record ``path NUL number:text`` (the path ends at the line's first NUL),
-        # the number as rg writes it (digits, no leading zero).
-        lines = s.split("\n")
-        if lines.pop() != "":
-            return None
-        records = [line.partition("\x00") for line in lines]
-        if not all(map(_SEP, records)):
-            return None
-        bodies = list(map(_BODY, records))
-        fields = [body.partition(":") for body in bodies]
-        numbers = "\n".join(map(_PATH, fields))
-        if not all(map(_SEP, fields)) or not numbers.replace("\n", "").isdigit() or not numbers.isascii():
-            return None
-        if "\n\n" in numbers or numbers.startswith(("0", "\n")) or "\n0" in numbers:
-            return None
-        if max(map(len, bodies)) > _NEVER_CAPPED_CHARS:
-            return None
-        runs = [(path, list(map(_BODY, run))) for path, run in itertools.groupby(records, _PATH)]
+        return None if runs is None else self._files_of(runs, plain)
+
+    def _files_of(self, runs: list[tuple[str, list[str]]], plain: bool) -> list[FileHits] | None:
+        """The files of the runs of an output read whole (``_runs_of``), in path order; None when a
+        file was printed in two pieces."""
         if len(runs) > 1:
             runs.sort(key=_PATH)  # by code point: the byte order of UTF-8, as the stream's keys
             if any(a[0] == b[0] for a, b in itertools.pairwise(runs)):
