@@ -34,10 +34,12 @@ _HIT_FIELDS = re.compile(r"^[^\x00\n]*\x00([0-9]+):(.*)$", re.M)
 _RAW_BYTES_PER_HIT = 512
 # A hit line of at most this many characters is at most 2000 UTF-16 units: never capped.
 _NEVER_CAPPED_CHARS = limits.MATCH_LINE_MAX_UTF16 // 2
-# Without context, rg's output is only kept (not read) while it is at most this long: a search that
-# prints little is then read once it ended, by one decode and one findall (GrepCollector._read_whole),
-# instead of record by record while rg's threads run. Past it, what was kept is read as the stream
-# is, and the rest as it comes: memory stays bounded, and the reading serial after rg stays short.
+# Without context, rg's output is kept whole while it is at most this long: a search that prints
+# little is read in bulk, each piece's complete lines at once as it comes (a decode and a few splits,
+# GrepCollector._read_lines), not record by record; after rg only the files are sorted and built. An
+# output not of the common form is read from what was kept once rg ended (_read_whole), or as the
+# stream. Past this length, what was kept is read as the stream is, and the rest as it comes: memory
+# stays bounded, and the reading serial after rg stays short.
 WHOLE_OUTPUT_BYTES = 256 * 1024
 _PATH = operator.itemgetter(0)
 _SEP = operator.itemgetter(1)
