@@ -1,4 +1,5 @@
-"""The glob listing made over the joined paths says exactly what the per-path rules say."""
+"""The glob listing and grep's paths, decided over the joined paths, say exactly what the per-path
+rules say."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import random
 import pytest
 
 from zuno.tools.search.base import Plan
-from zuno.tools.search.collect import quote_path
+from zuno.tools.search.collect import quote_path, quote_paths
 from zuno.tools.search.glob_collect import glob_lines
 
 ODD = ["", " ", "\t", "\n", '"', "\x7f", "\x1c", "\u00a0", "\u2003", "\x85", "./", "a", "é", "\\", ":", "-1-"]
@@ -24,6 +25,14 @@ def _paths(rnd: random.Random) -> list[str]:
 def test_glob_lines_equal_quote_path_per_path(seed: int) -> None:
     paths = _paths(random.Random(seed))
     assert glob_lines(paths) == "\n".join(quote_path(p, grep=False) for p in paths)
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_grep_paths_quoted_at_once_equal_quote_path_per_path(seed: int) -> None:
+    rnd = random.Random(seed)
+    paths = _paths(rnd) + rnd.choice([[], ["| x"], ["a/| b"], ["a-12-b"], ["a-b-1"], ["x\u2028y"], ["\u0661-\u0662-"]])
+    rnd.shuffle(paths)
+    assert quote_paths(paths) == [quote_path(p, grep=True) for p in paths]
 
 
 def test_plain_paths_are_listed_as_they_are() -> None:

@@ -163,6 +163,22 @@ def quote_path(p: str, *, grep: bool) -> str:
     return p
 
 
+# What makes some grep path quoted (_NEEDS_QUOTE_GREP), found over many paths joined by "/" at once
+# (quote_paths): its characters (one charset, scanned fast; a "| " at its start holds a space), or a
+# "-<digits>-" (never across the "/" between two paths).
+_GREP_QUOTE_CHARS = re.compile(r'[\s\x00-\x1f\x7f":]')
+_DASH_NUMBER = re.compile(r"-\d+-")
+
+
+def quote_paths(paths: list[str]) -> list[str]:
+    """quote_path(p, grep=True) of each path, decided once over all of them when none needs quoting
+    (the common case: the paths themselves), path by path otherwise."""
+    joined = "/".join(paths)
+    if not (_GREP_QUOTE_CHARS.search(joined) or ("-" in joined and _DASH_NUMBER.search(joined))):
+        return paths
+    return [quote_path(p, grep=True) for p in paths]
+
+
 def decode_path(b: bytes) -> str | None:
     """The path rg printed, or None when its bytes are not UTF-8 (it cannot be named)."""
     try:
