@@ -256,7 +256,8 @@ def compaction_failed_advice(
     return (
         f"{str(error).rstrip('.')}. The request (~{estimate} tokens) is too long for the model's context "
         f"and compacting the history failed: {failure.describe().rstrip('.')}. Nothing recorded is lost "
-        f"(every message and result of the session is kept): once the summary model answers, `zuno resume {session_id}` goes on from here; or "
-        f"set agent.compaction.model to a model that answers. If the server's context is smaller than the "
+        f"(every message and result of the session is kept): once the summary model answers, "
+        f"`zuno resume {session_id}` goes on from here; or set agent.compaction.model to a model that "
+        f"answers. If the server's context is smaller than the "
         f"{provider.context_tokens} tokens Zuno takes it to be, set provider.{pid}.models.{name}.context to it."
     )
