@@ -25,7 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 from zuno import limits
 from zuno.agent.call_ids import unique_call_ids
-from zuno.agent.compaction import Compactor, Estimator, overflow_advice
+from zuno.agent.compaction import (
+    CompactionFailure,
+    Compactor,
+    Estimator,
+    SummaryFailed,
+    compaction_failed_advice,
+    compaction_failed_notice,
+    overflow_advice,
+)
 from zuno.agent.context import build_system
 from zuno.agent.events import (
     AgentEvent,
@@ -98,6 +106,9 @@ class _Turn:
     usage: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0})
     final_text: str = ""
     overflowed: bool = False  # a request of this turn was refused as too long and compacted for
+    # The last compaction of this turn that failed (cleared by one that succeeds): the requests after
+    # it go out uncompacted, without paying for a failing summary request before each of them.
+    compaction_failure: CompactionFailure | None = None
     pauses: int = 0  # answers the provider paused (and the turn sent back to go on)
     paused_text: str = ""  # their text, which the final answer continues
 
@@ -284,14 +295,14 @@ class AgentLoop(Reconciliation):
                 return "time_limit", f"agent.limits.seconds_per_turn = {lim.seconds_per_turn}"
             mode = self.transcript.state().mode
             sections = self._sections()
+            failed_before = turn.compaction_failure
             request, context_digest = await self._request(turn, mode, sections)
             try:
                 fin = await self._send(turn, request, context_digest, "turn")
             except _Overflow as e:
-                if turn.overflowed or not await self.compactor.compact(turn, request, shrink=True):
-                    advice = overflow_advice(self.provider, e.error, self.estimate(request))
-                    raise _Stop("provider_error", advice) from None
-                turn.overflowed = True
+                # A compaction that failed while this very request was built is not tried again.
+                just_failed = turn.compaction_failure if turn.compaction_failure is not failed_before else None
+                await self._compact_for_overflow(turn, request, e.error, just_failed)
                 continue
             if fin.message.tool_calls:
                 turn.final_text = turn.paused_text = ""
@@ -315,6 +326,32 @@ class AgentLoop(Reconciliation):
                 return decision
             turn.continuations += 1
             self.transcript.add_notice(turn.n, CONTINUE_GOAL_TEXT, "continuation")
+
+    async def _compact_for_overflow(
+        self, turn: _Turn, request: ModelRequest, error: ProviderError, just_failed: CompactionFailure | None
+    ) -> None:
+        """The server refused ``request`` as too long for its context: compact harder (at most half
+        of the window is kept) so that it goes out again, once. When it cannot be compacted the
+        turn stops with ``provider_error``; everything recorded stays, so the session resumes."""
+        estimate = self.estimate(request)
+        if turn.overflowed:
+            raise _Stop("provider_error", overflow_advice(self.provider, error, estimate))
+        outcome = just_failed or await self.compactor.compact(turn, request, shrink=True)
+        if outcome == "compacted":
+            turn.overflowed = True
+            turn.compaction_failure = None
+            return
+        if isinstance(outcome, CompactionFailure):
+            turn.compaction_failure = outcome
+            advice = compaction_failed_advice(self.provider, error, estimate, outcome, self.session.id)
+            raise _Stop("provider_error", advice)
+        raise _Stop("provider_error", overflow_advice(self.provider, error, estimate))
+
+    def _note_compaction_failed(self, turn: _Turn, failure: CompactionFailure, estimate: int, budget: float) -> None:
+        """A compaction before the budget failed: the request still fits the model's context as Zuno
+        knows it, so it goes out uncompacted, and the caller is told (the compactor recorded the event)."""
+        turn.compaction_failure = failure
+        self.emit(NoticeEvent(compaction_failed_notice(failure, estimate, budget), "compaction"))
 
     def _note_cut_calls(self, turn: _Turn, calls: Sequence[ToolCall]) -> None:
         """The answer reached the output limit while it wrote a call's arguments: admission refused
@@ -364,10 +401,15 @@ class AgentLoop(Reconciliation):
                 max_output_tokens=self.provider.output_tokens or None,
             )
             budget = self.config.agent.compaction.at_fraction * self.provider.context_tokens
-            # After the last allowed pass the request is the one built from its window, sent as it is.
-            if self.estimate(request) <= budget or passes == limits.COMPACT_MAX_PASSES:
+            estimate = self.estimate(request)
+            # After the last allowed pass the request is the one built from its window, sent as it is;
+            # after a failed compaction in this turn, too.
+            if estimate <= budget or passes == limits.COMPACT_MAX_PASSES or turn.compaction_failure is not None:
                 break
-            if not await self.compactor.compact(turn, request):
+            outcome = await self.compactor.compact(turn, request)
+            if isinstance(outcome, CompactionFailure):
+                self._note_compaction_failed(turn, outcome, estimate, budget)
+            if outcome != "compacted":
                 break
         return request, context_digest
 
@@ -446,11 +488,15 @@ class AgentLoop(Reconciliation):
             self.emit(RequestEvent(req_id, purpose, "ended", len(outcome.attempts)))
             if e.category == "context_length" and purpose == "turn":
                 raise _Overflow(e) from None
+            if purpose == "compaction":
+                raise SummaryFailed(e.category, str(e)) from None
             raise _Stop("provider_error", str(e)) from None
         except Exception as e:  # an adapter's own failure is a value here too, never a traceback
             detail = f"provider {self.provider.id} ({self.provider.api}) failed: {type(e).__name__}"
             self.transcript.request_failed(req_id, "adapter", detail, tuple(outcome.attempts))
             self.emit(RequestEvent(req_id, purpose, "ended", len(outcome.attempts)))
+            if purpose == "compaction":
+                raise SummaryFailed("adapter", detail) from None
             raise _Stop("provider_error", detail) from None
         finally:
             timer.cancel()
