@@ -220,6 +220,8 @@ def cmd_call(args: argparse.Namespace) -> int:
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
+    from zuno.permissions import denied_outright
+
     rt = _runtime(args)
     try:
         rows = []
@@ -233,22 +235,40 @@ def cmd_tools(args: argparse.Namespace) -> int:
             if tool.action_effects is not None:
                 row["classifiedBy"] = "action"
                 row["actionEffects"] = {k: str(v) for k, v in tool.action_effects.items()}
+            # Refused whatever its arguments (a deny rule without a pattern): the model is not offered it
+            # (Session.visible_tools, zuno mcp's tools/list); the rule, as written in the config.
+            if (rule := denied_outright(rt.config.permission, name)) is not None:
+                row["deniedBy"] = rule.model_dump(exclude_none=True)
             rows.append(row)
         if args.json:
             _print_json({"profile": rt.surface.profile, "tools": rows, "unavailable": rt.surface.disabled})
         else:
-            for r in rows:
-                d = r["declarations"]
-                first = r["description"].split(". ")[0].rstrip(".")
-                print(f"{r['name']:<14} {d['effect']:<13} {d['replay']:<5} {d['concurrency']:<18} {first}")
-                if "actionEffects" in r:  # a mixed tool: its effect is read from the validated action
-                    by = ", ".join(f"{a} {e}" for a, e in r["actionEffects"].items())
-                    print(f"{'':<14} by action: {by}")
-            for name, why in rt.surface.disabled.items():
-                print(f"{name:<14} (unavailable: {why})")
+            _print_tool_rows(rows, rt.surface.disabled)
         return EXIT_OK
     finally:
         asyncio.run(rt.aclose())
+
+
+def _print_tool_rows(rows: list[dict[str, Any]], disabled: dict[str, str]) -> None:
+    """``zuno tools`` for a human: a line per tool, its text's control characters shown, never obeyed
+    (an extension's or a connected MCP server's description is not Zuno's)."""
+    from zuno.commands.terminal_markdown import visible_controls
+
+    def out(line: str) -> None:
+        print(visible_controls(line))
+
+    for r in rows:
+        d = r["declarations"]
+        first = r["description"].split("\n")[0].split(". ")[0].rstrip(".")
+        out(f"{r['name']:<14} {d['effect']:<13} {d['replay']:<5} {d['concurrency']:<18} {first}")
+        if "actionEffects" in r:  # a mixed tool: its effect is read from the validated action
+            by = ", ".join(f"{a} {e}" for a, e in r["actionEffects"].items())
+            out(f"{'':<14} by action: {by}")
+        if "deniedBy" in r:  # not offered to the model: every call would be refused
+            rule = json.dumps(r["deniedBy"], ensure_ascii=False)
+            out(f"{'':<14} not offered: every call is denied by permission rule {rule}")
+    for name, why in disabled.items():
+        out(f"{name:<14} (unavailable: {why})")
 
 
 def cmd_events(args: argparse.Namespace) -> int:
@@ -261,12 +281,14 @@ def cmd_events(args: argparse.Namespace) -> int:
         if args.json:
             _print_json({"session": sid, "events": events})
         else:
+            from zuno.commands.terminal_markdown import visible_controls  # an event's text shown, never obeyed
+
             for e in events:
                 who = f" {e['call_id']}" if e["call_id"] else ""
-                print(
-                    f"{e['seq']:>6} step {e['step'] or '-':>3}{who} {e['kind']} "
-                    + json.dumps(e["data"], ensure_ascii=False)
+                line = f"{e['seq']:>6} step {e['step'] or '-':>3}{who} {e['kind']} " + json.dumps(
+                    e["data"], ensure_ascii=False
                 )
+                print(visible_controls(line))
         return EXIT_OK
     finally:
         asyncio.run(rt.aclose())

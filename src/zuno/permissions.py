@@ -138,12 +138,25 @@ def rule_applies(rule: PermissionRule, tool: str) -> bool:
     return fnmatchcase(tool, rule.tool) or (tool in SEARCHES_THAT_READ and fnmatchcase("read", rule.tool))
 
 
+# The tools whose every call reads files under read's path rules: the searches (``rule_applies``)
+# and chord's view_image, which applies read's rules to its path itself (tools/view_image.py) and
+# so is refused, naming the rule, by a read deny without a pattern.
+READS_UNDER_READ_RULES = SEARCHES_THAT_READ | {"view_image"}
+
+
+def _refuses_outright(rule: PermissionRule, tool: str) -> bool:
+    if rule.action != "deny" or rule.pattern is not None:
+        return False
+    return rule_applies(rule, tool) or (tool in READS_UNDER_READ_RULES and fnmatchcase("read", rule.tool))
+
+
 def denied_outright(config: PermissionConfig, tool: str) -> PermissionRule | None:
     """The deny rule without a pattern that refuses every call of ``tool`` (whatever its subject), or
-    None. Such a tool is taken off the tools offered (``Session.visible_tools``): its own patternless
-    deny, and a patternless ``read`` deny for the searches that read (``rule_applies``), whose every
-    call would be refused naming the rule."""
-    return next((r for r in config.rules if r.action == "deny" and r.pattern is None and rule_applies(r, tool)), None)
+    None. Such a tool is taken off the tools offered (``Session.visible_tools``, ``zuno mcp``'s
+    tools/list) and marked in ``zuno tools``: its own patternless deny, and a patternless ``read``
+    deny for the tools that read under read's rules (``READS_UNDER_READ_RULES``: glob, grep,
+    view_image), whose every call would be refused naming the rule."""
+    return next((r for r in config.rules if _refuses_outright(r, tool)), None)
 
 
 def _matches(rule: PermissionRule, tool: str, subject: Subject) -> bool:

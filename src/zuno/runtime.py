@@ -368,7 +368,7 @@ class Session:
     def visible_tools(self) -> list[Tool]:
         """The tools whose schemas the model should see now, in surface order: the surface less the
         tools a deny rule (without a pattern) refuses outright (``permissions.denied_outright``: a
-        patternless ``read`` deny refuses glob and grep too), and less the connected MCP tools whose
+        patternless ``read`` deny refuses glob, grep and view_image too), and less the connected MCP tools whose
         schemas are deferred and that no tool_search of this session has matched yet."""
         rt = self.runtime
         tools = list(rt.surface.tools.values())

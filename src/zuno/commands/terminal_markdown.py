@@ -51,7 +51,17 @@ _EMPH = re.compile(r"(?<![*\w])\*(?=[^\s*])([^*]+?)(?<=[^\s*])\*(?![*\w])")
 # Unicode bidirectional controls (embeddings and overrides U+202A-U+202E, isolates U+2066-U+2069,
 # the marks U+200E, U+200F and U+061C) reorder what a reader sees ("Trojan Source"): each is shown
 # as <U+XXXX>, its code point, so nothing is lost and nothing is reordered.
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Characters that hide or fake text are shown the same way: the line and paragraph separators
+# U+2028, U+2029 (a line break to a terminal or an editor, not to a line count), the invisible
+# U+200B (zero width space), U+FEFF (zero-width no-break space, a byte order mark), U+00AD (soft
+# hyphen), U+180E (Mongolian vowel separator), U+2060-U+2064 (word joiner, invisible operators),
+# the deprecated format controls U+206A-U+206F, the interlinear annotation marks U+FFF9-U+FFFB, and
+# the tag characters U+E0000-U+E007F (invisible ASCII: "ASCII smuggling"). Left as they are: the
+# joiners U+200C, U+200D and the variation selectors, which emoji and several scripts need.
+_CONTROLS = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u061c\u180e\u200b\u200e\u200f\u2028\u2029\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
+)
 
 
 def _picture(ch: str) -> str:
@@ -70,8 +80,9 @@ def _visible(text: str) -> str:
 def visible_controls(text: str) -> str:
     """``text`` with its control characters (all but tab and newline: an escape sequence, a
     carriage return, a bell) shown as their Unicode control pictures, never obeyed by a terminal,
-    and its bidi controls shown as ``<U+202E>`` and the like, never reordering the
-    line (what zuno show, zuno plan, zuno goal and zuno todo print)."""
+    and its bidi controls and invisible characters (``_CONTROLS``) shown as ``<U+202E>`` and the
+    like, never reordering, breaking or hiding the line (what zuno show, zuno plan, zuno goal,
+    zuno todo, zuno memory and zuno events print)."""
     return _visible(text)
 
 
