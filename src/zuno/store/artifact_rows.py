@@ -3,9 +3,9 @@ saved for a call of a session.
 
 A row rides with the store's next transaction (a rider, ``zuno.store.transaction``) — normally the
 settle of the call that saved the file, whose result names it — so the row becomes durable together
-with that result, at no commit of its own. The file's bytes are made durable before the row is
-recorded at all (``zuno.output.Artifacts.save`` fsyncs them), so a durable row never names bytes
-that a crash lost. Until the row is written, ``artifact`` answers from memory.
+with that result, at no commit of its own. The file's bytes are fsynced before the row is recorded
+at all (``zuno.output.Artifacts.save``), so a process killed at any point never leaves a row naming
+bytes that were not written. Until the row is written, ``artifact`` answers from memory.
 """
 
 from __future__ import annotations
