@@ -18,6 +18,7 @@ import json
 import os
 import pty
 import select
+import sqlite3
 import subprocess
 import sys
 import time
@@ -144,7 +145,7 @@ def test_a_lock_ends_the_turn_not_the_session_and_the_next_prompt_goes_on(
     ]
 
 
-def test_a_prompt_given_while_the_store_is_still_locked_runs_nothing_and_the_prompt_comes_back(
+def test_a_prompt_or_mode_given_while_the_store_is_locked_runs_nothing_and_the_prompt_comes_back(
     workspace: Path, tmp_path: Path, fake: FakeProvider, holder: Holder
 ) -> None:
     _config(workspace, fake)
@@ -156,6 +157,9 @@ def test_a_prompt_given_while_the_store_is_still_locked_runs_nothing_and_the_pro
         at = term.until(b"before the lock", at)
         at = term.until(b"zuno> ", at)
         holder.take()
+        term.write(b"/mode plan\n")  # a command that writes meets the lock too: the session goes on
+        at = term.until(b"The mode was not changed: give /mode again once the store is free.", at)
+        at = term.until(b"zuno> ", at)
         term.write(b"second\n")
         at = term.until(b"zuno: store ", at)
         at = term.until(b"zuno> ", at)
@@ -176,3 +180,8 @@ def test_a_prompt_given_while_the_store_is_still_locked_runs_nothing_and_the_pro
     users = [m["content"] for m in fake.requests[-1].body["messages"] if m["role"] == "user"]
     assert "first" in users[0] and "third" in users[-1], users
     assert [t["stop_reason"] for t in _turns(workspace)][-1] == "final"
+    db = sqlite3.connect(workspace / ".zuno" / "zuno.db")
+    try:
+        assert db.execute("SELECT mode FROM agent_state").fetchall() == [("work",)]  # /mode changed nothing
+    finally:
+        db.close()

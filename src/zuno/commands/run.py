@@ -529,8 +529,13 @@ def _interactive(
                 if want[0] not in MODES:
                     print(f"zuno: /mode {' | '.join(MODES)}")
                 else:
-                    agent.set_mode(want[0])  # type: ignore[arg-type]
-                    print(f"zuno: mode {want[0]}")
+                    try:
+                        agent.set_mode(want[0])  # type: ignore[arg-type]
+                    except StoreUnusable as e:  # locked by another process: the session goes on
+                        print(f"zuno: {e} The mode was not changed: give /mode again once the store is free.",
+                              file=sys.stderr)
+                    else:
+                        print(f"zuno: mode {want[0]}")
                 continue
             if line.split()[0] == "/goal":
                 if line.split()[1:] != ["resume"]:
@@ -538,7 +543,11 @@ def _interactive(
                 else:
                     from zuno.commands.goal_resume import resume_paused_goal
 
-                    print(f"zuno: {resume_paused_goal(agent.runtime.store, agent.id).message}")
+                    try:
+                        print(f"zuno: {resume_paused_goal(agent.runtime.store, agent.id).message}")
+                    except StoreUnusable as e:
+                        print(f"zuno: {e} The Goal was not resumed: give /goal resume again once the store is free.",
+                              file=sys.stderr)
                 continue
 
             async def turn(text: str = line) -> None:
