@@ -124,6 +124,15 @@ def test_a_lock_ends_the_turn_not_the_session_and_the_next_prompt_goes_on(
         assert "stopped there, its end not recorded. Type the next prompt once the store is free" in said, said
         assert effect.read_text() == "ran\n"
         assert len(fake.requests) == 1  # nothing asked of the model after the lock
+        # A prompt while the store is still locked: it waits the whole busy wait again (a new run),
+        # then says that nothing of it ran; the session still goes on.
+        asked, mark = time.monotonic(), len(term.seen)
+        term.write(b"again\n")
+        at = term.until(b"zuno: store ", at)
+        assert time.monotonic() - asked >= SHORT_MS / 1000  # not the no-wait try that follows a lock
+        at = term.until(b"zuno> ", at)
+        assert b"Nothing of this prompt was run" in term.seen[mark:], term.text
+        assert len(fake.requests) == 1
         holder.release()
         fake.script(Reply(text="went on after the lock"))
         term.write(b"go on\n")
