@@ -26,10 +26,19 @@ from zuno.agent.items import MODES, Mode
 from zuno.agent.loop import AgentLoop
 from zuno.agent.prompt_check import prompt_problem
 from zuno.agent.transcript import Transcript
+from zuno.store.connection import wait_again
+from zuno.store.paths import StoreUnusable
 
 if TYPE_CHECKING:
     from zuno.agent.types import Provider
     from zuno.runtime import Runtime, Session
+
+
+# The end recorded for a turn that a store locked by another process stopped (ended by the next run).
+LOCKED_TURN_TEXT = (
+    "the store was locked by another process during this turn: what the turn did after that was not "
+    "recorded (a call left unsettled was settled as uncertain, not run again)"
+)
 
 
 class NoProvider(Exception):
@@ -139,6 +148,9 @@ class Agent:
         self._listener_error: Exception | None = None  # what an on_event listener raised in this run
         self._owned: list[Provider] = []
         self._running = False  # a run() is in progress (AgentBusy for a second one)
+        # The last run stopped on a store another process kept locked: its turn is still open on
+        # record, a call of it may be unsettled (see ``_after_lock``).
+        self._locked_out = False
 
     @property
     def id(self) -> str:
@@ -232,6 +244,9 @@ class Agent:
             self._listeners.append(on_event)
         self._listener_error = None
         try:
+            wait_again(self.runtime.store)  # a new run waits the whole busy wait for a lock again
+            if self._locked_out:
+                self._after_lock()
             turns: list[TurnResult] = []
             t = await self.loop.run_turn(prompt, source="user" if prompt is not None else "resume")
             turns.append(t)
@@ -255,10 +270,26 @@ class Agent:
                 turns,
                 usage,
             )
+        except StoreUnusable:
+            self._locked_out = True
+            raise
         finally:
             self._running = False
             if on_event is not None and on_event in self._listeners:
                 self._listeners.remove(on_event)
+
+    def _after_lock(self) -> None:
+        """The last run stopped on a store another process kept locked. Before this run goes on,
+        what the next open of the session would do is done (the session stays open, its jobs run
+        on): every call left unsettled is settled as uncertain, never run again, a notice naming
+        it; the turn left open is ended as interrupted, saying why. A store still locked is
+        ``StoreLocked`` again (and this is tried again by the next run)."""
+        assert self.session is not None
+        self.session._recover()
+        for t in self.transcript.turns():
+            if t["ended_at"] is None:
+                self.transcript.end_turn(int(t["n"]), "interrupted", LOCKED_TURN_TEXT, int(t["steps"] or 0))
+        self._locked_out = False
 
     async def _wait_jobs(self, within_s: float) -> bool:
         """Wait for the first local job to end (its completion is queued as a notice: callback-first)."""

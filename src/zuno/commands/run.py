@@ -226,10 +226,11 @@ class _Ran:
     def __init__(self, view: View) -> None:
         self.view = view
         self.seen = False
+        self.in_turn = False  # the same, for the turn of the interactive session running now
 
     def on_event(self, ev: AgentEvent) -> None:
         if ev.kind == "tool_call" or (ev.kind == "request" and getattr(ev, "phase", "") == "sent"):
-            self.seen = True
+            self.seen = self.in_turn = True
         self.view.on_event(ev)
 
 
@@ -248,6 +249,25 @@ def _store_unusable(e: StoreUnusable, session: str, ran: bool) -> int:
         then = f"Nothing was run in session {session}: no request went to the model and no call started."
     print(f"zuno: {e} {then}", file=sys.stderr)
     return EXIT_NOT_OK if ran else EXIT_USAGE
+
+
+def _turn_lost_to_lock(e: StoreUnusable, session: str, ran: bool) -> None:
+    """In the interactive session a store locked by another process ends only the turn: the
+    store's words (the file, what became of the call), then what became of the turn and what the
+    next prompt does, on standard error; the prompt comes back."""
+    if ran or bool(getattr(e, "ran", False)):
+        then = (
+            f"This turn of session {session} stopped there, its end not recorded. Type the next prompt once "
+            "the store is free: the turn is ended as interrupted first (a call left unsettled is settled as "
+            f"uncertain, never run again), then the session goes on; /exit leaves (`zuno resume {session}` "
+            "goes on later)."
+        )
+    else:
+        then = (
+            "Nothing of this prompt was run (no request went to the model, no call started): type it again "
+            "once the store is free, or /exit."
+        )
+    print(f"zuno: {e} {then}", file=sys.stderr, flush=True)
 
 
 async def _one_shot(
@@ -451,7 +471,10 @@ def _interactive(
     agent: Agent, view: View, inline: InlineApprover | None, startup: StartupCollection, ran: _Ran
 ) -> int:
     """A line editor with history; each line is one turn. /mode plan|work|goal switches the mode,
-    /goal resume resumes a paused Goal, /exit (or Ctrl-D) leaves."""
+    /goal resume resumes a paused Goal, /exit (or Ctrl-D) leaves. A store locked by another
+    process ends the turn only (``_turn_lost_to_lock``); the next prompt goes on from there."""
+    from zuno.store.paths import StoreUnusable
+
     try:
         import readline
     except ImportError:  # pragma: no cover - readline is part of CPython on Linux and macOS
@@ -506,8 +529,13 @@ def _interactive(
                 if want[0] not in MODES:
                     print(f"zuno: /mode {' | '.join(MODES)}")
                 else:
-                    agent.set_mode(want[0])  # type: ignore[arg-type]
-                    print(f"zuno: mode {want[0]}")
+                    try:
+                        agent.set_mode(want[0])  # type: ignore[arg-type]
+                    except StoreUnusable as e:  # locked by another process: the session goes on
+                        print(f"zuno: {e} The mode was not changed: give /mode again once the store is free.",
+                              file=sys.stderr)
+                    else:
+                        print(f"zuno: mode {want[0]}")
                 continue
             if line.split()[0] == "/goal":
                 if line.split()[1:] != ["resume"]:
@@ -515,7 +543,11 @@ def _interactive(
                 else:
                     from zuno.commands.goal_resume import resume_paused_goal
 
-                    print(f"zuno: {resume_paused_goal(agent.runtime.store, agent.id).message}")
+                    try:
+                        print(f"zuno: {resume_paused_goal(agent.runtime.store, agent.id).message}")
+                    except StoreUnusable as e:
+                        print(f"zuno: {e} The Goal was not resumed: give /goal resume again once the store is free.",
+                              file=sys.stderr)
                 continue
 
             async def turn(text: str = line) -> None:
@@ -526,12 +558,15 @@ def _interactive(
                         await view.aend()
 
             sig.at_prompt = False
+            ran.in_turn = False
             task = loop.create_task(turn())
             try:
                 loop.run_until_complete(task)
             except asyncio.CancelledError:
                 code = sig.exit or EXIT_INTERRUPTED
                 break
+            except StoreUnusable as e:  # the store locked by another process: the turn ends, not the session
+                _turn_lost_to_lock(e, agent.id, ran.in_turn)
             finally:
                 sig.at_prompt = True
     finally:

@@ -80,15 +80,21 @@ class StoreConnection(sqlite3.Connection):
     store_path: Path = Path()
     busy_ms: int = BUSY_TIMEOUT_MS
 
-    locked_out = False  # the last statement found the store locked (no statement succeeded since)
+    # A statement found the store locked for a whole busy wait, and no statement since showed the
+    # write lock free again (a write that changed rows, or one run in a transaction: BEGIN
+    # IMMEDIATE took the lock). A read does not clear it: in WAL mode reads go on while another
+    # process holds the write lock.
+    locked_out = False
 
     def _run(self, method: Callable[..., sqlite3.Cursor], *args: Any) -> sqlite3.Cursor:
         """One of sqlite3.Connection's statement methods, a lock it met mapped (``_mapped``)."""
+        changes = self.total_changes
         try:
             cur = method(self, *args)
         except sqlite3.OperationalError as e:
             raise self._mapped(e) from None
-        self.locked_out = False
+        if self.locked_out and (self.in_transaction or self.total_changes != changes):
+            self.locked_out = False
         return cur
 
     def execute(self, *args: Any) -> sqlite3.Cursor:
@@ -114,6 +120,14 @@ class StoreConnection(sqlite3.Connection):
             yield
         finally:
             sqlite3.Connection.execute(self, f"PRAGMA busy_timeout={self.busy_ms}")
+
+
+def wait_again(store: object) -> None:
+    """The next write on ``store``'s connection waits the whole busy wait for a lock again, even
+    when the last statement found the store locked (a new run, after its user let the lock go)."""
+    db = getattr(store, "_db", None)  # (Store's connection; a recording wrapper has no flag)
+    if isinstance(db, StoreConnection):
+        db.locked_out = False
 
 
 def _connect(target: str, path: Path, *, uri: bool = False) -> StoreConnection:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator, Sized
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -43,6 +43,16 @@ class Rider(Protocol):
 
     def committed(self) -> None:
         """The transaction that wrote the pending rows committed: they are no longer pending."""
+
+
+def once_if_locked(db: sqlite3.Connection) -> AbstractContextManager[None]:
+    """The busy wait for a write: none when the store's last statement already found it locked by
+    another process for a whole busy wait (``StoreConnection.locked_out``), so a write that follows
+    (the settle of a call whose tool met the lock, the run's own records, the close) tries once
+    instead of waiting again: one busy wait per lock, then the lock is reported. The full wait
+    otherwise (and again once a write went through: the lock was gone)."""
+    waiting = getattr(db, "waiting", None)  # (a wrapper recording the statements may have none)
+    return waiting(0) if waiting is not None and getattr(db, "locked_out", False) else nullcontext()
 
 
 def write_events(db: sqlite3.Connection, events: Events) -> None:
@@ -71,7 +81,8 @@ class Transactions:
         (``write_events``) before the commit."""
         with self.lock:
             db = self.db
-            db.execute("BEGIN IMMEDIATE")
+            with once_if_locked(db):
+                db.execute("BEGIN IMMEDIATE")
             flushed: list[Rider] = []
             for r in self.riders:
                 if r.pending:
@@ -93,13 +104,9 @@ class Transactions:
     def best_effort(self) -> Iterator[None]:
         """Writes that may be left out (what closing a session or the store writes): a store another
         process keeps locked skips them rather than failing the close. When the last statement
-        already found it locked, they try once without waiting (one busy wait was spent on it)."""
-        with self.lock:
-            db = self.db
-            waiting = getattr(db, "waiting", None)
-            quick = waiting(0) if waiting is not None and getattr(db, "locked_out", False) else nullcontext()
-            with quick, suppress(StoreLocked):
-                yield
+        already found it locked, they try once without waiting (``once_if_locked``)."""
+        with self.lock, once_if_locked(self.db), suppress(StoreLocked):
+            yield
 
     def pending(self) -> bool:
         for r in self.riders:
@@ -114,7 +121,8 @@ class Transactions:
                 with self.begin() as (db, events):
                     write_events(db, events)  # the step's first events come before this statement
                     return db.execute(sql, params)
-            return self.db.execute(sql, params)
+            with once_if_locked(self.db):
+                return self.db.execute(sql, params)
 
     def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:
         with self.lock:
