@@ -213,10 +213,28 @@ def cmd_call(args: argparse.Namespace) -> int:
         else:
             for n in result.notices:
                 print(f"[notice] {n['text']}", file=sys.stderr)
-            sys.stdout.write(rec.text + "\n")
+            sys.stdout.write(_call_text_for(sys.stdout, rec.text) + "\n")
         return EXIT_OK if rec.outcome is Outcome.ok else EXIT_NOT_OK
 
     return run(args, body)
+
+
+def _call_text_for(stream: Any, text: str) -> str:
+    """``zuno call``'s human text as it goes to ``stream``: on a terminal its control characters
+    (escape sequences, carriage returns, bells) and bidi controls are shown, never obeyed (a file
+    read may hold any of them); to a pipe or a file the text exactly as the model sees it."""
+    if not _is_terminal(stream):
+        return text
+    from zuno.commands.terminal_markdown import visible_controls
+
+    return visible_controls(text)
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
 
 
 def cmd_tools(args: argparse.Namespace) -> int:

@@ -230,8 +230,11 @@ def overflow_advice(provider: Provider, error: ProviderError, estimate: int) -> 
     """The stop's detail when a request stays too long for the server after compacting: what the
     server said, and the config key that makes Zuno compact before the server's limit."""
     pid, _, name = provider.id.partition("/")
+    said = str(error).rstrip()
+    if not said.endswith((".", "!", "?")):
+        said += "."  # the server's sentence ends before Zuno's begins
     return (
-        f"{error} The request (~{estimate} tokens) is longer than the model's context, which Zuno takes "
+        f"{said} The request (~{estimate} tokens) is longer than the model's context, which Zuno takes "
         f"to be {provider.context_tokens} tokens: set provider.{pid}.models.{name}.context to the server's "
         "context size (llama.cpp: --ctx-size; Ollama: num_ctx), so that Zuno compacts before it, or give "
         "the server a larger context."

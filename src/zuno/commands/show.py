@@ -173,5 +173,12 @@ def render(t: Transcript) -> str:
             )
     failed = [r for r in requests.values() if r.status == "failed"]
     for r in failed:
-        out.append(f"request {number[r.id]} failed after {len(r.attempts)} attempts: {r.error}")
+        out.append(failed_request_line(number[r.id], r.purpose, r.turn, len(r.attempts), r.error))
     return "\n".join(out) + "\n"
+
+
+def failed_request_line(number: int, purpose: str, turn: int, attempts: int, error: str | None) -> str:
+    """A failed request, with what it was for: a compaction's summary request ("compaction") is
+    not the turn's own request ("turn")."""
+    tries = f"{attempts} attempt{'' if attempts == 1 else 's'}"
+    return f"request {number} (purpose {purpose}, turn {turn}) failed after {tries}: {error}"

@@ -1,0 +1,109 @@
+"""``zuno call`` on a real terminal (a pty) and into a real pipe.
+
+A tool's text can hold anything a file holds: an escape sequence, a carriage return, a bidi
+override. Before, ``zuno call read ...`` wrote it raw to the terminal, which obeyed it (colours,
+an overwritten line, a reordered one). Now, on a terminal the human text shows those controls
+(as ``zuno show`` does); into a pipe or a file it is the exact text the model sees; ``--json`` is
+the same record either way."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import zuno_env
+
+# An SGR colour, a carriage return that would overwrite the line, a right-to-left override.
+HOSTILE = "a\x1b[31mred\x1b[0m\rX\u202eabc\n"
+
+
+def on_a_pty(root: Path, *args: str) -> tuple[int, bytes, str]:
+    """``zuno`` with stdout on a pseudo-terminal (stdin and stderr not): exit status, what the
+    terminal received, stderr."""
+    master, slave = pty.openpty()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "zuno", *args, "--root", str(root)],
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=subprocess.PIPE,
+        env=zuno_env({"NO_COLOR": "1"}),
+        start_new_session=True,
+    )
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            elif child.poll() is not None:
+                break
+        status = child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        assert child.stderr is not None
+        return status, seen, child.stderr.read().decode()
+    finally:
+        if child.poll() is None:
+            child.kill()
+        os.close(master)
+
+
+def piped(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "zuno", *args, "--root", str(root)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=zuno_env({"NO_COLOR": "1"}),
+        timeout=60,
+    )
+
+
+def test_call_on_a_terminal_shows_a_files_controls_and_never_hands_them_to_the_terminal(workspace: Path) -> None:
+    (workspace / "hostile.txt").write_text(HOSTILE)
+    status, seen, err = on_a_pty(workspace, "call", "read", '{"path": "hostile.txt"}')
+    assert status == 0, err
+    # The terminal turns the child's "\n" into "\r\n" (onlcr): that is the only carriage return.
+    out = seen.replace(b"\r\n", b"\n")
+    assert b"\x1b" not in out and b"\r" not in out and "\u202e".encode() not in out
+    assert out == "1\ta\u241b[31mred\u241b[0m\u240dX<U+202E>abc\n".encode()
+    assert "zuno: session ses_" in err
+
+
+def test_call_into_a_pipe_keeps_the_exact_text(workspace: Path) -> None:
+    (workspace / "hostile.txt").write_text(HOSTILE)
+    p = piped(workspace, "call", "read", '{"path": "hostile.txt"}')
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == ("1\t" + HOSTILE).encode()  # the model's text and the line's end, byte for byte
+
+
+def test_call_json_is_the_same_record_on_a_terminal_and_in_a_pipe(workspace: Path) -> None:
+    (workspace / "hostile.txt").write_text(HOSTILE)
+    status, seen, err = on_a_pty(workspace, "call", "read", '{"path": "hostile.txt"}', "--json")
+    assert status == 0, err
+    on_terminal = json.loads(seen.replace(b"\r\n", b"\n"))
+    p = piped(workspace, "call", "read", '{"path": "hostile.txt"}', "--json")
+    assert p.returncode == 0, p.stderr
+    in_pipe = json.loads(p.stdout)
+    # The record's text (the model's, with no final newline), escapes and all, in both.
+    assert on_terminal["text"] == in_pipe["text"] == "1\t" + HOSTILE.removesuffix("\n")
+    assert on_terminal["outcome"] == in_pipe["outcome"] == "ok"
+
+
+def test_a_failed_call_on_a_terminal_shows_its_controls_too(workspace: Path) -> None:
+    # An error's text names what the model asked for: a path with an escape sequence in it.
+    status, seen, err = on_a_pty(workspace, "call", "read", json.dumps({"path": "no\x1b[2Jsuch.txt"}))
+    assert status == 1, err
+    out = seen.replace(b"\r\n", b"\n")
+    assert b"\x1b" not in out and "\u241b[2J".encode() in out
