@@ -107,3 +107,47 @@ def test_a_failed_call_on_a_terminal_shows_its_controls_too(workspace: Path) -> 
     assert status == 1, err
     out = seen.replace(b"\r\n", b"\n")
     assert b"\x1b" not in out and "\u241b[2J".encode() in out
+
+
+def test_a_notice_on_a_terminal_shows_its_controls_too(workspace: Path) -> None:
+    # A background job's end is a notice naming its command, which may hold an escape sequence.
+    command = "echo done; true # \x1b[2J\u202e"
+    p = piped(workspace, "call", "shell", json.dumps({"command": command, "run_in_background": True}))
+    assert p.returncode == 0, p.stderr
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # until the job's end is recorded (its notice is then queued)
+        ev = piped(workspace, "events", "-c", "--json")
+        if any(e["kind"] == "job-ended" for e in json.loads(ev.stdout)["events"]):
+            break
+        time.sleep(0.1)
+    master, slave = pty.openpty()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "zuno", "call", "-c", "read", '{"path": "."}', "--root", str(workspace)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=slave,  # the notice goes to stderr: a terminal here
+        env=zuno_env({"NO_COLOR": "1"}),
+        start_new_session=True,
+    )
+    os.close(slave)
+    seen = b""
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], 30)
+            if not ready:
+                break
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert child.wait(timeout=30) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+        os.close(master)
+    notice = next(line for line in seen.decode().splitlines() if line.startswith("[notice] Background job"))
+    assert "\x1b" not in notice and "\u202e" not in notice
+    assert "\u241b[2J<U+202E>" in notice

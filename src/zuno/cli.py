@@ -212,7 +212,7 @@ def cmd_call(args: argparse.Namespace) -> int:
             _print_json({"session": result.session, "step": result.step, "notices": result.notices, **rec.to_json()})
         else:
             for n in result.notices:
-                print(f"[notice] {n['text']}", file=sys.stderr)
+                print(f"[notice] {_call_text_for(sys.stderr, n['text'])}", file=sys.stderr)
             sys.stdout.write(_call_text_for(sys.stdout, rec.text) + "\n")
         return EXIT_OK if rec.outcome is Outcome.ok else EXIT_NOT_OK
 
