@@ -297,3 +297,21 @@ def test_a_short_output_read_at_once_is_what_the_stream_reads(seed: int) -> None
     small = GrepCollector(cap=1000, whole_bytes=len(data) // 2)
     assert _files(small, data, 64, True) == _files(GrepCollector(cap=1000, whole_bytes=0), data, 64, True)
     assert not small.read_at_once
+
+
+def test_an_output_that_outgrows_the_bound_at_its_second_piece_is_read_once() -> None:
+    """rg writing fast (a dense search) fills the pipe at once: its first piece fits the bound
+    (kept, not read yet), its second does not, and the kept piece is read once, as the stream."""
+    data = _stream([(f"d{i:03d}.txt".encode(), n, b"hit") for i in range(40) for n in range(1, 2001)])
+    first, second = data[:WHOLE_OUTPUT_BYTES], data[WHOLE_OUTPUT_BYTES : 2 * WHOLE_OUTPUT_BYTES]
+    read_early: list[int] = []
+    col = GrepCollector(cap=1000)
+    col._read_lines = lambda chunk: read_early.append(len(chunk))  # type: ignore[method-assign]
+    col.feed(first)
+    col.feed(second)
+    col.feed(data[2 * WHOLE_OUTPUT_BYTES :])
+    assert read_early == []  # never read into runs, to be read again as the stream
+    stream = GrepCollector(cap=1000, whole_bytes=0)
+    stream.feed(data)
+    assert _files(col, b"", 1, True) == _files(stream, b"", 1, True)
+    assert col.total_hits == stream.total_hits == 80_000 and not col.read_at_once

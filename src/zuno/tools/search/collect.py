@@ -293,6 +293,10 @@ class GrepCollector:
         # what was kept as it always could, _read_whole).
         self._runs: list[tuple[str, list[str]]] | None = [] if self._whole is not None else None
         self._runs_carry = b""  # the kept output's last line, until its newline comes
+        # The last piece kept, read into runs when the next one comes and still fits (or in finish()):
+        # an output that outgrows the bound at its second piece (rg writing fast: a dense search's
+        # first 256 KiB at once) is then never read twice.
+        self._unread = b""
         self.read_at_once = False  # finish() read the output kept whole (facts for tests and benches)
         self.read_as_it_came = False  # ... from the runs read while it came in (no reading left to finish())
         self.drops = Drops()
@@ -324,9 +328,12 @@ class GrepCollector:
                 whole.append(chunk)
                 self._whole_room -= len(chunk)
                 if self._runs is not None:
-                    self._read_lines(chunk)
+                    if self._unread:
+                        self._read_lines(self._unread)
+                    self._unread = chunk
                 return
             self._whole = self._runs = None  # too long to keep: read as a stream from here, what was kept first
+            self._unread = b""
             for kept in whole:
                 self._feed(kept)
         self._feed(chunk)
@@ -552,7 +559,9 @@ class GrepCollector:
         whole = self._whole
         if whole is not None:
             self._whole = None
-            runs, self._runs = self._runs, None
+            if self._runs is not None and self._unread:
+                self._read_lines(self._unread)
+            runs, self._runs, self._unread = self._runs, None, b""
             files = None
             if runs is not None and not self._runs_carry:  # read as it came in
                 files = self._files_of(runs, plain) if runs else []
