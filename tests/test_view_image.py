@@ -148,3 +148,41 @@ async def test_read_permission_rules_apply_to_where_the_path_resolves(workspace:
     for spelt in ("./secret/a.png", "alias/a.png", f"{workspace}/secret/a.png"):
         r = await view(workspace, spelt, permission=rules)
         assert (r["outcome"], r["block_kind"]) == ("blocked", "denied"), (spelt, r["text"])
+
+
+class Approves:
+    def __init__(self, answer: bool) -> None:
+        self.answer = answer
+        self.asked: list[Any] = []
+
+    async def approve(self, request: Any) -> bool:
+        self.asked.append(request)
+        return self.answer
+
+
+@pytest.mark.parametrize("pattern", [None, "secret/*"])
+async def test_a_read_ask_rule_asks_before_view_image_and_an_approval_lets_it_load(
+    workspace: Path, pattern: str | None
+) -> None:
+    """A read ask rule (with or without a pattern) asks before view_image opens its path, as before
+    read: approved, the image loads; refused or with nobody to ask, nothing is read. (view_image once
+    applied read's rules itself and refused every such call, saying it "cannot ask".)"""
+    (workspace / "secret").mkdir()
+    Image.new("RGB", (4, 4)).save(workspace / "secret/a.png")
+    rule = {"tool": "read", "action": "ask", **({"pattern": pattern} if pattern else {})}
+    cfg = {"permission": {"rules": [rule]}}
+    call = [{"name": "view_image", "arguments": {"path": "secret/a.png"}}]
+    yes = Approves(True)
+    async with zuno.Runtime(root=workspace, profile="chord", config_overrides=cfg, approver=yes) as rt:
+        async with rt.session() as s:
+            assert "view_image" in {t.name for t in s.visible_tools()}
+            r = (await s.step(call)).results[0]
+    assert r.outcome == "ok", r.text
+    assert r.metadata["image"]["width"] == 4 and len(yes.asked) == 1
+    no = Approves(False)
+    async with zuno.Runtime(root=workspace, profile="chord", config_overrides=cfg, approver=no) as rt:
+        async with rt.session() as s:
+            r = (await s.step(call)).results[0]
+    assert r.outcome == "blocked" and "image" not in r.metadata and len(no.asked) == 1
+    r2 = await view(workspace, "secret/a.png", **cfg)  # nobody to ask
+    assert r2["outcome"] == "blocked" and "cannot ask" not in r2["text"], r2["text"]

@@ -130,24 +130,19 @@ Subject = str | tuple[str, ...] | None
 # directory a call searches (here) and to every path it finds (tools/search/rules.py), so a read rule
 # over ``secret/**`` keeps the names and the lines of the files below ``secret/`` from the model.
 SEARCHES_THAT_READ = frozenset({"glob", "grep"})
+# The tools whose every call reads files under read's path rules: the searches, and chord's
+# view_image (its path is read's subject: a read deny refuses it, a read ask asks before it runs).
+READS_UNDER_READ_RULES = SEARCHES_THAT_READ | {"view_image"}
 
 
 def rule_applies(rule: PermissionRule, tool: str) -> bool:
     """Whether ``rule`` is one of ``tool``'s: its ``tool`` names it, or it is a read rule and ``tool``
-    searches (``SEARCHES_THAT_READ``)."""
-    return fnmatchcase(tool, rule.tool) or (tool in SEARCHES_THAT_READ and fnmatchcase("read", rule.tool))
-
-
-# The tools whose every call reads files under read's path rules: the searches (``rule_applies``)
-# and chord's view_image, which applies read's rules to its path itself (tools/view_image.py) and
-# so is refused, naming the rule, by a read deny without a pattern.
-READS_UNDER_READ_RULES = SEARCHES_THAT_READ | {"view_image"}
+    reads under read's rules (``READS_UNDER_READ_RULES``)."""
+    return fnmatchcase(tool, rule.tool) or (tool in READS_UNDER_READ_RULES and fnmatchcase("read", rule.tool))
 
 
 def _refuses_outright(rule: PermissionRule, tool: str) -> bool:
-    if rule.action != "deny" or rule.pattern is not None:
-        return False
-    return rule_applies(rule, tool) or (tool in READS_UNDER_READ_RULES and fnmatchcase("read", rule.tool))
+    return rule.action == "deny" and rule.pattern is None and rule_applies(rule, tool)
 
 
 def denied_outright(config: PermissionConfig, tool: str) -> PermissionRule | None:

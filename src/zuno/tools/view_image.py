@@ -6,7 +6,9 @@ with transparency) or JPEG (JPEG sources and opaque lossy WebP), turned upright 
 orientation, scaled down so its long edge is at most 2000 px, and an animation contributes its
 first frame. An unchanged small PNG or JPEG goes through byte for byte. The image reaches the
 model as ``metadata.image`` ({mime, width, height, base64, ...}) with a one-line text. Path
-permissions are those of ``read``: a permission rule for ``read`` applies to the path too.
+permissions are those of ``read`` (``permissions.READS_UNDER_READ_RULES``): a rule for ``read``
+applies to the path too, at admission (a deny refuses, an ask asks) and where the path resolves as
+the tool opens it (``ToolContext.locate``).
 """
 
 from __future__ import annotations
@@ -19,8 +21,7 @@ from typing import Any
 from pydantic import Field
 
 from zuno import limits, safefs
-from zuno.declarations import READ_ONLY_PARALLEL, BlockKind, Declarations, Effect
-from zuno.permissions import decide
+from zuno.declarations import READ_ONLY_PARALLEL, BlockKind
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.file_scan import in_thread
@@ -80,19 +81,6 @@ class ViewImageTool(Tool):
     async def run(self, ctx: ToolContext, args: ViewImageArgs) -> ToolOutput:
         path, where = ctx.locate(args.path)
         shown = ctx.workspace.display(path)
-        # Path permissions as read: a rule for read over this path applies here too.
-        verdict = decide(
-            ctx.config.permission,
-            "read",
-            (args.path, *ctx.workspace.location_forms(path)),  # as given and where it resolves
-            Declarations(Effect.ReadOnly, READ_ONLY_PARALLEL.replay),
-        )
-        if verdict.action == "deny" or (verdict.action == "ask" and verdict.rule is not None):
-            raise Refused(
-                BlockKind.denied,
-                f"{shown}: the permission rules for read {verdict.action} this path ({verdict.reason}); "
-                "view_image follows them and cannot ask.",
-            )
         try:
             # Bounded, without following a link or waiting on a FIFO, off the event loop.
             data = await in_thread(lambda _stop: safefs.read_bytes(where, limits.IMAGE_MAX_SOURCE_BYTES))
