@@ -262,7 +262,7 @@ class Session:
         await rt.start_mcp()
         self.id = rt.store.ensure_session(self._requested_id, str(rt.root), rt.surface.profile)
         rt.store.acquire_session(self.id)
-        self._recover()
+        self.recover()
         self._dispatcher = Dispatcher(
             session_id=self.id,
             workspace=rt.workspace,
@@ -282,9 +282,11 @@ class Session:
                 rt.store.add_notice(self.id, "mcp_tool_left_out", f"{why}.", {"tool": tool})
         return self
 
-    def _recover(self) -> None:
+    def recover(self) -> None:
         """Settle every call whose intent row has no result as uncertain, and queue a notice for
-        the next step naming the call, its tool and its attempt. Nothing is re-run."""
+        the next step naming the call, its tool and its attempt. Nothing is re-run. Done when the
+        session opens; again by its driver after a write it could not make (a store another
+        process kept locked) left a call unsettled while the session stayed open."""
         store = self.runtime.store
         for row in store.unsettled_calls(self.id):
             store.settle_call(

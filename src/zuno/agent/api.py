@@ -26,7 +26,6 @@ from zuno.agent.items import MODES, Mode
 from zuno.agent.loop import AgentLoop
 from zuno.agent.prompt_check import prompt_problem
 from zuno.agent.transcript import Transcript
-from zuno.store.connection import wait_again
 from zuno.store.paths import StoreUnusable
 
 if TYPE_CHECKING:
@@ -244,7 +243,7 @@ class Agent:
             self._listeners.append(on_event)
         self._listener_error = None
         try:
-            wait_again(self.runtime.store)  # a new run waits the whole busy wait for a lock again
+            self.runtime.store.wait_for_locks_again()  # a new run waits the whole busy wait for a lock
             if self._locked_out:
                 self._after_lock()
             turns: list[TurnResult] = []
@@ -285,7 +284,7 @@ class Agent:
         it; the turn left open is ended as interrupted, saying why. A store still locked is
         ``StoreLocked`` again (and this is tried again by the next run)."""
         assert self.session is not None
-        self.session._recover()
+        self.session.recover()
         for t in self.transcript.turns():
             if t["ended_at"] is None:
                 self.transcript.end_turn(int(t["n"]), "interrupted", LOCKED_TURN_TEXT, int(t["steps"] or 0))

@@ -122,14 +122,6 @@ class StoreConnection(sqlite3.Connection):
             sqlite3.Connection.execute(self, f"PRAGMA busy_timeout={self.busy_ms}")
 
 
-def wait_again(store: object) -> None:
-    """The next write on ``store``'s connection waits the whole busy wait for a lock again, even
-    when the last statement found the store locked (a new run, after its user let the lock go)."""
-    db = getattr(store, "_db", None)  # (Store's connection; a recording wrapper has no flag)
-    if isinstance(db, StoreConnection):
-        db.locked_out = False
-
-
 def _connect(target: str, path: Path, *, uri: bool = False) -> StoreConnection:
     busy = BUSY_TIMEOUT_MS
     db = sqlite3.connect(

@@ -34,6 +34,7 @@ from zuno.store.calls import INSERT_EVENT, CallEntry, dumps
 from zuno.store.connection import (
     WAL_AUTOCHECKPOINT_PAGES,
     WAL_SIZE_LIMIT_BYTES,
+    StoreConnection,
     StoreLocked,
     applied_migrations,
     checkpoint_and_close,
@@ -88,6 +89,13 @@ class Store:
         tx.riders = (self._steps, self._receipts, self._artifacts)
         self._numbers = Numbers(tx)
         self._calls = CallWrites(tx, self._steps, self._numbers)
+
+    def wait_for_locks_again(self) -> None:
+        """The next write waits the whole busy wait for a lock again, even when the last statement
+        found the store locked by another process (a new run, after its user let the lock go)."""
+        db = self._tx.db
+        if isinstance(db, StoreConnection):  # (a wrapper recording the statements has no flag)
+            db.locked_out = False
 
     @property
     def _db(self) -> sqlite3.Connection:
