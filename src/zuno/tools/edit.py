@@ -100,6 +100,12 @@ class EditTool(Tool):
             conflict = replay_conflict(ctx, path, op_digest, cur_digest) or check_fresh(ctx, path, current, op_digest)
             if conflict is not None:
                 return conflict.to_output()
+            kind = textfile.not_text(current)
+            if kind is not None:
+                return ToolOutput.failure(
+                    f"{shown} is {kind}; edit changes UTF-8 text only, so nothing was written. "
+                    "Replace it whole with write, or convert it with shell first."
+                )
             tf = textfile.decode(current)
             logical = "".join(line + ("\n" if eol else "") for line, eol in zip(tf.lines, tf.eols, strict=True))
             terms = [e for e in tf.eols if e]

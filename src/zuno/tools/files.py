@@ -33,6 +33,7 @@ from zuno.tools.file_scan import (
     refuse_directory_name,
     scan_window,
 )
+from zuno.tools.patch import textfile
 from zuno.tools.search.collect import quote_path
 from zuno.workspace import STATE_DIR
 
@@ -228,19 +229,9 @@ def image_tool_on_surface(config: Config) -> bool:
     return config.agent.tools is None or "view_image" in config.agent.tools
 
 
-# Byte-order marks of the text encodings whose text holds NUL bytes (UTF-32 first: its LE mark
-# starts with UTF-16 LE's).
-_WIDE_BOMS = (
-    (b"\xff\xfe\x00\x00", "UTF-32LE"),
-    (b"\x00\x00\xfe\xff", "UTF-32BE"),
-    (b"\xff\xfe", "UTF-16LE"),
-    (b"\xfe\xff", "UTF-16BE"),
-)
-
-
 def _binary_message(ctx: ToolContext, shown: str, scan: Scan) -> str:
     fmt = image_format(scan.head)
-    wide = next((name for mark, name in _WIDE_BOMS if scan.head.startswith(mark)), None)
+    wide = textfile.wide_encoding(scan.head)
     if fmt is None and wide is not None:
         return (
             f"{shown} is {wide} text (it starts with a {wide[:6]} byte-order mark, {scan.size} bytes), not UTF-8; "

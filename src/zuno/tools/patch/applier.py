@@ -321,6 +321,13 @@ class ApplyPatchTool(Tool):
             if op.kind == "delete":
                 continue
             # update (and move)
+            kind = textfile.not_text(current)
+            if kind is not None:
+                problems.append(
+                    f"{where}: {shown} is {kind}; '*** Update File' changes UTF-8 text only. Replace it whole "
+                    "with write (or '*** Add File'), or convert it with shell first."
+                )
+                continue
             if plan.dest is not None and plan.dest_where is not None:
                 dshown = ctx.workspace.display(plan.dest)
                 try:

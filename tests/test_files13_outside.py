@@ -1,0 +1,57 @@
+"""Outside testing of the file tools (thirteenth round): read, write, edit and apply_patch driven
+through the real CLI (``zuno batch``) and the Python API with the files careless users and
+attackers hand them. Each test here failed before the fix it names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+EDIT_ON = json.dumps({"tools": {"edit": True}})
+
+
+def _batch(run_zuno: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    payload = json.dumps([{"name": n, "arguments": a} for n, a in calls])
+    proc = run_zuno("batch", "-", input=payload, env={"ZUNO_CONFIG_CONTENT": EDIT_ON})
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)["results"]
+
+
+UTF16 = "\ufeffhello\r\nworld\r\n".encode("utf-16-le")
+
+
+def test_apply_patch_does_not_write_utf8_lines_into_a_utf16_file(workspace: Path, run_zuno: Any) -> None:
+    """read refused a UTF-16 file ("read, edit and apply_patch handle UTF-8 text only") yet left a
+    read receipt, and an '*** Update File' chunk that only adds lines then appended UTF-8 bytes to
+    the UTF-16 file, leaving it in two encodings. Now it is a problem and the file is untouched."""
+    (workspace / "w.txt").write_bytes(UTF16)
+    patch = "*** Begin Patch\n*** Update File: w.txt\n@@\n+added\n*** End Patch"
+    read, applied = _batch(run_zuno, [("read", {"path": "w.txt"}), ("apply_patch", {"patch": patch})])
+    assert read["outcome"] == "error" and "UTF-16LE text" in read["text"]
+    assert applied["outcome"] == "error", applied["text"]
+    assert "UTF-16LE text, not UTF-8" in applied["text"] and "nothing was written" in applied["text"]
+    assert (workspace / "w.txt").read_bytes() == UTF16
+
+
+def test_edit_refuses_a_binary_file_read_would_not_show(workspace: Path, run_zuno: Any) -> None:
+    """edit changed bytes of a file with NUL bytes (and of a UTF-16 one) that read had refused to
+    show, so the model edited text it never saw; now both are refused and stay byte for byte."""
+    blob = b"\x89PNG\r\n\x1a\n\x00\x00c\n"
+    (workspace / "b.png").write_bytes(blob)
+    (workspace / "w.txt").write_bytes(UTF16)
+    out = _batch(
+        run_zuno,
+        [
+            ("read", {"path": "b.png"}),
+            ("read", {"path": "w.txt"}),
+            ("edit", {"path": "b.png", "old_string": "c", "new_string": "C"}),
+            ("edit", {"path": "w.txt", "old_string": "h", "new_string": "H"}),
+            ("write", {"path": "b.png", "content": "replaced whole\n"}),
+        ],
+    )
+    assert out[2]["outcome"] == "error" and "binary file" in out[2]["text"], out[2]["text"]
+    assert out[3]["outcome"] == "error" and "UTF-16LE text" in out[3]["text"], out[3]["text"]
+    assert (workspace / "w.txt").read_bytes() == UTF16
+    assert out[4]["outcome"] == "ok"  # write still replaces a binary file whole after a read
+    assert (workspace / "b.png").read_bytes() == b"replaced whole\n"
