@@ -55,3 +55,31 @@ def test_edit_refuses_a_binary_file_read_would_not_show(workspace: Path, run_zun
     assert (workspace / "w.txt").read_bytes() == UTF16
     assert out[4]["outcome"] == "ok"  # write still replaces a binary file whole after a read
     assert (workspace / "b.png").read_bytes() == b"replaced whole\n"
+
+
+NFD = "cafe\u0301.txt"  # how macOS tools and some archives spell it
+NFC = "caf\u00e9.txt"  # how a model types it
+
+
+def test_a_name_in_another_unicode_normalisation_is_named_not_duplicated(workspace: Path, run_zuno: Any) -> None:
+    """An NFC 'café.txt' named by the model when the file on disk is NFD: apply_patch said "no such
+    file. Use '*** Add File: café.txt' to create it" and write silently made a second file that
+    looks the same. Now update, delete and edit name the twin as a call can take it, and a write
+    that creates the second file says so."""
+    (workspace / NFD).write_text("one\n")
+    update = f"*** Begin Patch\n*** Update File: {NFC}\n@@\n-one\n+ONE\n*** End Patch"
+    delete = f"*** Begin Patch\n*** Delete File: {NFC}\n*** End Patch"
+    upd, dele, edit, write = _batch(
+        run_zuno,
+        [
+            ("apply_patch", {"patch": update}),
+            ("apply_patch", {"patch": delete}),
+            ("edit", {"path": NFC, "old_string": "one", "new_string": "ONE"}),
+            ("write", {"path": NFC, "content": "two\n"}),
+        ],
+    )
+    for rec in (upd, dele, edit):
+        assert rec["outcome"] == "error" and json.dumps(NFD) in rec["text"], rec["text"]
+        assert "Add File" not in rec["text"]
+    assert write["outcome"] == "ok" and json.dumps(NFD) in write["text"] and "second file" in write["text"]
+    assert (workspace / NFD).read_text() == "one\n"

@@ -20,7 +20,15 @@ from zuno.declarations import BlockKind, Declarations
 from zuno.receipts import Conflict, check_fresh, check_fresh_digest, read_call, record_read, sha256_hex
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
-from zuno.tools.file_scan import digest_current, in_thread, not_a_file, read_current, refuse_directory_name
+from zuno.tools.file_scan import (
+    digest_current,
+    in_thread,
+    normalization_twin,
+    not_a_file,
+    read_current,
+    refuse_directory_name,
+    twin_note,
+)
 from zuno.tools.patch import textfile
 from zuno.tools.patch.applier import ABSENT, given_path, in_state_dir, remember, replay_conflict
 from zuno.tools.patch.grammar import digest
@@ -93,6 +101,9 @@ class EditTool(Tool):
             except OSError as e:
                 return ToolOutput.failure(not_a_file(shown, e, "edit changes files only"))
             if current is None or st is None:
+                twin = await in_thread(lambda _stop: normalization_twin(where))
+                if twin is not None:
+                    return ToolOutput.failure(f"{shown}: no such file; {twin_note(shown, twin)}.")
                 return ToolOutput.failure(
                     f"{shown}: no such file. edit changes an existing file; use write to create one."
                 )

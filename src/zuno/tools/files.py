@@ -29,9 +29,11 @@ from zuno.tools.file_scan import (
     digest_current,
     image_format,
     in_thread,
+    normalization_twin,
     not_a_file,
     refuse_directory_name,
     scan_window,
+    twin_note,
 )
 from zuno.tools.patch import textfile
 from zuno.tools.search.collect import quote_path
@@ -298,9 +300,11 @@ class WriteTool(Tool):
             except OSError as e:
                 return ToolOutput.failure(not_a_file(shown, e, "nothing was written"))
             generation = record_read(ctx, path, data)
+            twin = None if existed else await in_thread(lambda _stop: normalization_twin(where))
         verb = "Replaced" if existed else "Created"
+        note = f" Note: {twin_note(shown, twin)}; this is a second file beside it." if twin is not None else ""
         return ToolOutput(
-            text=f"{verb} {shown} ({len(data)} bytes).",
+            text=f"{verb} {shown} ({len(data)} bytes).{note}",
             metadata={
                 "writtenPaths": [shown],
                 "bytes": len(data),

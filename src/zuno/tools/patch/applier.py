@@ -26,7 +26,14 @@ from zuno.declarations import BlockKind, Declarations
 from zuno.permissions import decide
 from zuno.receipts import Conflict, check_fresh, read_call, record_read, sha256_hex
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
-from zuno.tools.file_scan import in_thread, not_a_file, read_current, refuse_directory_name
+from zuno.tools.file_scan import (
+    in_thread,
+    normalization_twin,
+    not_a_file,
+    read_current,
+    refuse_directory_name,
+    twin_note,
+)
 from zuno.tools.patch import textfile
 from zuno.tools.patch.grammar import Chunk, FileOp, PatchSyntaxError, digest, first_path, parse
 from zuno.tools.patch.matcher import LEVEL_NAMES, Matcher
@@ -307,6 +314,10 @@ class ApplyPatchTool(Tool):
                 continue
             if current is None:
                 verb = "delete" if op.kind == "delete" else "update"
+                twin = None if parent_is_file else await in_thread(lambda _stop, t=plan.where: normalization_twin(t))
+                if twin is not None:
+                    problems.append(f"{where}: cannot {verb} {shown}: no such file; {twin_note(shown, twin)}.")
+                    continue
                 problems.append(
                     f"{where}: cannot {verb} {shown}: no such file. Use '*** Add File: {op.path}' to create it."
                     if op.kind == "update"
