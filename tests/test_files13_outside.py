@@ -5,8 +5,12 @@ attackers hand them. Each test here failed before the fix it names."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 EDIT_ON = json.dumps({"tools": {"edit": True}})
 
@@ -83,3 +87,34 @@ def test_a_name_in_another_unicode_normalisation_is_named_not_duplicated(workspa
         assert "Add File" not in rec["text"]
     assert write["outcome"] == "ok" and json.dumps(NFD) in write["text"] and "second file" in write["text"]
     assert (workspace / NFD).read_text() == "one\n"
+
+
+def _mount_tmpfs(where: Path, options: str) -> bool:
+    where.mkdir()
+    if os.geteuid() != 0:
+        return False
+    mount = ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)]
+    return subprocess.run(mount, capture_output=True).returncode == 0
+
+
+def test_a_write_that_fails_for_want_of_room_leaves_no_parent_directories(workspace: Path, run_zuno: Any) -> None:
+    """write and apply_patch made the missing parents of a new file, then failed on a full file
+    system (no inode left for the file, or for a deeper parent), said "nothing was written", and
+    left the directories they had made behind. Now the directories they made go again."""
+    full = workspace / "full"
+    if not _mount_tmpfs(full, "nr_inodes=3"):  # the mount point, and room for two more entries
+        pytest.skip("needs root to mount a small tmpfs")
+    try:
+        add = "*** Begin Patch\n*** Add File: full/p/q/r/s.txt\n+x\n*** End Patch"
+        out = _batch(
+            run_zuno,
+            [
+                ("write", {"path": "full/a/b/c.txt", "content": "x"}),  # a, b made; no room for c.txt
+                ("apply_patch", {"patch": add}),  # p, q made; no room for r
+            ],
+        )
+        for rec in out:
+            assert rec["outcome"] == "error" and "No space left" in rec["text"], rec["text"]
+        assert sorted(os.listdir(full)) == []
+    finally:
+        subprocess.run(["umount", str(full)], check=False)

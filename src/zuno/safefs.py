@@ -182,10 +182,11 @@ def _open_root(t: Target) -> int:
     return os.open(t.root, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
 
 
-def open_dir(t: Target, n: int | None = None, *, create: bool = False) -> int:
+def open_dir(t: Target, n: int | None = None, *, create: bool = False, made: list[int] | None = None) -> int:
     """A descriptor of the directory made of the first ``n`` components (all by default), each
-    opened without following a link. ``create`` makes missing directories on the way. Raises
-    FileNotFoundError / NotADirectoryError, or Refused for a link or a name too long."""
+    opened without following a link. ``create`` makes missing directories on the way (``made``
+    collects how many components deep each one it made is). Raises FileNotFoundError /
+    NotADirectoryError, or Refused for a link or a name too long."""
     n = len(t.parts) if n is None else n
     parts = t.parts[:n]
     fd = _open_root(t)
@@ -203,14 +204,14 @@ def open_dir(t: Target, n: int | None = None, *, create: bool = False) -> int:
             # walk step by step: to create what is missing, or to name the component at fault
     try:
         for i, part in enumerate(parts, 1):
-            fd = _step(fd, part, t, i, create)
+            fd = _step(fd, part, t, i, create, made)
     except BaseException:
         os.close(fd)
         raise
     return fd
 
 
-def _step(fd: int, part: str, t: Target, i: int, create: bool) -> int:
+def _step(fd: int, part: str, t: Target, i: int, create: bool, made: list[int] | None = None) -> int:
     for _ in range(8):
         try:
             sub = os.open(part, _DIR_FLAGS, dir_fd=fd)
@@ -219,6 +220,8 @@ def _step(fd: int, part: str, t: Target, i: int, create: bool) -> int:
                 raise
             try:
                 os.mkdir(part, 0o777, dir_fd=fd)
+                if made is not None:
+                    made.append(i)
             except FileExistsError:
                 pass  # made meanwhile: open it (without following) on the next turn
             except OSError as e:
@@ -244,12 +247,40 @@ def _step(fd: int, part: str, t: Target, i: int, create: bool) -> int:
 
 @contextlib.contextmanager
 def parent(t: Target, *, create: bool = False) -> Iterator[int]:
-    """The descriptor of the target's parent directory, for acting on ``t.name`` with dir_fd."""
-    fd = open_dir(t, len(t.parts) - 1, create=create)
+    """The descriptor of the target's parent directory, for acting on ``t.name`` with dir_fd.
+    Directories it had to make are removed again (when still empty) if the body fails, so a
+    write that failed (a full disk, a read-only mount) leaves no trace of its parents either."""
+    made: list[int] = []
+    try:
+        fd = open_dir(t, len(t.parts) - 1, create=create, made=made)
+    except BaseException:  # e.g. no room for the second of two directories: the first goes too
+        _remove_made(t, made)
+        raise
     try:
         yield fd
-    finally:
+    except BaseException:
         os.close(fd)
+        fd = -1
+        _remove_made(t, made)
+        raise
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _remove_made(t: Target, made: list[int]) -> None:
+    """Remove the directories ``open_dir`` made for ``t`` (deepest first) while they are empty."""
+    for i in sorted(made, reverse=True):
+        try:
+            up = open_dir(t, i - 1)
+        except (OSError, Refused):
+            return
+        try:
+            os.rmdir(t.parts[i - 1], dir_fd=up)
+        except OSError:
+            return  # not empty (someone else put something there) or gone: leave the rest
+        finally:
+            os.close(up)
 
 
 def lstat(t: Target) -> os.stat_result | None:
