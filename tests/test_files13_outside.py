@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +120,46 @@ def test_a_write_that_fails_for_want_of_room_leaves_no_parent_directories(worksp
         assert sorted(os.listdir(full)) == []
     finally:
         subprocess.run(["umount", str(full)], check=False)
+
+
+NO_OVERRIDE = "-dac_override,-dac_read_search,-fowner"  # root that file modes bind, like any user
+
+
+def test_a_write_protected_file_is_not_replaced_through_a_rename(workspace: Path) -> None:
+    """write, edit and apply_patch replace a file by renaming a temporary file over it, which
+    needs only the directory's permission: a file made read-only (chmod a-w) by its owner was
+    replaced anyway, where `echo >> file` is refused. Now each refuses it and, for a patch,
+    before any file of it is written."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to drop the capability that overrides file modes")
+    (workspace / "ro.txt").write_text("protected\n")
+    (workspace / "ro.txt").chmod(0o444)
+    (workspace / "w.txt").write_text("w\n")
+    both = (
+        "*** Begin Patch\n*** Update File: w.txt\n@@\n-w\n+W\n"
+        "*** Update File: ro.txt\n@@\n-protected\n+P\n*** End Patch"
+    )
+    calls = [
+        ("read", {"path": "ro.txt"}),
+        ("read", {"path": "w.txt"}),
+        ("write", {"path": "ro.txt", "content": "over\n"}),
+        ("edit", {"path": "ro.txt", "old_string": "protected", "new_string": "P"}),
+        ("apply_patch", {"patch": both}),
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZUNO")}
+    env["ZUNO_CONFIG_CONTENT"] = EDIT_ON
+    proc = subprocess.run(
+        ["setpriv", f"--bounding-set={NO_OVERRIDE}", "--", sys.executable, "-m", "zuno", "batch", "-"],
+        input=json.dumps([{"name": n, "arguments": a} for n, a in calls]),
+        capture_output=True,
+        text=True,
+        cwd=workspace,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr
+    out = json.loads(proc.stdout)["results"]
+    for rec in out[2:]:
+        assert rec["outcome"] == "error" and "write-protected" in rec["text"], rec["text"]
+    assert (workspace / "ro.txt").read_text() == "protected\n"
+    assert (workspace / "w.txt").read_text() == "w\n"  # the patch wrote none of its files

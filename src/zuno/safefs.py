@@ -389,11 +389,12 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def atomic_write(t: Target, data: bytes, mode: int | None) -> None:
+def atomic_write(t: Target, data: bytes, mode: int | None, *, refuse_protected: bool = False) -> None:
     """Replace (or create) the target with exactly data: a temporary file in the same directory
     descriptor, flushed to disk, then renamed over the name. Missing parents are made through the
     same no-follow walk. ``mode``, when given, is set before the rename (a new file takes 0666
-    less the umask)."""
+    less the umask). ``refuse_protected``: an existing file this process may not write is a
+    PermissionError rather than replaced (the file tools; Zuno's own read-only artifacts are not)."""
     if not t.parts:
         raise IsADirectoryError(errno.EISDIR, "is a directory", ".")
     with parent(t, create=True) as pfd:
@@ -405,6 +406,8 @@ def atomic_write(t: Target, data: bytes, mode: int | None) -> None:
             raise _translate(e, t, len(t.parts)) from None
         if st is not None and stat.S_ISDIR(st.st_mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory", t.shown())
+        if refuse_protected and st is not None and not _may_write(t.name, pfd):
+            raise _write_protected(t)
         tmp = f".{secrets.token_hex(8)}{TMP_SUFFIX}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, 0o666, dir_fd=pfd)
         try:
@@ -420,6 +423,33 @@ def atomic_write(t: Target, data: bytes, mode: int | None) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=pfd)
             raise
+
+
+def _may_write(name: str, pfd: int) -> bool:
+    """Whether this process may write the existing file itself (its mode, ACL, read-only mount),
+    asked of the kernel without opening it. A rename over it needs only the directory's
+    permission, so without this a file made read-only (chmod a-w) would be replaced anyway."""
+    return os.access(name, os.W_OK, dir_fd=pfd, effective_ids=True, follow_symlinks=False)
+
+
+def _write_protected(t: Target) -> PermissionError:
+    return PermissionError(
+        errno.EACCES, "it is write-protected, which this process may not write; chmod u+w allows it", t.shown()
+    )
+
+
+def writable(t: Target) -> bool:
+    """Whether an existing target file may be replaced: True when it is missing (creation is the
+    directory's matter, checked when it happens)."""
+    try:
+        with parent(t) as pfd:
+            try:
+                os.stat(t.name, dir_fd=pfd, follow_symlinks=False)
+            except FileNotFoundError:
+                return True
+            return _may_write(t.name, pfd)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
 
 
 def append(t: Target, data: bytes) -> None:

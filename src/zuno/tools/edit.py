@@ -147,7 +147,7 @@ class EditTool(Tool):
             data = _relay(out, logical, old, new, terms, tf, args.replace_all)
             mode = stat.S_IMODE(st.st_mode)
             try:
-                await in_thread(lambda _stop: safefs.atomic_write(where, data, mode))
+                await in_thread(lambda _stop: safefs.atomic_write(where, data, mode, refuse_protected=True))
             except OSError as e:
                 try:
                     after, _ = await in_thread(lambda _stop: read_current(where))

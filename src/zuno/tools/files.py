@@ -296,7 +296,7 @@ class WriteTool(Tool):
                     return conflict.to_output()
                 mode = stat.S_IMODE(st.st_mode)
             try:
-                await in_thread(lambda _stop: safefs.atomic_write(where, data, mode))
+                await in_thread(lambda _stop: safefs.atomic_write(where, data, mode, refuse_protected=True))
             except OSError as e:
                 return ToolOutput.failure(not_a_file(shown, e, "nothing was written"))
             generation = record_read(ctx, path, data)

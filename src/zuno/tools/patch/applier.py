@@ -297,6 +297,9 @@ class ApplyPatchTool(Tool):
                         conflicts.append(_explain_add(c))
                         continue
                     plan.mode = stat.S_IMODE(st.st_mode) if st is not None else None
+                    if not await in_thread(lambda _stop, t=plan.where: safefs.writable(t)):
+                        problems.append(f"{where}: {_write_protected(shown)}")
+                        continue
                     tf = textfile.decode(current)
                     bom, style = tf.bom, tf.style
                 else:
@@ -330,6 +333,10 @@ class ApplyPatchTool(Tool):
                 continue
             plan.mode = stat.S_IMODE(st.st_mode) if st is not None else None
             if op.kind == "delete":
+                continue
+            replaced = plan.dest_where if plan.dest is not None else plan.where
+            if replaced is not None and not await in_thread(lambda _stop, t=replaced: safefs.writable(t)):
+                problems.append(f"{where}: {_write_protected(ctx.workspace.display(plan.target))}")
                 continue
             # update (and move)
             kind = textfile.not_text(current)
@@ -511,7 +518,7 @@ class ApplyPatchTool(Tool):
 
         def apply(_stop: object) -> None:
             for where, data, mode in writes:
-                safefs.atomic_write(where, data, mode)
+                safefs.atomic_write(where, data, mode)  # write protection: checked in preflight
             for where in removals:
                 safefs.unlink(where)
 
@@ -631,6 +638,10 @@ def _encode_new(bom: bool, lines: list[str], eols: list[str]) -> bytes | None:
         return textfile.encode(bom, lines, eols)
     except UnicodeEncodeError:
         return None
+
+
+def _write_protected(shown: str) -> str:
+    return f"{shown} is write-protected (this process may not write it); chmod u+w it first, or leave it as it is."
 
 
 def _explain_add(c: Conflict) -> Conflict:
