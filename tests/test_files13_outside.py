@@ -163,3 +163,26 @@ def test_a_write_protected_file_is_not_replaced_through_a_rename(workspace: Path
         assert rec["outcome"] == "error" and "write-protected" in rec["text"], rec["text"]
     assert (workspace / "ro.txt").read_text() == "protected\n"
     assert (workspace / "w.txt").read_text() == "w\n"  # the patch wrote none of its files
+
+
+def test_a_patch_reaches_a_name_read_lists_as_a_json_string(workspace: Path, run_zuno: Any) -> None:
+    """read and glob list a name with a line break or with whitespace at either end as a JSON
+    string, but a patch header took its text literally (and stripped the spaces), so such a file
+    could be read and written but never patched: "no such file. Use '*** Add File: ...'". A header
+    path written as a JSON string is now the name it spells."""
+    (workspace / "a\nb.txt").write_text("one\n")
+    (workspace / " padded ").write_text("two\n")
+    listing = _batch(run_zuno, [("read", {"path": "."})])[0]["text"]
+    nl, pad = json.dumps("a\nb.txt"), json.dumps(" padded ")
+    assert nl in listing and pad in listing, listing  # how the names are shown
+    patch = (
+        f"*** Begin Patch\n*** Update File: {nl}\n*** Move to: {json.dumps('c d.txt ')}\n@@\n-one\n+ONE\n"
+        f"*** Update File: {pad}\n@@\n-two\n+TWO\n*** End Patch"
+    )
+    out = _batch(
+        run_zuno,
+        [("read", {"path": "a\nb.txt"}), ("read", {"path": " padded "}), ("apply_patch", {"patch": patch})],
+    )
+    assert out[2]["outcome"] == "ok", out[2]["text"]
+    assert (workspace / "c d.txt ").read_text() == "ONE\n" and not (workspace / "a\nb.txt").exists()
+    assert (workspace / " padded ").read_text() == "TWO\n"
