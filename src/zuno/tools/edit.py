@@ -33,6 +33,7 @@ from zuno.tools.patch import textfile
 from zuno.tools.patch.applier import ABSENT, given_path, in_state_dir, remember, replay_conflict
 from zuno.tools.patch.grammar import digest
 from zuno.tools.patch.retry import NOT_UTF8_HINT, READ_ROWS_HINT, copies_undecodable, without_read_rows
+from zuno.tools.search.collect import quote_path
 from zuno.workspace import STATE_DIR
 
 # old_string is looked for again with its whitespace loosened only up to this size.
@@ -165,7 +166,7 @@ class EditTool(Tool):
             remember(ctx, path, op_digest, cur_digest, "before", "applied", self.name)
             remember(ctx, path, op_digest, after_digest, "after", "applied", self.name)
         return ToolOutput(
-            text=f"Edited {shown}: {replaced} replacement(s).",
+            text=f"Edited {quote_path(shown, grep=False)}: {replaced} replacement(s).",
             metadata={
                 "writtenPaths": [shown],
                 "replacements": replaced,
@@ -251,7 +252,7 @@ class DeleteTool(Tool):
             remember(ctx, path, op_digest, cur_digest, "before", "applied", self.name)
             remember(ctx, path, op_digest, ABSENT, "after", "applied", self.name)
         return ToolOutput(
-            text=f"Deleted {shown} ({size} bytes).",
+            text=f"Deleted {quote_path(shown, grep=False)} ({size} bytes).",
             metadata={
                 "writtenPaths": [],
                 "deletedPaths": [shown],

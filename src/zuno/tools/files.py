@@ -304,7 +304,7 @@ class WriteTool(Tool):
         verb = "Replaced" if existed else "Created"
         note = f" Note: {twin_note(shown, twin)}; this is a second file beside it." if twin is not None else ""
         return ToolOutput(
-            text=f"{verb} {shown} ({len(data)} bytes).{note}",
+            text=f"{verb} {quote_path(shown, grep=False)} ({len(data)} bytes).{note}",
             metadata={
                 "writtenPaths": [shown],
                 "bytes": len(data),

@@ -38,6 +38,7 @@ from zuno.tools.patch import textfile
 from zuno.tools.patch.grammar import Chunk, FileOp, PatchSyntaxError, digest, first_path, parse
 from zuno.tools.patch.matcher import LEVEL_NAMES, Matcher
 from zuno.tools.patch.retry import closest, copied_wrong, without_final_blank
+from zuno.tools.search.collect import quote_path
 from zuno.workspace import STATE_DIR
 
 ABSENT = "absent"
@@ -559,7 +560,7 @@ class ApplyPatchTool(Tool):
                 ctx.store.drop_read_receipt(ctx.session_id, str(plan.source))
                 remember(ctx, plan.source, plan.op_digest, before_digest, "before", "applied", self.name)
                 remember(ctx, plan.source, plan.op_digest, ABSENT, "after", "applied", self.name)
-                summary.append(f"D {src_shown}")
+                summary.append(f"D {_named(src_shown)}")
                 files.append({"operation": "delete", "path": src_shown})
                 continue
             assert plan.after is not None
@@ -571,10 +572,11 @@ class ApplyPatchTool(Tool):
             if plan.dest is not None:
                 ctx.store.drop_read_receipt(ctx.session_id, str(plan.source))
                 remember(ctx, plan.source, plan.op_digest, ABSENT, "after", "applied", self.name)
-                summary.append(f"R {src_shown} -> {shown}")
+                summary.append(f"R {_named(src_shown)} -> {_named(shown)}")
             else:
                 remember(ctx, plan.source, plan.op_digest, after_digest, "after", "applied", self.name)
-                summary.append(("A " if plan.before is None else ("M " if plan.op.kind == "update" else "W ")) + shown)
+                verb = "A " if plan.before is None else ("M " if plan.op.kind == "update" else "W ")
+                summary.append(verb + _named(shown))
             entry: dict[str, Any] = {
                 "operation": "move" if plan.dest is not None else plan.op.kind,
                 "path": shown,
@@ -638,6 +640,12 @@ def _encode_new(bom: bool, lines: list[str], eols: list[str]) -> bytes | None:
         return textfile.encode(bom, lines, eols)
     except UnicodeEncodeError:
         return None
+
+
+def _named(shown: str) -> str:
+    """A path in the summary: one line per file, so a name with a line break (or a quote, or edge
+    whitespace) is the JSON string a header takes, never a second, made-up summary line."""
+    return quote_path(shown, grep=False)
 
 
 def _write_protected(shown: str) -> str:
