@@ -207,3 +207,30 @@ def test_a_name_with_a_line_break_cannot_forge_a_line_of_the_result(workspace: P
     assert out[1]["outcome"] == "ok" and out[1]["text"].splitlines() == ["Applied patch:", f"M {json.dumps(evil)}"]
     for rec in out[2:]:
         assert rec["outcome"] == "ok" and "\n" not in rec["text"] and json.dumps(evil) in rec["text"], rec["text"]
+
+
+def test_a_replaced_file_keeps_its_owner(workspace: Path, run_zuno: Any) -> None:
+    """Every replacement is a new file renamed over the old one, and it took the owner of the
+    process: Zuno run as root (a container, sudo) turned a user's files into root's, which the
+    user could then no longer write. write, edit and apply_patch now keep owner and group."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a file to another user")
+    for name in ("w.txt", "e.txt", "p.txt"):
+        (workspace / name).write_text("one\n")
+        os.chown(workspace / name, 1234, 4321)
+    patch = "*** Begin Patch\n*** Update File: p.txt\n@@\n-one\n+ONE\n*** End Patch"
+    out = _batch(
+        run_zuno,
+        [
+            ("read", {"path": "w.txt"}),
+            ("read", {"path": "e.txt"}),
+            ("read", {"path": "p.txt"}),
+            ("write", {"path": "w.txt", "content": "ONE\n"}),
+            ("edit", {"path": "e.txt", "old_string": "one", "new_string": "ONE"}),
+            ("apply_patch", {"patch": patch}),
+        ],
+    )
+    assert [r["outcome"] for r in out] == ["ok"] * 6, [r["text"] for r in out]
+    for name in ("w.txt", "e.txt", "p.txt"):
+        st = (workspace / name).stat()
+        assert (workspace / name).read_text() == "ONE\n" and (st.st_uid, st.st_gid) == (1234, 4321), name

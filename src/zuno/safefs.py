@@ -413,6 +413,8 @@ def atomic_write(t: Target, data: bytes, mode: int | None, *, refuse_protected: 
         try:
             try:
                 _write_all(fd, data)
+                if st is not None:
+                    _keep_owner(fd, st)  # before the mode: a chown clears set-id bits
                 if mode is not None:
                     os.fchmod(fd, mode)
                 os.fsync(fd)
@@ -423,6 +425,19 @@ def atomic_write(t: Target, data: bytes, mode: int | None, *, refuse_protected: 
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=pfd)
             raise
+
+
+def _keep_owner(fd: int, st: os.stat_result) -> None:
+    """Give the replacement the replaced file's owner and group, as far as this process may (root
+    rewriting a user's file must not leave it root's; anyone may keep a group they belong to)."""
+    own = os.fstat(fd)
+    if (own.st_uid, own.st_gid) == (st.st_uid, st.st_gid):
+        return
+    try:
+        os.fchown(fd, st.st_uid, st.st_gid)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.fchown(fd, -1, st.st_gid)
 
 
 def _may_write(name: str, pfd: int) -> bool:
