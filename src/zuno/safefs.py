@@ -182,10 +182,11 @@ def _open_root(t: Target) -> int:
     return os.open(t.root, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
 
 
-def open_dir(t: Target, n: int | None = None, *, create: bool = False) -> int:
+def open_dir(t: Target, n: int | None = None, *, create: bool = False, made: list[int] | None = None) -> int:
     """A descriptor of the directory made of the first ``n`` components (all by default), each
-    opened without following a link. ``create`` makes missing directories on the way. Raises
-    FileNotFoundError / NotADirectoryError, or Refused for a link or a name too long."""
+    opened without following a link. ``create`` makes missing directories on the way (``made``
+    collects how many components deep each one it made is). Raises FileNotFoundError /
+    NotADirectoryError, or Refused for a link or a name too long."""
     n = len(t.parts) if n is None else n
     parts = t.parts[:n]
     fd = _open_root(t)
@@ -203,14 +204,14 @@ def open_dir(t: Target, n: int | None = None, *, create: bool = False) -> int:
             # walk step by step: to create what is missing, or to name the component at fault
     try:
         for i, part in enumerate(parts, 1):
-            fd = _step(fd, part, t, i, create)
+            fd = _step(fd, part, t, i, create, made)
     except BaseException:
         os.close(fd)
         raise
     return fd
 
 
-def _step(fd: int, part: str, t: Target, i: int, create: bool) -> int:
+def _step(fd: int, part: str, t: Target, i: int, create: bool, made: list[int] | None = None) -> int:
     for _ in range(8):
         try:
             sub = os.open(part, _DIR_FLAGS, dir_fd=fd)
@@ -219,6 +220,8 @@ def _step(fd: int, part: str, t: Target, i: int, create: bool) -> int:
                 raise
             try:
                 os.mkdir(part, 0o777, dir_fd=fd)
+                if made is not None:
+                    made.append(i)
             except FileExistsError:
                 pass  # made meanwhile: open it (without following) on the next turn
             except OSError as e:
@@ -244,12 +247,40 @@ def _step(fd: int, part: str, t: Target, i: int, create: bool) -> int:
 
 @contextlib.contextmanager
 def parent(t: Target, *, create: bool = False) -> Iterator[int]:
-    """The descriptor of the target's parent directory, for acting on ``t.name`` with dir_fd."""
-    fd = open_dir(t, len(t.parts) - 1, create=create)
+    """The descriptor of the target's parent directory, for acting on ``t.name`` with dir_fd.
+    Directories it had to make are removed again (when still empty) if the body fails, so a
+    write that failed (a full disk, a read-only mount) leaves no trace of its parents either."""
+    made: list[int] = []
+    try:
+        fd = open_dir(t, len(t.parts) - 1, create=create, made=made)
+    except BaseException:  # e.g. no room for the second of two directories: the first goes too
+        _remove_made(t, made)
+        raise
     try:
         yield fd
-    finally:
+    except BaseException:
         os.close(fd)
+        fd = -1
+        _remove_made(t, made)
+        raise
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _remove_made(t: Target, made: list[int]) -> None:
+    """Remove the directories ``open_dir`` made for ``t`` (deepest first) while they are empty."""
+    for i in sorted(made, reverse=True):
+        try:
+            up = open_dir(t, i - 1)
+        except (OSError, Refused):
+            return
+        try:
+            os.rmdir(t.parts[i - 1], dir_fd=up)
+        except OSError:
+            return  # not empty (someone else put something there) or gone: leave the rest
+        finally:
+            os.close(up)
 
 
 def lstat(t: Target) -> os.stat_result | None:
@@ -358,11 +389,12 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def atomic_write(t: Target, data: bytes, mode: int | None) -> None:
+def atomic_write(t: Target, data: bytes, mode: int | None, *, refuse_protected: bool = False) -> None:
     """Replace (or create) the target with exactly data: a temporary file in the same directory
     descriptor, flushed to disk, then renamed over the name. Missing parents are made through the
     same no-follow walk. ``mode``, when given, is set before the rename (a new file takes 0666
-    less the umask)."""
+    less the umask). ``refuse_protected``: an existing file this process may not write is a
+    PermissionError rather than replaced (the file tools; Zuno's own read-only artifacts are not)."""
     if not t.parts:
         raise IsADirectoryError(errno.EISDIR, "is a directory", ".")
     with parent(t, create=True) as pfd:
@@ -374,11 +406,15 @@ def atomic_write(t: Target, data: bytes, mode: int | None) -> None:
             raise _translate(e, t, len(t.parts)) from None
         if st is not None and stat.S_ISDIR(st.st_mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory", t.shown())
+        if refuse_protected and st is not None and not _may_write(t.name, pfd):
+            raise _write_protected(t)
         tmp = f".{secrets.token_hex(8)}{TMP_SUFFIX}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, 0o666, dir_fd=pfd)
         try:
             try:
                 _write_all(fd, data)
+                if st is not None:
+                    _keep_owner(fd, st)  # before the mode: a chown clears set-id bits
                 if mode is not None:
                     os.fchmod(fd, mode)
                 os.fsync(fd)
@@ -389,6 +425,46 @@ def atomic_write(t: Target, data: bytes, mode: int | None) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=pfd)
             raise
+
+
+def _keep_owner(fd: int, st: os.stat_result) -> None:
+    """Give the replacement the replaced file's owner and group, as far as this process may (root
+    rewriting a user's file must not leave it root's; anyone may keep a group they belong to)."""
+    own = os.fstat(fd)
+    if (own.st_uid, own.st_gid) == (st.st_uid, st.st_gid):
+        return
+    try:
+        os.fchown(fd, st.st_uid, st.st_gid)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.fchown(fd, -1, st.st_gid)
+
+
+def _may_write(name: str, pfd: int) -> bool:
+    """Whether this process may write the existing file itself (its mode, ACL, read-only mount),
+    asked of the kernel without opening it. A rename over it needs only the directory's
+    permission, so without this a file made read-only (chmod a-w) would be replaced anyway."""
+    return os.access(name, os.W_OK, dir_fd=pfd, effective_ids=True, follow_symlinks=False)
+
+
+def _write_protected(t: Target) -> PermissionError:
+    return PermissionError(
+        errno.EACCES, "it is write-protected, which this process may not write; chmod u+w allows it", t.shown()
+    )
+
+
+def writable(t: Target) -> bool:
+    """Whether an existing target file may be replaced: True when it is missing (creation is the
+    directory's matter, checked when it happens)."""
+    try:
+        with parent(t) as pfd:
+            try:
+                os.stat(t.name, dir_fd=pfd, follow_symlinks=False)
+            except FileNotFoundError:
+                return True
+            return _may_write(t.name, pfd)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
 
 
 def append(t: Target, data: bytes) -> None:

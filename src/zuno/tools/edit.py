@@ -20,11 +20,20 @@ from zuno.declarations import BlockKind, Declarations
 from zuno.receipts import Conflict, check_fresh, check_fresh_digest, read_call, record_read, sha256_hex
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
-from zuno.tools.file_scan import digest_current, in_thread, not_a_file, read_current, refuse_directory_name
+from zuno.tools.file_scan import (
+    digest_current,
+    in_thread,
+    normalization_twin,
+    not_a_file,
+    read_current,
+    refuse_directory_name,
+    twin_note,
+)
 from zuno.tools.patch import textfile
 from zuno.tools.patch.applier import ABSENT, given_path, in_state_dir, remember, replay_conflict
 from zuno.tools.patch.grammar import digest
 from zuno.tools.patch.retry import NOT_UTF8_HINT, READ_ROWS_HINT, copies_undecodable, without_read_rows
+from zuno.tools.search.collect import quote_path
 from zuno.workspace import STATE_DIR
 
 # old_string is looked for again with its whitespace loosened only up to this size.
@@ -93,6 +102,9 @@ class EditTool(Tool):
             except OSError as e:
                 return ToolOutput.failure(not_a_file(shown, e, "edit changes files only"))
             if current is None or st is None:
+                twin = await in_thread(lambda _stop: normalization_twin(where))
+                if twin is not None:
+                    return ToolOutput.failure(f"{shown}: no such file; {twin_note(shown, twin)}.")
                 return ToolOutput.failure(
                     f"{shown}: no such file. edit changes an existing file; use write to create one."
                 )
@@ -100,6 +112,12 @@ class EditTool(Tool):
             conflict = replay_conflict(ctx, path, op_digest, cur_digest) or check_fresh(ctx, path, current, op_digest)
             if conflict is not None:
                 return conflict.to_output()
+            kind = textfile.not_text(current)
+            if kind is not None:
+                return ToolOutput.failure(
+                    f"{shown} is {kind}; edit changes UTF-8 text only, so nothing was written. "
+                    "Replace it whole with write, or convert it with shell first."
+                )
             tf = textfile.decode(current)
             logical = "".join(line + ("\n" if eol else "") for line, eol in zip(tf.lines, tf.eols, strict=True))
             terms = [e for e in tf.eols if e]
@@ -130,7 +148,7 @@ class EditTool(Tool):
             data = _relay(out, logical, old, new, terms, tf, args.replace_all)
             mode = stat.S_IMODE(st.st_mode)
             try:
-                await in_thread(lambda _stop: safefs.atomic_write(where, data, mode))
+                await in_thread(lambda _stop: safefs.atomic_write(where, data, mode, refuse_protected=True))
             except OSError as e:
                 try:
                     after, _ = await in_thread(lambda _stop: read_current(where))
@@ -148,7 +166,7 @@ class EditTool(Tool):
             remember(ctx, path, op_digest, cur_digest, "before", "applied", self.name)
             remember(ctx, path, op_digest, after_digest, "after", "applied", self.name)
         return ToolOutput(
-            text=f"Edited {shown}: {replaced} replacement(s).",
+            text=f"Edited {quote_path(shown, grep=False)}: {replaced} replacement(s).",
             metadata={
                 "writtenPaths": [shown],
                 "replacements": replaced,
@@ -234,7 +252,7 @@ class DeleteTool(Tool):
             remember(ctx, path, op_digest, cur_digest, "before", "applied", self.name)
             remember(ctx, path, op_digest, ABSENT, "after", "applied", self.name)
         return ToolOutput(
-            text=f"Deleted {shown} ({size} bytes).",
+            text=f"Deleted {quote_path(shown, grep=False)} ({size} bytes).",
             metadata={
                 "writtenPaths": [],
                 "deletedPaths": [shown],

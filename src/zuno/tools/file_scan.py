@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import threading
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -220,3 +222,29 @@ def refuse_directory_name(raw: str, field: str, rule: str) -> None:
             f"argument '{field}': {raw!r} ends with '/', so it names a directory; {rule}. "
             "Name the file without a trailing '/'.",
         )
+
+
+def normalization_twin(where: safefs.Target) -> str | None:
+    """The name of a sibling that differs from the target's only in Unicode normalisation (an NFD
+    'cafe\\u0301.txt' beside an NFC 'café.txt': one name to the eye, two files to Linux), or None.
+    None also when the parent cannot be listed."""
+    if not where.parts:
+        return None
+    name = where.name
+    if name.isascii():
+        return None
+    want = unicodedata.normalize("NFC", name)
+    try:
+        entries = safefs.listdir(safefs.Target(where.root, where.parts[:-1], where.field))
+    except (OSError, Refused):
+        return None
+    return next((n for n, _ in entries if n != name and unicodedata.normalize("NFC", n) == want), None)
+
+
+def twin_note(shown: str, twin: str) -> str:
+    """The sentence that names a normalisation twin as a call can take it (JSON-escaped)."""
+    parent = shown.rsplit("/", 1)[0] + "/" if "/" in shown else ""
+    return (
+        f"a file named {json.dumps(parent + twin)} exists, which looks the same as {json.dumps(shown)} but is "
+        "spelled with other Unicode code points (another normalisation form); name it exactly as shown to reach it"
+    )

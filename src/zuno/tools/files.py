@@ -29,10 +29,13 @@ from zuno.tools.file_scan import (
     digest_current,
     image_format,
     in_thread,
+    normalization_twin,
     not_a_file,
     refuse_directory_name,
     scan_window,
+    twin_note,
 )
+from zuno.tools.patch import textfile
 from zuno.tools.search.collect import quote_path
 from zuno.workspace import STATE_DIR
 
@@ -228,19 +231,9 @@ def image_tool_on_surface(config: Config) -> bool:
     return config.agent.tools is None or "view_image" in config.agent.tools
 
 
-# Byte-order marks of the text encodings whose text holds NUL bytes (UTF-32 first: its LE mark
-# starts with UTF-16 LE's).
-_WIDE_BOMS = (
-    (b"\xff\xfe\x00\x00", "UTF-32LE"),
-    (b"\x00\x00\xfe\xff", "UTF-32BE"),
-    (b"\xff\xfe", "UTF-16LE"),
-    (b"\xfe\xff", "UTF-16BE"),
-)
-
-
 def _binary_message(ctx: ToolContext, shown: str, scan: Scan) -> str:
     fmt = image_format(scan.head)
-    wide = next((name for mark, name in _WIDE_BOMS if scan.head.startswith(mark)), None)
+    wide = textfile.wide_encoding(scan.head)
     if fmt is None and wide is not None:
         return (
             f"{shown} is {wide} text (it starts with a {wide[:6]} byte-order mark, {scan.size} bytes), not UTF-8; "
@@ -303,13 +296,15 @@ class WriteTool(Tool):
                     return conflict.to_output()
                 mode = stat.S_IMODE(st.st_mode)
             try:
-                await in_thread(lambda _stop: safefs.atomic_write(where, data, mode))
+                await in_thread(lambda _stop: safefs.atomic_write(where, data, mode, refuse_protected=True))
             except OSError as e:
                 return ToolOutput.failure(not_a_file(shown, e, "nothing was written"))
             generation = record_read(ctx, path, data)
+            twin = None if existed else await in_thread(lambda _stop: normalization_twin(where))
         verb = "Replaced" if existed else "Created"
+        note = f" Note: {twin_note(shown, twin)}; this is a second file beside it." if twin is not None else ""
         return ToolOutput(
-            text=f"{verb} {shown} ({len(data)} bytes).",
+            text=f"{verb} {quote_path(shown, grep=False)} ({len(data)} bytes).{note}",
             metadata={
                 "writtenPaths": [shown],
                 "bytes": len(data),

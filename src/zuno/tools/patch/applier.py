@@ -26,11 +26,19 @@ from zuno.declarations import BlockKind, Declarations
 from zuno.permissions import decide
 from zuno.receipts import Conflict, check_fresh, read_call, record_read, sha256_hex
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
-from zuno.tools.file_scan import in_thread, not_a_file, read_current, refuse_directory_name
+from zuno.tools.file_scan import (
+    in_thread,
+    normalization_twin,
+    not_a_file,
+    read_current,
+    refuse_directory_name,
+    twin_note,
+)
 from zuno.tools.patch import textfile
 from zuno.tools.patch.grammar import Chunk, FileOp, PatchSyntaxError, digest, first_path, parse
 from zuno.tools.patch.matcher import LEVEL_NAMES, Matcher
 from zuno.tools.patch.retry import closest, copied_wrong, without_final_blank
+from zuno.tools.search.collect import quote_path
 from zuno.workspace import STATE_DIR
 
 ABSENT = "absent"
@@ -290,6 +298,9 @@ class ApplyPatchTool(Tool):
                         conflicts.append(_explain_add(c))
                         continue
                     plan.mode = stat.S_IMODE(st.st_mode) if st is not None else None
+                    if not await in_thread(lambda _stop, t=plan.where: safefs.writable(t)):
+                        problems.append(f"{where}: {_write_protected(shown)}")
+                        continue
                     tf = textfile.decode(current)
                     bom, style = tf.bom, tf.style
                 else:
@@ -307,6 +318,10 @@ class ApplyPatchTool(Tool):
                 continue
             if current is None:
                 verb = "delete" if op.kind == "delete" else "update"
+                twin = None if parent_is_file else await in_thread(lambda _stop, t=plan.where: normalization_twin(t))
+                if twin is not None:
+                    problems.append(f"{where}: cannot {verb} {shown}: no such file; {twin_note(shown, twin)}.")
+                    continue
                 problems.append(
                     f"{where}: cannot {verb} {shown}: no such file. Use '*** Add File: {op.path}' to create it."
                     if op.kind == "update"
@@ -320,7 +335,18 @@ class ApplyPatchTool(Tool):
             plan.mode = stat.S_IMODE(st.st_mode) if st is not None else None
             if op.kind == "delete":
                 continue
+            replaced = plan.dest_where if plan.dest is not None else plan.where
+            if replaced is not None and not await in_thread(lambda _stop, t=replaced: safefs.writable(t)):
+                problems.append(f"{where}: {_write_protected(ctx.workspace.display(plan.target))}")
+                continue
             # update (and move)
+            kind = textfile.not_text(current)
+            if kind is not None:
+                problems.append(
+                    f"{where}: {shown} is {kind}; '*** Update File' changes UTF-8 text only. Replace it whole "
+                    "with write (or '*** Add File'), or convert it with shell first."
+                )
+                continue
             if plan.dest is not None and plan.dest_where is not None:
                 dshown = ctx.workspace.display(plan.dest)
                 try:
@@ -493,7 +519,7 @@ class ApplyPatchTool(Tool):
 
         def apply(_stop: object) -> None:
             for where, data, mode in writes:
-                safefs.atomic_write(where, data, mode)
+                safefs.atomic_write(where, data, mode)  # write protection: checked in preflight
             for where in removals:
                 safefs.unlink(where)
 
@@ -534,7 +560,7 @@ class ApplyPatchTool(Tool):
                 ctx.store.drop_read_receipt(ctx.session_id, str(plan.source))
                 remember(ctx, plan.source, plan.op_digest, before_digest, "before", "applied", self.name)
                 remember(ctx, plan.source, plan.op_digest, ABSENT, "after", "applied", self.name)
-                summary.append(f"D {src_shown}")
+                summary.append(f"D {_named(src_shown)}")
                 files.append({"operation": "delete", "path": src_shown})
                 continue
             assert plan.after is not None
@@ -546,10 +572,11 @@ class ApplyPatchTool(Tool):
             if plan.dest is not None:
                 ctx.store.drop_read_receipt(ctx.session_id, str(plan.source))
                 remember(ctx, plan.source, plan.op_digest, ABSENT, "after", "applied", self.name)
-                summary.append(f"R {src_shown} -> {shown}")
+                summary.append(f"R {_named(src_shown)} -> {_named(shown)}")
             else:
                 remember(ctx, plan.source, plan.op_digest, after_digest, "after", "applied", self.name)
-                summary.append(("A " if plan.before is None else ("M " if plan.op.kind == "update" else "W ")) + shown)
+                verb = "A " if plan.before is None else ("M " if plan.op.kind == "update" else "W ")
+                summary.append(verb + _named(shown))
             entry: dict[str, Any] = {
                 "operation": "move" if plan.dest is not None else plan.op.kind,
                 "path": shown,
@@ -613,6 +640,16 @@ def _encode_new(bom: bool, lines: list[str], eols: list[str]) -> bytes | None:
         return textfile.encode(bom, lines, eols)
     except UnicodeEncodeError:
         return None
+
+
+def _named(shown: str) -> str:
+    """A path in the summary: one line per file, so a name with a line break (or a quote, or edge
+    whitespace) is the JSON string a header takes, never a second, made-up summary line."""
+    return quote_path(shown, grep=False)
+
+
+def _write_protected(shown: str) -> str:
+    return f"{shown} is write-protected (this process may not write it); chmod u+w it first, or leave it as it is."
 
 
 def _explain_add(c: Conflict) -> Conflict:

@@ -14,7 +14,9 @@ Tolerated where it is safe: markers padded with whitespace, CRLF patch text, bla
 before/after the patch and between chunks, a markdown fence around the whole patch (a first line
 of three backticks, optionally with a language, and a last line of three backticks), a heredoc
 wrapper (``<<'EOF'`` ... ``EOF``, also with a leading ``apply_patch``), a first chunk without
-``@@``, and unified-diff ranges (``@@ -3,7 +3,8 @@ title``) whose numbers are ignored. Anything
+``@@``, unified-diff ranges (``@@ -3,7 +3,8 @@ title``) whose numbers are ignored, and a path
+written as a JSON string, as read and glob show a name with a line break, a quote or whitespace
+at either end (``*** Update File: "a\\nb.txt"``). Anything
 else is a ``PatchSyntaxError`` naming the line (1-based, in the text as given) and what was
 expected. The parser never raises anything else, whatever text it is given.
 """
@@ -104,8 +106,23 @@ def digest(obj: Any) -> str:
 
 def _marker_arg(stripped: str, marker: str) -> str | None:
     if stripped.startswith(marker):
-        return stripped[len(marker) :].strip()
+        return unquote_path(stripped[len(marker) :].strip())
     return None
+
+
+def unquote_path(arg: str) -> str:
+    """A header path written as a JSON string ("a\\nb.txt", " spaced ") is the name it spells:
+    read and glob print exactly the names a bare header cannot hold (a line break, a quote,
+    whitespace at either end) that way, so a name copied from a listing reaches its file.
+    Anything else is the path as written."""
+    if len(arg) >= 2 and arg[0] == arg[-1] == '"':
+        try:
+            name = json.loads(arg)
+        except ValueError:
+            return arg
+        if isinstance(name, str) and name and "\x00" not in name:
+            return name
+    return arg
 
 
 def _is_chunk_header(line: str) -> bool:
@@ -134,7 +151,7 @@ _FILE_HEADER = re.compile(r"^[ \t]*\*\*\* (?:Add|Delete|Update) File:[ \t]*(\S.*
 def first_path(text: str) -> str | None:
     """The first file a patch names, cheaply (for permission subjects); None if none."""
     m = _FILE_HEADER.search(text) if isinstance(text, str) else None
-    return m.group(1) if m else None
+    return unquote_path(m.group(1)) if m else None
 
 
 def _is_marker(line: str) -> bool:

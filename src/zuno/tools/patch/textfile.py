@@ -12,9 +12,38 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass
 
+from zuno import limits
+
 BOM = b"\xef\xbb\xbf"
 LF = "\n"
 CRLF = "\r\n"
+
+# Byte-order marks of the text encodings whose text holds NUL bytes (UTF-32 first: its LE mark
+# starts with UTF-16 LE's).
+WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32LE"),
+    (b"\x00\x00\xfe\xff", "UTF-32BE"),
+    (b"\xff\xfe", "UTF-16LE"),
+    (b"\xfe\xff", "UTF-16BE"),
+)
+
+
+def wide_encoding(head: bytes) -> str | None:
+    """The UTF-16/UTF-32 encoding a file's byte-order mark names, or None."""
+    return next((name for mark, name in WIDE_BOMS if head.startswith(mark)), None)
+
+
+def not_text(data: bytes) -> str | None:
+    """What a file is when it is not text that edit and apply_patch can change line by line: read
+    refuses the same files (a NUL byte in the first bytes it sniffs), so a model never saw their
+    lines, and text put into them would be UTF-8 in a UTF-16 file or in a binary one. None for text."""
+    head = data[: limits.READ_BINARY_SNIFF_BYTES]
+    wide = wide_encoding(head)
+    if wide is not None:
+        return f"{wide} text, not UTF-8"
+    if b"\x00" in head:
+        return "a binary file (it holds NUL bytes)"
+    return None
 
 
 @dataclass(slots=True)
