@@ -23,10 +23,11 @@ import pytest
 
 import zuno
 from agent_double import ScriptedProvider, say
-from conftest import zuno_env
-from fake_provider import FakeProvider, Reply
 from zuno import limits
 from zuno.agent.items import INTERRUPTED_MARK
+
+from conftest import zuno_env
+from fake_provider import FakeProvider, Reply
 
 
 @pytest.fixture
@@ -158,3 +159,27 @@ def test_saves_are_bounded_by_size_and_time_and_a_short_answer_costs_none(worksp
     delay = limits.STREAM_SAVE_INTERVAL_S / 4
     _, saves, (result, _) = _statements(workspace, say("y" * pieces, chunks=pieces, chunk_delay=delay))
     assert result.final_text == "y" * pieces and 1 <= len(saves) <= 2 < pieces
+
+
+def test_an_interrupted_stream_keeps_its_text_as_an_item_and_drops_its_saved_row(workspace: Path) -> None:
+    # The user's interrupt (Ctrl-C) after a save: the text is the interrupted item, as before, and
+    # the saved row goes in the same commit (nothing is recovered twice by the next turn).
+    async def go() -> tuple[Any, list[Any], int, list[str]]:
+        async with zuno.Runtime(root=workspace) as rt:
+            reply = say("z" * 40, chunks=40, chunk_delay=limits.STREAM_SAVE_INTERVAL_S / 8)
+            async with rt.agent(provider=ScriptedProvider([reply])) as agent:
+                run = asyncio.create_task(agent.run("answer"))
+                deadline = time.monotonic() + 20
+                while not rt.store.query("SELECT 1 FROM agent_partials"):
+                    assert time.monotonic() < deadline and not run.done(), "no streamed text was ever saved"
+                    await asyncio.sleep(0.02)
+                agent.interrupt()
+                result = await run
+                left = rt.store.query("SELECT COUNT(*) FROM agent_partials")[0][0]
+                statuses = [r.status for r in agent.transcript.requests()]
+                return result, agent.transcript.items(), left, statuses
+
+    result, items, left, statuses = asyncio.run(go())
+    assert result.stop_reason == "interrupted" and left == 0 and statuses == ["interrupted"]
+    (assistant,) = [i for i in items if i.kind == "assistant"]
+    assert assistant.data["interrupted"] is True and assistant.data["text"].startswith("z")
