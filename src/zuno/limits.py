@@ -276,3 +276,9 @@ WEBFETCH_INLINE_DATA_CHARS = 256
 
 # zuno run's line editor: the history file ($ZUNO_CONFIG_DIR/history) keeps this many lines.
 RUN_HISTORY_LINES = 1_000
+
+# zuno run, thirteenth round: the text of a model's answer is saved while it streams (a row per
+# request, agent_partials) at most this often, or once this many new UTF-8 bytes arrived, whichever
+# comes first; an answer shorter than both costs no write of its own.
+STREAM_SAVE_INTERVAL_S = 1.0
+STREAM_SAVE_BYTES = 4096

@@ -49,7 +49,7 @@ from zuno.agent.events import (
 from zuno.agent.items import Mode, ToolResultRow
 from zuno.agent.reconcile import Reconciliation
 from zuno.agent.recovery import settle_unmatched
-from zuno.agent.transcript import Transcript
+from zuno.agent.transcript import StreamSaver, Transcript
 from zuno.agent.types import (
     Finished,
     HostedTool,
@@ -443,6 +443,8 @@ class AgentLoop(Reconciliation):
         self.emit(RequestEvent(req_id, purpose, "sent"))
         outcome = RequestOutcome()
         partial: list[str] = []
+        # A turn's answer is shown as it streams, so it is saved as it streams too (bounded writes).
+        saver = StreamSaver(self.transcript, req_id, partial) if purpose == "turn" else None
 
         async def consume() -> Finished:
             # The stream is read to its end (after its Finished the adapter records the attempt).
@@ -451,13 +453,16 @@ class AgentLoop(Reconciliation):
                 async for ev in events:
                     if isinstance(ev, TextDelta):
                         partial.append(ev.text)
-                        if purpose == "turn":
+                        if saver is not None:
                             self.emit(TextEvent(ev.text))
+                            saver.added(ev.text)
                     elif isinstance(ev, ToolCallStarted):
                         pass
                     elif isinstance(ev, StreamRestarted):
                         # The broken attempt's text is void: the new attempt streams from the start.
                         partial.clear()
+                        if saver is not None:
+                            saver.restarted()
                         detail = f"the answer broke off ({ev.category}); asking again"
                         self.emit(RequestEvent(req_id, purpose, "restarted", ev.attempt, detail))
                     elif isinstance(ev, Finished):
@@ -501,6 +506,8 @@ class AgentLoop(Reconciliation):
         finally:
             timer.cancel()
             self._stream_task = None
+            if saver is not None:
+                saver.stop()
         if fin.message.tool_calls:  # unique in the session before anything records or pairs the calls
             used = self._used_call_ids()
             fin = unique_call_ids(fin, used)

@@ -12,6 +12,7 @@ marker's summary followed by the items recorded after the point it summarised.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import functools
 import json
@@ -21,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from zuno import limits
 from zuno.agent.items import (
     MODES,
     SUMMARY_HEAD,
@@ -80,6 +82,29 @@ _INSERT_REQUEST_FINISHED = (
 )
 
 
+_PARTIAL_COLUMNS = (
+    "request_id, session_id, turn, purpose, model, system_digest, context_digest, message_count, tool_count,"
+    " estimated_tokens, started_at"
+)
+# The first save of a request's streamed text (and the one after a restarted stream): the whole row.
+_SAVE_PARTIAL = (
+    f"INSERT INTO agent_partials ({_PARTIAL_COLUMNS}, text, updated_at) VALUES ({'?, ' * 12}?)"
+    " ON CONFLICT (request_id) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at"
+)
+# A later save adds only the text that arrived since (no rewrite of the row from Python).
+_APPEND_PARTIAL = "UPDATE agent_partials SET text = text || ?, updated_at = ? WHERE request_id = ?"
+_DROP_PARTIAL = "DELETE FROM agent_partials WHERE request_id = ?"
+# After a crash: each request whose streamed text was saved is recorded as interrupted (its row
+# written now when it never was, ended when its text was last saved).
+_INTERRUPT_PARTIAL_REQUESTS = (
+    f"INSERT INTO agent_requests ({_REQUEST_COLUMNS}, status, ended_at) SELECT {_PARTIAL_COLUMNS},"
+    " 'interrupted', updated_at FROM agent_partials WHERE session_id = ?"
+    " ON CONFLICT (id) DO UPDATE SET status = 'interrupted', ended_at = excluded.ended_at"
+    " WHERE agent_requests.status = 'sent'"
+)
+PARTIAL_RECOVERED_TEXT = "saved while it streamed; the process stopped before the answer was complete"
+
+
 class Transcript:
     def __init__(self, store: Store, session_id: str) -> None:
         self.store = store
@@ -102,6 +127,10 @@ class Transcript:
         # calls are all read-only (with their results).
         self._deferred: list[Callable[[Any], None]] = []
         self._abandon: Callable[[], None] = lambda: None
+        # Requests in flight: the row each went out with (their streamed text is saved with it), and
+        # those whose text has a saved agent_partials row (dropped in the commit of their outcome).
+        self._sending: dict[int, tuple[Any, ...]] = {}
+        self._partials: set[int] = set()
         with store.transaction() as db:
             db.execute(
                 "INSERT OR IGNORE INTO agent_state (session_id, updated_at) VALUES (?, ?)", (session_id, time.time())
@@ -155,21 +184,55 @@ class Transcript:
         end) is ended first, as interrupted at its last recorded item: a session has one driver, so
         an open turn of it is never one that still runs."""
         self._state = None
-        with self.store.transaction() as db:
+        with self._writing() as db:
             (n,) = db.execute("SELECT turns + 1 FROM agent_state WHERE session_id = ?", (self.session_id,)).fetchone()
-            db.execute(
+            stopped = db.execute(
                 "UPDATE agent_turns SET stop_reason = 'interrupted', stop_detail = ?, ended_at = COALESCE("
                 "(SELECT MAX(i.at) FROM agent_items i WHERE i.session_id = agent_turns.session_id"
                 " AND i.turn = agent_turns.n), started_at) WHERE session_id = ? AND ended_at IS NULL",
                 (f"the process driving the session stopped during this turn (found when turn {n} began)",
                  self.session_id),
-            )
+            ).rowcount
+            if stopped:  # only a process that stopped mid-turn can have left streamed text behind
+                self._recover_partials(db)
             db.execute("UPDATE agent_state SET turns = ? WHERE session_id = ?", (n, self.session_id))
             db.execute(
                 "INSERT INTO agent_turns (session_id, n, mode, started_at) VALUES (?, ?, ?, ?)",
                 (self.session_id, n, mode, time.time()),
             )
         return int(n)
+
+    def _recover_partials(self, db: Any) -> None:
+        """The answers a stopped process was streaming (their text saved as it came): each request
+        is recorded as interrupted, and its text as an interrupted assistant item of its turn (as
+        when the user interrupts a stream), which the turn's end then covers."""
+        rows = db.execute(
+            "SELECT request_id, turn, text, updated_at FROM agent_partials WHERE session_id = ? ORDER BY request_id",
+            (self.session_id,),
+        ).fetchall()
+        if not rows:
+            return
+        db.execute(_INTERRUPT_PARTIAL_REQUESTS, (self.session_id,))
+        for request_id, turn, text, updated_at in rows:
+            if text:
+                data = {"text": well_formed(text), "tool_calls": [], "opaque": [], "interrupted": True,
+                        "calls_seq_floor": 0, "recovered": PARTIAL_RECOVERED_TEXT}
+                self._insert(db, turn, "assistant", data, request_id=request_id, at=float(updated_at))
+            db.execute(
+                "UPDATE agent_turns SET ended_at = MAX(ended_at, ?) WHERE session_id = ? AND n = ?",
+                (updated_at, self.session_id, turn),
+            )
+        db.execute("DELETE FROM agent_partials WHERE session_id = ?", (self.session_id,))
+
+    def partials(self) -> list[dict[str, Any]]:
+        """The streamed text saved of answers that never completed (a request still streaming, or
+        one whose process stopped: the next turn records those as interrupted)."""
+        rows = self.store.query(
+            "SELECT request_id, turn, purpose, text, started_at, updated_at FROM agent_partials"
+            " WHERE session_id = ? ORDER BY request_id",
+            (self.session_id,),
+        )
+        return [dict(r) for r in rows]
 
     def end_turn(self, n: int, stop_reason: str, detail: str, steps: int) -> None:
         self.store.execute(
@@ -203,8 +266,10 @@ class Transcript:
         for it in written:
             self._add(it)
 
-    def _insert(self, db: Any, turn: int, kind: str, data: dict[str, Any], **cols: Any) -> int:
-        at = time.time()
+    def _insert(
+        self, db: Any, turn: int, kind: str, data: dict[str, Any], *, at: float | None = None, **cols: Any
+    ) -> int:
+        at = time.time() if at is None else at
         sql = _INSERT_SQL.get(tuple(cols))
         if sql is None:
             names = ["session_id", "turn", "kind", "data", "at", *cols]
@@ -250,7 +315,24 @@ class Transcript:
             time.time(),
         )
         self._deferred.append(_RequestRow(row))
+        self._sending[request_id] = row
         return request_id
+
+    def save_partial(self, request_id: int, text: str, *, whole: bool) -> None:
+        """The streamed text of a request in flight, durable: ``whole`` the text so far (the first
+        save, or after the stream restarted), else the text since the last save, appended. One
+        committed statement (``Store.execute``)."""
+        if whole or request_id not in self._partials:
+            self.store.execute(_SAVE_PARTIAL, (*self._sending[request_id], well_formed(text), time.time()))
+            self._partials.add(request_id)
+        else:
+            self.store.execute(_APPEND_PARTIAL, (text, time.time(), request_id))
+
+    def _settled(self, db: Any, request_id: int) -> None:
+        """A request's outcome is being written: its saved streamed text, if any, goes with it."""
+        self._sending.pop(request_id, None)
+        if request_id in self._partials:
+            db.execute(_DROP_PARTIAL, (request_id,))
 
     def _attempts(self, db: Any, request_id: int, attempts: Sequence[Attempt]) -> None:
         for a in attempts:
@@ -290,6 +372,7 @@ class Transcript:
             unsent.finished = outcome
 
         def write(db: Any) -> None:
+            self._settled(db, request_id)
             if unsent is None:
                 db.execute(
                     "UPDATE agent_requests SET status = 'finished', ended_at = ?, stop_reason = ?,"
@@ -328,6 +411,7 @@ class Transcript:
                 "UPDATE agent_requests SET status = 'failed', ended_at = ?, error_category = ?, error = ? WHERE id = ?",
                 (time.time(), category, well_formed(message), request_id),
             )
+            self._settled(db, request_id)
             self._attempts(db, request_id, attempts)
 
     def request_interrupted(
@@ -338,6 +422,7 @@ class Transcript:
             db.execute(
                 "UPDATE agent_requests SET status = 'interrupted', ended_at = ? WHERE id = ?", (time.time(), request_id)
             )
+            self._settled(db, request_id)
             self._attempts(db, request_id, attempts)
             if keep and partial:
                 text = well_formed(partial)  # cut off anywhere: between the halves of a surrogate pair too
@@ -581,3 +666,55 @@ class Transcript:
         return self.store.call_seq_floor()
 
 
+
+
+class StreamSaver:
+    """Saves a turn request's streamed text while it arrives (``Transcript.save_partial``): at most
+    every ``STREAM_SAVE_INTERVAL_S`` of streaming, or as soon as ``STREAM_SAVE_BYTES`` of new text
+    arrived, whichever comes first; never a write per delta, and none at all for an answer that
+    ends before either (its timer is cancelled unfired). A stalled stream is saved by the timer."""
+
+    def __init__(self, transcript: Transcript, request_id: int, parts: list[str]) -> None:
+        self.transcript = transcript
+        self.request_id = request_id
+        self.parts = parts  # the stream's text so far, as the loop collects it (cleared on a restart)
+        self._saved_parts = 0  # how many of ``parts`` are durable
+        self._whole = True  # the next save writes the whole text (the first, or after a restart)
+        self._new_bytes = 0
+        self._last = time.monotonic()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def added(self, text: str) -> None:
+        """``text`` was appended to ``parts``."""
+        self._new_bytes += len(text.encode("utf-8", "surrogatepass"))
+        if self._new_bytes >= limits.STREAM_SAVE_BYTES:
+            self.save()
+        elif self._timer is None:
+            wait = max(0.0, self._last + limits.STREAM_SAVE_INTERVAL_S - time.monotonic())
+            self._timer = asyncio.get_running_loop().call_later(wait, self.save)
+
+    def restarted(self) -> None:
+        """The stream restarted (``parts`` was cleared): the saved text is void, the next save replaces it."""
+        self._saved_parts = 0
+        self._whole = True
+        if self._timer is None and self.request_id in self.transcript._partials:
+            self._timer = asyncio.get_running_loop().call_later(limits.STREAM_SAVE_INTERVAL_S, self.save)
+
+    def save(self) -> None:
+        self.stop()
+        whole = self._whole
+        text = "".join(self.parts if whole else self.parts[self._saved_parts :])
+        count = len(self.parts)
+        try:
+            self.transcript.save_partial(self.request_id, text, whole=whole)
+        except Exception:  # a failed save is tried again, whole, with the next text: the stream goes
+            # on, and the request's own outcome is written (or fails) as ever
+            self._whole = True
+            return
+        self._saved_parts, self._whole, self._new_bytes = count, False, 0
+        self._last = time.monotonic()
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

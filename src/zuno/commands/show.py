@@ -113,7 +113,29 @@ def transcript_json(t: Transcript) -> dict[str, Any]:
             }
             for r in t.requests()
         ],
+        # The streamed text of answers that never completed (the process was killed mid-stream, or
+        # is streaming now): saved as it came, recorded as interrupted by the session's next turn.
+        "partial_responses": [partial_json(p) for p in t.partials()],
     }
+
+
+def partial_json(p: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "request_id": p["request_id"],
+        "turn": p["turn"],
+        "purpose": p["purpose"],
+        "text": p["text"],
+        "interrupted": True,
+        "complete": False,
+        "started_at": p["started_at"],
+        "saved_at": p["updated_at"],
+    }
+
+
+PARTIAL_HEAD = (
+    "model (request {number}: the answer never completed: its text so far, saved while it streamed; "
+    "`zuno resume` records it as interrupted)"
+)
 
 
 def provider_time(attempts: list[dict[str, Any]]) -> float:
@@ -171,6 +193,13 @@ def render(t: Transcript) -> str:
             out.append(
                 f"── compaction {d['n']}: the history before item {d['upto_seq']} was summarised by {d['model']}"
             )
+    for extra, p in enumerate(t.partials(), 1):
+        if p["turn"] != current:
+            current = p["turn"]
+            out.append("")
+            out.append(f"── turn {current} · stop {(turns.get(current) or {}).get('stop_reason') or 'open'}")
+        out.append(PARTIAL_HEAD.format(number=number.get(p["request_id"], len(number) + extra)))
+        out.append("  " + p["text"].replace("\n", "\n  ") + " [interrupted]")
     failed = [r for r in requests.values() if r.status == "failed"]
     for r in failed:
         out.append(failed_request_line(number[r.id], r.purpose, r.turn, len(r.attempts), r.error))

@@ -185,4 +185,30 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX calls_started ON calls (session_id, seq) WHERE state = 'started'
         """,
     ),
+    (
+        # The text of a model's answer so far, saved while it streams (at most every
+        # limits.STREAM_SAVE_INTERVAL_S or STREAM_SAVE_BYTES): a process killed mid-stream keeps what
+        # its user already read. The request's own columns are copied in, since its agent_requests
+        # row is written with its outcome; the next turn of the session turns a row left here into
+        # an interrupted request and its assistant item, and a completed request drops its row.
+        "0005_agent_partials",
+        """
+        CREATE TABLE agent_partials (
+            request_id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            turn INTEGER NOT NULL,
+            purpose TEXT NOT NULL,
+            model TEXT NOT NULL,
+            system_digest TEXT NOT NULL,
+            context_digest TEXT NOT NULL,
+            message_count INTEGER NOT NULL,
+            tool_count INTEGER NOT NULL,
+            estimated_tokens INTEGER NOT NULL,
+            started_at REAL NOT NULL,
+            text TEXT NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE INDEX agent_partials_by_session ON agent_partials (session_id, request_id)
+        """,
+    ),
 ]
