@@ -287,8 +287,10 @@ def proposals(store: Store, root: str, agent: str | None = None, status: str = "
 _LIST_PENDING = "Run 'zuno memory' to list the pending ones."
 
 
-def _not_pending(proposal_id: str, p: Any) -> StateRefusal:
-    if p is None:
+def _not_pending(proposal_id: str, p: Any, root: str | None = None) -> StateRefusal:
+    if p is None or (root is not None and p["root"] != root):
+        # Another workspace's proposal (a shared store: ZUNO_DB, --db) is, to this one, no proposal:
+        # neither its existence nor its key or status is told, and it cannot be decided from here.
         return StateRefusal(
             "NotPending", f"there is no memory proposal {proposal_id}.", _LIST_PENDING, proposal=proposal_id
         )
@@ -308,15 +310,18 @@ def _not_pending(proposal_id: str, p: Any) -> StateRefusal:
     )
 
 
-def accept_proposal(store: Store, proposal_id: str, budget: tuple[int, int] | None = None) -> dict[str, Any]:
-    """Apply a pending proposal (the explicit accept). Every other pending proposal for the same
+def accept_proposal(
+    store: Store, proposal_id: str, budget: tuple[int, int] | None = None, root: str | None = None
+) -> dict[str, Any]:
+    """Apply a pending proposal (the explicit accept). ``root``: the workspace deciding; a proposal
+    of another workspace is refused as no proposal (None: any, for the host). Every other pending proposal for the same
     key is then superseded (``result["superseded"]`` lists them): one accept decides the key. Raises
     StateRefusal when it is not pending, when the entry changed since it was proposed
     (``StaleProposal``), or when it no longer fits the bounds (then it stays pending)."""
     with store.transaction() as db:
         p = db.execute("SELECT * FROM state_memory_proposals WHERE id = ?", (proposal_id,)).fetchone()
-        if p is None or p["status"] != "pending":
-            raise _not_pending(proposal_id, p)
+        if p is None or p["status"] != "pending" or (root is not None and p["root"] != root):
+            raise _not_pending(proposal_id, p, root)
         now_revision = _entry_revision(db, p["root"], p["agent"], p["key"])
         base = p["base_revision"]
         if base is not None and base != now_revision:
@@ -345,15 +350,17 @@ def accept_proposal(store: Store, proposal_id: str, budget: tuple[int, int] | No
     return {**result, "superseded": others}
 
 
-def reject_proposal(store: Store, proposal_id: str) -> None:
+def reject_proposal(store: Store, proposal_id: str, root: str | None = None) -> None:
+    """Reject a pending proposal; ``root`` as for :func:`accept_proposal`."""
     with store.transaction() as db:
         cur = db.execute(
-            "UPDATE state_memory_proposals SET status = 'rejected', decided_at = ? WHERE id = ? AND status = 'pending'",
-            (time.time(), proposal_id),
+            "UPDATE state_memory_proposals SET status = 'rejected', decided_at = ? WHERE id = ? AND status = 'pending'"
+            " AND (? IS NULL OR root = ?)",
+            (time.time(), proposal_id, root, root),
         )
         if cur.rowcount != 1:
             p = db.execute("SELECT * FROM state_memory_proposals WHERE id = ?", (proposal_id,)).fetchone()
-            raise _not_pending(proposal_id, p)
+            raise _not_pending(proposal_id, p, root)
 
 
 class MemoryReadTool(ActionTool):

@@ -1,0 +1,84 @@
+"""Thirteenth outside round of the durable state tools: what a careless user, a confused model or an
+attacker found, each through the real CLI or the Python API."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import zuno
+from zuno.tools.state import goal
+
+from conftest import zuno_env
+from statehelp import body, call
+
+REVIEW = {"memory": {"enabled": True, "review_policy": "review"}}
+
+
+def _zuno(cwd: Path, db: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "zuno", *argv],
+        cwd=cwd,
+        env=zuno_env({"ZUNO_DB": str(db)}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_one_workspace_cannot_accept_or_reject_another_workspaces_memory_proposal(tmp_path: Path) -> None:
+    """Two workspaces on one store (ZUNO_DB): before, `zuno memory accept` in B applied A's pending
+    proposal to A's memory, and `reject` in B rejected it — though B's listing never showed it."""
+    db = tmp_path / "shared.db"
+    a, b = tmp_path / "a", tmp_path / "b"
+    for ws in (a, b):
+        ws.mkdir()
+        (ws / "zuno.json").write_text(json.dumps(REVIEW))
+    made = _zuno(a, db, "call", "--new-session", "sa", "memory_update", '{"action":"set","key":"k","content":"A"}')
+    assert made.returncode == 0, made.stderr
+    (pending,) = json.loads(_zuno(a, db, "memory", "--json").stdout)["pending"]
+    pid = pending["id"]
+    assert json.loads(_zuno(b, db, "memory", "--json").stdout)["pending"] == []
+    for op in ("accept", "reject"):
+        out = _zuno(b, db, "memory", op, pid, "--json")
+        assert out.returncode == 1, (op, out.stdout, out.stderr)
+        refusal = json.loads(out.stdout)["refusal"]
+        assert refusal["kind"] == "NotPending" and "status" not in refusal and "key" not in refusal
+        assert f"there is no memory proposal {pid}" in out.stderr
+    listed = json.loads(_zuno(a, db, "memory", "--json").stdout)
+    assert listed["memory"] == [] and [p["id"] for p in listed["pending"]] == [pid]  # still A's to decide
+    accepted = _zuno(a, db, "memory", "accept", pid)
+    assert accepted.returncode == 0 and "memory 'k' set, revision 1" in accepted.stdout
+
+
+async def test_evidence_on_a_plain_criterion_is_bounded_like_a_receipt_id(workspace: Path) -> None:
+    """Before: satisfy on a criterion without requires_evidence stored any evidence string, 5000
+    characters of prose shown by goal_get, zuno goal and every dynamic context."""
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        await call(s, "goal_update", {"action": "create", "objective": "o", "criteria": [{"text": "c"}]})
+        prose = "the tests passed, I looked " * 200
+        args = {"action": "satisfy", "expected_revision": 1, "criterion_id": "c1", "evidence": prose}
+        rec = await call(s, "goal_update", args)
+        assert rec.outcome == "error" and rec.text.startswith("[refused: EvidenceTooLong]"), rec.text[:300]
+        assert "GOAL_EVIDENCE_MAX_CHARS" in rec.text and "note" in rec.text and len(rec.text) < 1000
+        assert rec.metadata["refusal"]["limit"] == goal.GOAL_EVIDENCE_MAX_CHARS
+        assert body(await call(s, "goal_get"))["revision"] == 1  # nothing was changed
+        # a receipt-shaped id, and the words in note, still satisfy it
+        ok = {**args, "evidence": "rcp_" + "a" * 32, "note": "the tests passed"}
+        rec = await call(s, "goal_update", ok)
+        assert rec.outcome == "ok", rec.text
+        assert body(rec)["goal"]["criteria"][0]["satisfied"] is True
+
+
+async def test_a_blank_pause_detail_is_refused(workspace: Path) -> None:
+    """Before: a pause with detail "   " was stored and shown as the reason: 'paused (blocked —    )'."""
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        await call(s, "goal_update", {"action": "create", "objective": "o", "criteria": [{"text": "c"}]})
+        pause = {"action": "pause", "expected_revision": 1, "reason": {"kind": "blocked", "detail": " \t\n "}}
+        rec = await call(s, "goal_update", pause)
+        assert rec.outcome == "blocked" and "reason.detail" in rec.text and "blank" in rec.text, rec.text
+        assert body(await call(s, "goal_get"))["goal"]["status"] == "active"
+        rec = await call(s, "goal_update", {**pause, "reason": {"kind": "blocked"}})  # no detail: still fine
+        assert rec.outcome == "ok", rec.text
