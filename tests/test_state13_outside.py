@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import zuno
-from zuno.tools.state import goal
+from zuno.tools.state import accept_proposal, goal
+from zuno.tools.state.memory import proposals
 
 from conftest import zuno_env
 from statehelp import body, call
@@ -82,3 +83,27 @@ async def test_a_blank_pause_detail_is_refused(workspace: Path) -> None:
         assert body(await call(s, "goal_get"))["goal"]["status"] == "active"
         rec = await call(s, "goal_update", {**pause, "reason": {"kind": "blocked"}})  # no detail: still fine
         assert rec.outcome == "ok", rec.text
+
+
+async def test_memory_content_of_only_whitespace_is_refused(workspace: Path) -> None:
+    """Before: set with content '   ' was stored (and, under review, proposed) as a memory."""
+    for overrides in ({"memory": {"enabled": True}}, REVIEW):
+        async with zuno.Runtime(root=workspace, config_overrides=overrides) as rt, rt.session() as s:
+            rec = await call(s, "memory_update", {"action": "set", "key": "k", "content": " \n\t "})
+            assert rec.outcome == "blocked" and "'content'" in rec.text and "blank" in rec.text, rec.text
+            assert body(await call(s, "memory_read")) == {"memory": []}  # nothing stored, nothing proposed
+
+
+async def test_a_delete_of_no_memory_is_refused_not_left_pending_forever(workspace: Path) -> None:
+    """Before: under review, deleting a key memory does not hold became a pending proposal that no
+    accept could apply (NotFound at accept), taking one of the pending places until rejected."""
+    async with zuno.Runtime(root=workspace, config_overrides=REVIEW) as rt, rt.session() as s:
+        rec = await call(s, "memory_update", {"action": "delete", "key": "nope"})
+        assert rec.outcome == "error" and rec.text.startswith("[refused: NotFound]"), rec.text
+        assert "'nope'" in rec.text and "nothing was proposed" in rec.text
+        assert proposals(rt.store, str(rt.root)) == []
+        # a delete of a key memory holds is still proposed
+        made = await call(s, "memory_update", {"action": "set", "key": "k", "content": "v"})
+        accept_proposal(rt.store, made.metadata["memoryProposal"]["id"])
+        rec = await call(s, "memory_update", {"action": "delete", "key": "k"})
+        assert rec.outcome == "ok" and rec.metadata["memoryProposal"]["status"] == "pending", rec.text

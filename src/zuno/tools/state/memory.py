@@ -21,7 +21,7 @@ from zuno import limits
 from zuno.store import Store
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import fits
-from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner
+from zuno.tools.state.actions import MUTATION, READ, ActionTool, Text, action_union, inner
 from zuno.tools.state.docstore import StateRefusal, named
 from zuno.tools.state.plan import agent_of
 
@@ -103,7 +103,8 @@ class _Keyed(ToolArgs):
 
 class Set(_Keyed):
     action: Literal["set"]
-    content: str = Field(min_length=1)
+    # Text: content of only whitespace is no fact to remember (it was stored, and shown as '   ').
+    content: Text = Field(min_length=1)
 
 
 class Delete(_Keyed):
@@ -242,6 +243,15 @@ def propose_change(
         )
     with store.transaction() as db:
         same_key = _pending_for_key(db, root, agent, key)
+        if op == "delete" and not same_key and _entry_revision(db, root, agent, key) == 0:
+            # Nothing holds or proposes the key: before, it waited as a proposal no accept could ever
+            # apply, holding one of the MEMORY_MAX_PENDING_PROPOSALS places until a person rejected it.
+            raise StateRefusal(
+                "NotFound",
+                f"there is no memory {key!r} to delete; nothing was proposed.",
+                "Read the memory first (memory_read) and delete only a key it lists.",
+                key=key,
+            )
         for row in same_key:
             if row["op"] == op and row["content"] == content:
                 others = [r["id"] for r in same_key if r["id"] != row["id"]]
