@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import zuno
-from zuno.tools.state import accept_proposal, goal
+from zuno.tools.state import accept_proposal, docstore, goal, plan
 from zuno.tools.state.memory import proposals
 
 from conftest import zuno_env
@@ -107,3 +107,22 @@ async def test_a_delete_of_no_memory_is_refused_not_left_pending_forever(workspa
         accept_proposal(rt.store, made.metadata["memoryProposal"]["id"])
         rec = await call(s, "memory_update", {"action": "delete", "key": "k"})
         assert rec.outcome == "ok" and rec.metadata["memoryProposal"]["status"] == "pending", rec.text
+
+
+async def test_creating_plan_after_plan_does_not_grow_the_stored_document_without_limit(workspace: Path) -> None:
+    """Before: each create for a new objective appended the old root's objective (up to 2000
+    characters) to a record nothing shows, so the stored Plan grew by every create, forever."""
+    kept = getattr(plan, "PLAN_MAX_REPLACED", 20)
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        sizes = []
+        for n in range(kept + 6):
+            revision = body(await call(s, "plan_get"))["revision"]
+            args = {"action": "create", "objective": f"{n} " + "o" * 1990, "steps": [{"title": "t"}]}
+            rec = await call(s, "plan_update", {**args, "expected_revision": revision or None})
+            assert rec.outcome == "ok", rec.text
+            stored = docstore.read(rt.store, plan.scope_of(s.id), plan.KIND).body
+            sizes.append(len(json.dumps(stored)))
+        assert len(stored["replaced"]) == kept
+        assert stored["replaced"][-1]["objective"].startswith(f"{kept + 4} ")  # the newest kept
+        assert sizes[-1] - sizes[-4] < 100  # no longer growing (by ~2000 bytes a create before)
+        assert body(await call(s, "plan_get"))["plan"]["objective"].startswith(f"{kept + 5} ")
