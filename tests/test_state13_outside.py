@@ -126,3 +126,15 @@ async def test_creating_plan_after_plan_does_not_grow_the_stored_document_withou
         assert stored["replaced"][-1]["objective"].startswith(f"{kept + 4} ")  # the newest kept
         assert sizes[-1] - sizes[-4] < 100  # no longer growing (by ~2000 bytes a create before)
         assert body(await call(s, "plan_get"))["plan"]["objective"].startswith(f"{kept + 5} ")
+
+
+def test_zuno_todo_says_an_emptied_list_is_empty(tmp_path: Path) -> None:
+    """Before: after every item was removed, `zuno todo` printed only 'Todo (revision 2)'."""
+    db = tmp_path / "z.db"
+    add = '{"action":"add","items":[{"title":"a"}]}'
+    assert _zuno(tmp_path, db, "call", "--new-session", "t", "todo_update", add).returncode == 0
+    remove = '{"action":"remove","expected_revision":1,"ids":["t1"]}'
+    assert _zuno(tmp_path, db, "call", "-c", "todo_update", remove).returncode == 0
+    out = _zuno(tmp_path, db, "todo")
+    assert out.returncode == 0 and out.stdout.splitlines()[1:] == ["Todo (revision 2)", "  no items: the list is empty"]
+    assert json.loads(_zuno(tmp_path, db, "todo", "--json").stdout)["todos"] == []

@@ -99,6 +99,8 @@ def _todo_text(view: dict[str, Any]) -> list[str]:
         owner = f" ({i['owner']})" if i.get("owner") else ""
         deps = f" after {', '.join(i['depends_on'])}" if i.get("depends_on") else ""
         lines.append(f"  {i['id']} [{i['status']}] {i['title']}{owner}{deps}")
+    if not view["todos"]:  # every item removed (or an empty todo_write): say so, not a bare head line
+        lines.append("  no items: the list is empty")
     return lines
 
 
