@@ -138,3 +138,16 @@ def test_zuno_todo_says_an_emptied_list_is_empty(tmp_path: Path) -> None:
     out = _zuno(tmp_path, db, "todo")
     assert out.returncode == 0 and out.stdout.splitlines()[1:] == ["Todo (revision 2)", "  no items: the list is empty"]
     assert json.loads(_zuno(tmp_path, db, "todo", "--json").stdout)["todos"] == []
+
+
+async def test_satisfying_a_criterion_again_keeps_its_note_and_evidence(workspace: Path) -> None:
+    """Before: a second satisfy of the same criterion without note/evidence erased both."""
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        await call(s, "goal_update", {"action": "create", "objective": "o", "criteria": [{"text": "c"}]})
+        receipt = "rcp_" + "b" * 32
+        first = {"action": "satisfy", "expected_revision": 1, "criterion_id": "c1", "note": "why", "evidence": receipt}
+        assert (await call(s, "goal_update", first)).outcome == "ok"
+        again = await call(s, "goal_update", {"action": "satisfy", "expected_revision": 2, "criterion_id": "c1"})
+        assert again.outcome == "ok", again.text
+        (c1,) = body(await call(s, "goal_get"))["goal"]["criteria"]
+        assert c1["note"] == "why" and c1["evidence"] == receipt and c1["satisfied"] is True

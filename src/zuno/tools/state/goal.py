@@ -307,7 +307,13 @@ def _apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> 
                     reason=v.reason,
                     evidence=named(a.evidence or ""),
                 )
-        c.update(satisfied=True, evidence=a.evidence, note=a.note)
+        # Satisfied again (a confused model re-confirming): what this call omits keeps its value; before,
+        # a satisfy without note erased the note (and evidence) an earlier satisfy recorded.
+        c.update(
+            satisfied=True,
+            evidence=a.evidence if a.evidence is not None else c["evidence"],
+            note=a.note if a.note is not None else c["note"],
+        )
     elif a.action == "pause":
         if status != "active":
             raise StateRefusal(
