@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import zuno
-from zuno.tools.state import accept_proposal, docstore, goal, plan, projection
+from zuno.tools.state import accept_proposal, docstore, goal, plan, projection, todo
 from zuno.tools.state.memory import proposals
 
 from conftest import zuno_env
@@ -174,3 +174,20 @@ async def test_a_line_break_in_a_title_cannot_forge_a_line_of_the_dynamic_contex
             assert len(lines) == 2, (section.name, lines)  # the head line and the one entry
             assert not any(line.lstrip().startswith(("s9", "t9", "[x] c9")) for line in lines)
             assert "\u2424" in lines[1]
+
+
+async def test_too_many_todos_says_how_many_it_holds_and_the_limit(workspace: Path) -> None:
+    """Before: 'the list would hold more than 200 items.' — not how many it holds, nor how many the
+    add brought, nor which action frees room."""
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        first = [{"title": f"t{n}"} for n in range(todo.MAX_TODOS - 2)]
+        assert (await call(s, "todo_update", {"action": "add", "items": first})).outcome == "ok"
+        more = {"action": "add", "expected_revision": 1, "items": [{"title": "a"}, {"title": "b"}, {"title": "c"}]}
+        rec = await call(s, "todo_update", more)
+        assert rec.outcome == "error" and rec.text.startswith("[refused: TooManyTodos]"), rec.text
+        assert f"holds {todo.MAX_TODOS - 2} items" in rec.text and "brings 3" in rec.text
+        assert f"at most {todo.MAX_TODOS} (MAX_TODOS)" in rec.text and "action remove" in rec.text
+        assert rec.metadata["refusal"]["limit"] == todo.MAX_TODOS
+        assert len(body(await call(s, "todo_get"))["todos"]) == todo.MAX_TODOS - 2  # nothing lost or added
+        more["items"] = more["items"][:2]
+        assert (await call(s, "todo_update", more)).outcome == "ok"  # exactly at the limit is fine
