@@ -191,3 +191,28 @@ async def test_too_many_todos_says_how_many_it_holds_and_the_limit(workspace: Pa
         assert len(body(await call(s, "todo_get"))["todos"]) == todo.MAX_TODOS - 2  # nothing lost or added
         more["items"] = more["items"][:2]
         assert (await call(s, "todo_update", more)).outcome == "ok"  # exactly at the limit is fine
+
+
+async def test_zuno_goal_says_a_criterions_evidence_went_stale(workspace: Path) -> None:
+    """Before: after a write retired its receipt, goal_get listed the criterion under stale_evidence
+    (and complete refused it), but `zuno goal` still showed it [x] with its receipt, as if it held,
+    and `zuno goal --json` had no stale_evidence."""
+    (workspace / "src.txt").write_text("ok\n")
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        crit = [{"text": "the check passes", "requires_evidence": True}]
+        await call(s, "goal_update", {"action": "create", "objective": "o", "criteria": crit})
+        rcp = (await call(s, "shell", {"command": "grep -q ok src.txt"})).metadata["receiptId"]
+        args = {"action": "satisfy", "expected_revision": 1, "criterion_id": "c1", "evidence": rcp}
+        assert (await call(s, "goal_update", args)).outcome == "ok"
+        fresh = _zuno(workspace, rt.db_path, "goal", "--session", s.id, "--json")
+        assert "stale_evidence" not in json.loads(fresh.stdout)  # fresh: nothing to say
+        assert (await call(s, "write", {"path": "notes.txt", "content": "changed\n"})).outcome == "ok"
+        sid = s.id
+    shown = json.loads(_zuno(workspace, rt.db_path, "goal", "--session", sid, "--json").stdout)
+    (stale,) = shown["stale_evidence"]
+    assert stale["criterion"] == "c1" and stale["reason"] == "stale" and "notes.txt" in stale["detail"]
+    text = _zuno(workspace, rt.db_path, "goal", "--session", sid)
+    assert text.returncode == 0
+    lines = text.stdout.splitlines()
+    at = next(n for n, line in enumerate(lines) if " c1 " in line)
+    assert lines[at + 1].strip().startswith("no longer counts (stale):") and "notes.txt" in lines[at + 1]
