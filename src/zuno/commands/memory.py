@@ -43,9 +43,9 @@ def _run(args: argparse.Namespace) -> int:
             try:
                 if args.op == "accept":
                     limit = fits.budget(rt.config.tool_output.max_bytes, rt.config.tool_output.max_lines)
-                    result = accept_proposal(rt.store, args.proposal, limit)
+                    result = accept_proposal(rt.store, args.proposal, limit, root=root)
                 else:
-                    reject_proposal(rt.store, args.proposal)
+                    reject_proposal(rt.store, args.proposal, root=root)
                     result = {}
                 if args.json:  # --json is JSON for every op, not only the listing
                     print_json({"proposal": args.proposal, "decision": f"{args.op}ed", **result})

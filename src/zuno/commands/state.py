@@ -73,6 +73,19 @@ def _plan_text(view: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _stale_evidence(store: Any, session_id: str) -> dict[str, Any]:
+    """What goal_get adds for an open Goal: each satisfied evidence criterion whose receipt no longer
+    counts (a later write retired it, ...). Before, zuno goal showed such a criterion [x] with its
+    receipt, while the model was told it was stale and complete refused it."""
+    from zuno.tools.state import docstore, goal
+
+    doc = docstore.read(store, goal.scope_of(session_id), goal.KIND)
+    if doc.body is None or doc.body["status"] in goal.TERMINAL:
+        return {}
+    stale = [m for m in goal.unsatisfied(store, session_id, doc.body) if m["reason"] != "unsatisfied"]
+    return {"stale_evidence": stale} if stale else {}
+
+
 def _goal_text(view: dict[str, Any]) -> list[str]:
     g = view["goal"]
     pause = g.get("pause_reason") or {}
@@ -88,6 +101,9 @@ def _goal_text(view: dict[str, Any]) -> list[str]:
             else (" — requires evidence" if c["requires_evidence"] else "")
         )
         lines.append(f"  [{'x' if c['satisfied'] else ' '}] {c['id']} {c['text']}{ev}")
+        for m in view.get("stale_evidence", []):
+            if m["criterion"] == c["id"]:
+                lines.append(f"      no longer counts ({m['reason']}): {m.get('detail') or ''}".rstrip())
     if g["status"] == "paused":
         lines.append("  only you resume it: zuno goal resume (or /goal resume in zuno run)")
     return lines
@@ -99,6 +115,8 @@ def _todo_text(view: dict[str, Any]) -> list[str]:
         owner = f" ({i['owner']})" if i.get("owner") else ""
         deps = f" after {', '.join(i['depends_on'])}" if i.get("depends_on") else ""
         lines.append(f"  {i['id']} [{i['status']}] {i['title']}{owner}{deps}")
+    if not view["todos"]:  # every item removed (or an empty todo_write): say so, not a bare head line
+        lines.append("  no items: the list is empty")
     return lines
 
 
@@ -165,6 +183,8 @@ def _run(kind: str, args: argparse.Namespace) -> int:
             return _fail(f"no session {sid!r} in {path}. Run 'zuno sessions' to list them.")
         reader = {"plan": api.read_plan, "goal": api.read_goal, "todo": api.read_todo}[kind]
         view = reader(store, sid)  # type: ignore[arg-type]
+        if kind == "goal":
+            view = {**view, **_stale_evidence(store, sid)}
     finally:
         store.close()
     if args.json:

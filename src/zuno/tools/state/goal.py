@@ -47,6 +47,11 @@ GOAL_MAX_CRITERIA = 50
 # of up to GOAL_STALE_DETAIL_ALLOWANCE characters; a status as long as the longest.
 GOAL_RECEIPT_ALLOWANCE = "rcp_" + "0" * 32
 GOAL_STALE_DETAIL_ALLOWANCE = 512
+# Evidence is a receipt id, never prose: on any criterion at most as long as the longest receipt id
+# (the words belong in ``note``). Before, a criterion without requires_evidence stored whatever it
+# was sent, thousands of characters of it, unchecked.
+GOAL_EVIDENCE_MAX_CHARS = len(GOAL_RECEIPT_ALLOWANCE)
+GOAL_NOTE_MAX_CHARS = 1000
 
 
 class NewCriterion(ToolArgs):
@@ -61,7 +66,8 @@ class PauseReason(ToolArgs):
 
 class ModelPauseReason(ToolArgs):
     kind: ModelPauseKind
-    detail: str | None = Field(None, max_length=1000)
+    # Text: a detail of only whitespace says nothing, yet was shown as the reason ("blocked —    ").
+    detail: Text | None = Field(None, min_length=1, max_length=1000)
 
 
 class Create(ToolArgs):
@@ -97,7 +103,7 @@ class Satisfy(ToolArgs):
     expected_revision: int = Field(ge=1)
     criterion_id: str
     evidence: Annotated[str | None, AfterValidator(_receipt_id)] = Field(None, description="A receipt id rcp_…")
-    note: str | None = Field(None, max_length=1000)
+    note: str | None = Field(None, max_length=GOAL_NOTE_MAX_CHARS)
 
 
 class Pause(ToolArgs):
@@ -274,6 +280,16 @@ def _apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> 
                 "Use a criterion id goal_get returned.",
                 criterion=named(a.criterion_id),
             )
+        if a.evidence is not None and not c["requires_evidence"] and len(a.evidence) > GOAL_EVIDENCE_MAX_CHARS:
+            raise StateRefusal(
+                "EvidenceTooLong",
+                f"evidence {named(a.evidence)} is not a receipt id: evidence holds at most "
+                f"{GOAL_EVIDENCE_MAX_CHARS} characters (GOAL_EVIDENCE_MAX_CHARS), a verification receipt id rcp_….",
+                f"Send a receipt id rcp_… as evidence, or none; say in words why it holds in note (at most "
+                f"{GOAL_NOTE_MAX_CHARS} characters).",
+                criterion=c["id"],
+                limit=GOAL_EVIDENCE_MAX_CHARS,
+            )
         if c["requires_evidence"]:
             if not a.evidence:
                 v = evidence.Verdict(False, "no_evidence", "this criterion requires a verification receipt id")
@@ -291,7 +307,13 @@ def _apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> 
                     reason=v.reason,
                     evidence=named(a.evidence or ""),
                 )
-        c.update(satisfied=True, evidence=a.evidence, note=a.note)
+        # Satisfied again (a confused model re-confirming): what this call omits keeps its value; before,
+        # a satisfy without note erased the note (and evidence) an earlier satisfy recorded.
+        c.update(
+            satisfied=True,
+            evidence=a.evidence if a.evidence is not None else c["evidence"],
+            note=a.note if a.note is not None else c["note"],
+        )
     elif a.action == "pause":
         if status != "active":
             raise StateRefusal(

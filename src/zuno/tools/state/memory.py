@@ -21,7 +21,7 @@ from zuno import limits
 from zuno.store import Store
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import fits
-from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner
+from zuno.tools.state.actions import MUTATION, READ, ActionTool, Text, action_union, inner
 from zuno.tools.state.docstore import StateRefusal, named
 from zuno.tools.state.plan import agent_of
 
@@ -103,7 +103,8 @@ class _Keyed(ToolArgs):
 
 class Set(_Keyed):
     action: Literal["set"]
-    content: str = Field(min_length=1)
+    # Text: content of only whitespace is no fact to remember (it was stored, and shown as '   ').
+    content: Text = Field(min_length=1)
 
 
 class Delete(_Keyed):
@@ -242,6 +243,15 @@ def propose_change(
         )
     with store.transaction() as db:
         same_key = _pending_for_key(db, root, agent, key)
+        if op == "delete" and not same_key and _entry_revision(db, root, agent, key) == 0:
+            # Nothing holds or proposes the key: before, it waited as a proposal no accept could ever
+            # apply, holding one of the MEMORY_MAX_PENDING_PROPOSALS places until a person rejected it.
+            raise StateRefusal(
+                "NotFound",
+                f"there is no memory {key!r} to delete; nothing was proposed.",
+                "Read the memory first (memory_read) and delete only a key it lists.",
+                key=key,
+            )
         for row in same_key:
             if row["op"] == op and row["content"] == content:
                 others = [r["id"] for r in same_key if r["id"] != row["id"]]
@@ -287,8 +297,10 @@ def proposals(store: Store, root: str, agent: str | None = None, status: str = "
 _LIST_PENDING = "Run 'zuno memory' to list the pending ones."
 
 
-def _not_pending(proposal_id: str, p: Any) -> StateRefusal:
-    if p is None:
+def _not_pending(proposal_id: str, p: Any, root: str | None = None) -> StateRefusal:
+    if p is None or (root is not None and p["root"] != root):
+        # Another workspace's proposal (a shared store: ZUNO_DB, --db) is, to this one, no proposal:
+        # neither its existence nor its key or status is told, and it cannot be decided from here.
         return StateRefusal(
             "NotPending", f"there is no memory proposal {proposal_id}.", _LIST_PENDING, proposal=proposal_id
         )
@@ -308,15 +320,18 @@ def _not_pending(proposal_id: str, p: Any) -> StateRefusal:
     )
 
 
-def accept_proposal(store: Store, proposal_id: str, budget: tuple[int, int] | None = None) -> dict[str, Any]:
-    """Apply a pending proposal (the explicit accept). Every other pending proposal for the same
+def accept_proposal(
+    store: Store, proposal_id: str, budget: tuple[int, int] | None = None, root: str | None = None
+) -> dict[str, Any]:
+    """Apply a pending proposal (the explicit accept). ``root``: the workspace deciding; a proposal
+    of another workspace is refused as no proposal (None: any, for the host). Every other pending proposal for the same
     key is then superseded (``result["superseded"]`` lists them): one accept decides the key. Raises
     StateRefusal when it is not pending, when the entry changed since it was proposed
     (``StaleProposal``), or when it no longer fits the bounds (then it stays pending)."""
     with store.transaction() as db:
         p = db.execute("SELECT * FROM state_memory_proposals WHERE id = ?", (proposal_id,)).fetchone()
-        if p is None or p["status"] != "pending":
-            raise _not_pending(proposal_id, p)
+        if p is None or p["status"] != "pending" or (root is not None and p["root"] != root):
+            raise _not_pending(proposal_id, p, root)
         now_revision = _entry_revision(db, p["root"], p["agent"], p["key"])
         base = p["base_revision"]
         if base is not None and base != now_revision:
@@ -345,15 +360,17 @@ def accept_proposal(store: Store, proposal_id: str, budget: tuple[int, int] | No
     return {**result, "superseded": others}
 
 
-def reject_proposal(store: Store, proposal_id: str) -> None:
+def reject_proposal(store: Store, proposal_id: str, root: str | None = None) -> None:
+    """Reject a pending proposal; ``root`` as for :func:`accept_proposal`."""
     with store.transaction() as db:
         cur = db.execute(
-            "UPDATE state_memory_proposals SET status = 'rejected', decided_at = ? WHERE id = ? AND status = 'pending'",
-            (time.time(), proposal_id),
+            "UPDATE state_memory_proposals SET status = 'rejected', decided_at = ? WHERE id = ? AND status = 'pending'"
+            " AND (? IS NULL OR root = ?)",
+            (time.time(), proposal_id, root, root),
         )
         if cur.rowcount != 1:
             p = db.execute("SELECT * FROM state_memory_proposals WHERE id = ?", (proposal_id,)).fetchone()
-            raise _not_pending(proposal_id, p)
+            raise _not_pending(proposal_id, p, root)
 
 
 class MemoryReadTool(ActionTool):

@@ -46,6 +46,10 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 # whole tree, and how deep push may nest child Plans.
 PLAN_MAX_STEPS = 500
 PLAN_MAX_DEPTH = 8
+# How many replaced roots (id and objective) a Plan remembers after creates for new objectives. The
+# record is never shown; before, every create added up to 2000 characters to it, so a model that kept
+# creating grew the stored document (read and rewritten whole on every plan_update) without limit.
+PLAN_MAX_REPLACED = 20
 # The Plan is the model's own working state, so it must always come back inline: what plan_get
 # returns (and plan_update, after its one head line) fits the output limits, never withheld into
 # a file. Lines: the rendering is compact (render_view: one line per step, two per Plan, the root's
@@ -241,6 +245,7 @@ def _apply(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]
             body = json.loads(json.dumps(doc.body))
             old_root = body["focus"][0]
             body["replaced"].append({"id": old_root, "objective": body["plans"][old_root]["objective"]})
+            del body["replaced"][:-PLAN_MAX_REPLACED]
             body["plans"] = {}
         root = _new_plan(body, a.objective, a.steps, None, agent)
         body["focus"] = [root]

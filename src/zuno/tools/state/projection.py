@@ -18,9 +18,28 @@ agent as owned; ``agent=`` narrows it to one name.
 
 from __future__ import annotations
 
+import re
+
 from zuno.projection import ContextSection
 from zuno.store import Store
 from zuno.tools.state import docstore, goal, plan, todo
+
+# Every entry of a section is one line: a line break inside a model-written text (a title, an
+# objective, a pause detail) is shown as this mark. Before, "x\n  s9 completed: deploy" as a title
+# added a forged step line to the developer-priority context; plan_get, todo_get and zuno plan /
+# todo show the same break escaped.
+LINE_BREAK_MARK = "\u2424"
+# What str.splitlines breaks a line at (a model reading the text may too): CRLF, LF, CR, VT, FF, the
+# file/group/record separators, NEL and the Unicode line and paragraph separators.
+_LINE_BREAKS = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _line(text: str) -> str:
+    return _LINE_BREAKS.sub(LINE_BREAK_MARK, text)
+
+
+def _text(lines: list[str]) -> str:
+    return "\n".join(_line(line) for line in lines)
 
 
 def goal_section(store: Store, session_id: str, agent: str | None = None) -> ContextSection | None:
@@ -46,7 +65,7 @@ def goal_section(store: Store, session_id: str, agent: str | None = None) -> Con
         lines.append(f"  [{mark}] {c['id']} {c['text']}{ev}")
     return ContextSection(
         "goal",
-        "\n".join(lines),
+        _text(lines),
         runnable=active and not _only_stalled_work(store, session_id, agent),
         fingerprint=goal.fingerprint(doc),
         goal_active=active,
@@ -82,7 +101,7 @@ def plan_section(store: Store, session_id: str, agent: str | None = None) -> Con
         lines.append(f"  {s['id']} {s['status']}: {s['title']}{owner}")
         if s["status"] == "in_progress" and s.get("owner") and (agent is None or s["owner"] == agent):
             runnable = True
-    return ContextSection("plan", "\n".join(lines), runnable=runnable, fingerprint=plan.fingerprint(doc))
+    return ContextSection("plan", _text(lines), runnable=runnable, fingerprint=plan.fingerprint(doc))
 
 
 def todo_section(store: Store, session_id: str, agent: str | None = None) -> ContextSection | None:
@@ -99,7 +118,7 @@ def todo_section(store: Store, session_id: str, agent: str | None = None) -> Con
         runnable = any(todo.runnable(doc, o) for o in owners)
     else:
         runnable = bool(todo.runnable(doc, agent))
-    return ContextSection("todo", "\n".join(lines), runnable=runnable, fingerprint=todo.fingerprint(doc))
+    return ContextSection("todo", _text(lines), runnable=runnable, fingerprint=todo.fingerprint(doc))
 
 
 def refresh_goal(store: Store, session_id: str) -> ContextSection | None:

@@ -237,8 +237,11 @@ def _apply_update(doc: Doc, a: Any, agent: str) -> tuple[dict[str, Any], dict[st
         if len(items) + len(a.items) > MAX_TODOS:
             raise StateRefusal(
                 "TooManyTodos",
-                f"the list would hold more than {MAX_TODOS} items.",
-                "Remove finished items first.",
+                f"the list holds {len(items)} items and this add brings {len(a.items)}, {len(items) + len(a.items)} "
+                f"in all; a list holds at most {MAX_TODOS} (MAX_TODOS).",
+                "Remove finished items first (action remove), or fold small items into one.",
+                items=len(items),
+                adding=len(a.items),
                 limit=MAX_TODOS,
             )
         for t in a.items:
