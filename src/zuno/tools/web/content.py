@@ -135,6 +135,11 @@ class Inflater:
         self.max_bytes = max_bytes
         self.url = url
         self.total = 0
+        # Bytes as they came over the wire: bounded as well, so bytes that decompress to nothing
+        # (padding after the compressed stream's end, endless empty gzip members) cannot be read
+        # until the deadline. The slack covers the framing of incompressible data (stored blocks).
+        self.wire = 0
+        self.max_wire = max_bytes + max_bytes // 1000 + 1024
         self._raw_deflate_tried = False
         self._done = False
         self._fed = False
@@ -171,9 +176,20 @@ class Inflater:
                 f"short after {self.total} decompressed bytes, so it is not returned"
             )
 
+    def _count_wire(self, n: int) -> None:
+        self.wire += n
+        if self._d is not None and self.wire > self.max_wire:
+            raise BodyTooLarge(
+                f"the {self.encoding} body of {self.url} is over {self.max_wire} bytes as sent (the cap, "
+                f"webfetch.max_bytes {self.max_bytes}, with room for the compression's framing) and had "
+                f"decompressed to {self.total} bytes; it was refused while streaming. Fetch a smaller resource, "
+                "or download it with the shell tool."
+            )
+
     def feed(self, data: bytes) -> bytes:
         if data:
             self._fed = True
+        self._count_wire(len(data))
         if self._done:
             return b""
         if self._d is None:
