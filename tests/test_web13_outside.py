@@ -200,3 +200,21 @@ async def test_an_api_key_with_a_line_break_is_a_config_error_naming_the_variabl
     assert rec["outcome"] == "blocked" and rec["block_kind"] == "unavailable", rec["text"]
     assert "ZUNO_W13_KEY" in rec["text"] and "line break" in rec["text"], rec["text"]
     assert "w13secret" not in json.dumps(rec) and not sent
+
+
+async def test_a_provider_answer_nested_too_deeply_fails_that_query_only(workspace: Path) -> None:
+    """Before: ``[[[[...]]]]`` nested past the recursion limit (200 KB, well under the response cap)
+    raised RecursionError out of json.loads, which is not a ValueError: the whole call crashed
+    ("failed inside the tool") and the other queries' results were lost with it."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    good = json.dumps({"results": [{"title": "fine", "url": "https://ok.example/", "content": "c"}]}).encode()
+
+    async def answer(req: Request, w: asyncio.StreamWriter) -> bytes:
+        return response(200, deep if "q=deep" in req.target else good, ctype="application/json")
+
+    async with Origin() as origin:
+        origin.routes["/search"] = answer
+        cfg = {"web_search": {"providers": {"sx": {"type": "searxng", "base_url": f"http://127.0.0.1:{origin.port}"}}}}
+        (rec,) = await step(workspace, [{"name": "web_search", "arguments": {"queries": ["deep", "good"]}}], cfg)
+    assert rec["outcome"] == "ok", rec["text"]
+    assert "nested too deeply" in rec["text"] and "1. fine" in rec["text"], rec["text"]
