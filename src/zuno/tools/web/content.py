@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import time
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -377,10 +378,24 @@ def _code_language(el: Any) -> str | None:
     return None
 
 
-def _converter() -> Any:
+class ConversionTimeout(Exception):
+    """The HTML conversion ran past the call's deadline (checked between elements)."""
+
+
+def _check_deadline(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise ConversionTimeout
+
+
+def _converter(deadline: float | None = None) -> Any:
     from markdownify import MarkdownConverter
 
     class Converter(MarkdownConverter):  # type: ignore[misc]
+        def process_tag(self, node: Any, parent_tags: Any = None) -> str:
+            # Once per element: a huge page stops at the deadline instead of converting for minutes.
+            _check_deadline(deadline)
+            return str(super().process_tag(node, parent_tags))
+
         def convert_td(self, el: Any, text: str, parent_tags: Any) -> str:
             # A | inside a cell would end the cell: escaped, as GFM tables require.
             return str(super().convert_td(el, text.replace("|", "\\|"), parent_tags))
@@ -470,13 +485,15 @@ def _bound_depth(soup: Any) -> None:
                 stack.append((child, depth + 1))
 
 
-def html_to_markdown(html: str, base_url: str | None = None) -> str:
-    """Readable Markdown; relative links and images are made absolute against ``base_url``."""
+def html_to_markdown(html: str, base_url: str | None = None, deadline: float | None = None) -> str:
+    """Readable Markdown; relative links and images are made absolute against ``base_url``.
+    Past ``deadline`` (a ``time.monotonic()`` value) it raises ``ConversionTimeout``."""
     from urllib.parse import urljoin
 
     from bs4 import BeautifulSoup, Comment, Declaration, Doctype, ProcessingInstruction
 
     soup = BeautifulSoup(html, "html.parser")
+    _check_deadline(deadline)
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     base = soup.find("base", href=True)
     if base_url and base is not None and isinstance(base.get("href"), str):
@@ -509,7 +526,8 @@ def html_to_markdown(html: str, base_url: str | None = None) -> str:
                     el[attr] = urljoin(base_url, value)
                 except ValueError:
                     pass
-    text = _tidy(_converter().convert_soup(soup)).strip()
+    _check_deadline(deadline)
+    text = _tidy(_converter(deadline).convert_soup(soup)).strip()
     if title and not text.startswith("# "):
         text = f"# {title}\n\n{text}"
     return text + "\n"
