@@ -245,3 +245,51 @@ async def test_the_html_conversion_is_under_the_calls_timeout(workspace: Path, m
         )
     assert big["outcome"] == "error" and "convert phase" in big["text"] and '"raw"' in big["text"], big["text"]
     assert small["outcome"] == "ok" and "# Small" in small["text"], small["text"]
+
+
+# --- a caller's User-Agent / Accept replaces Zuno's --------------------------------------------------
+
+
+class RawHeads:
+    """A loopback server that keeps every request head exactly as it came (repeated lines too)."""
+
+    def __init__(self, body: bytes, ctype: str) -> None:
+        self.heads: list[list[str]] = []
+        self.answer = response(200, body, ctype=ctype)
+        self.port = 0
+
+    async def __aenter__(self) -> RawHeads:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        self.heads.append([line.split(":", 1)[0].lower() for line in head.decode("latin-1").split("\r\n")[1:] if line])
+        writer.write(self.answer)
+        await writer.drain()
+        writer.close()
+
+
+async def test_a_callers_user_agent_and_accept_replace_zunos(workspace: Path) -> None:
+    """Before: ``headers: {"User-Agent": ...}`` sent two User-Agent lines (Zuno's first, which servers
+    read), and every SearXNG / Brave request carried two Accept lines (Zuno's and the provider's)."""
+    async with RawHeads(b'{"results": []}', "application/json") as server:
+        base = f"http://127.0.0.1:{server.port}"
+        cfg = {**ALLOW, "web_search": {"providers": {"sx": {"type": "searxng", "base_url": base}}}}
+        fetched, searched = await step(
+            workspace,
+            [
+                {"name": "webfetch", "arguments": {"url": f"{base}/", "headers": {"user-agent": "mine/1"}}},
+                {"name": "web_search", "arguments": {"queries": ["q"]}},
+            ],
+            cfg,
+        )
+        heads = list(server.heads)
+    assert fetched["outcome"] == "ok" and searched["outcome"] == "ok", (fetched["text"], searched["text"])
+    assert len(heads) == 2
+    for names in heads:
+        assert names.count("user-agent") == 1 and names.count("accept") <= 1, names

@@ -408,10 +408,13 @@ class Fetcher:
         backend = PinnedBackend(
             target, validated, proxy, self.resolver, progress, self.proxy_ssl_context() if proxy else None
         )
+        given = {k.lower() for k in user_headers}
+        # A caller's User-Agent or Accept replaces Zuno's: both were sent, two User-Agent lines
+        # (a field that takes one value) and Zuno's Accept beside a provider's "application/json".
+        defaults = [(k, v) for k, v in (("User-Agent", USER_AGENT), ("Accept", ACCEPT)) if k.lower() not in given]
         request_headers = [
             ("Host", target.authority),
-            ("User-Agent", USER_AGENT),
-            ("Accept", ACCEPT),
+            *defaults,
             ("Accept-Encoding", "gzip, deflate"),
             *user_headers.items(),
         ]
