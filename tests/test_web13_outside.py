@@ -293,3 +293,29 @@ async def test_a_callers_user_agent_and_accept_replace_zunos(workspace: Path) ->
     assert len(heads) == 2
     for names in heads:
         assert names.count("user-agent") == 1 and names.count("accept") <= 1, names
+
+
+# --- an undeclared legacy charset ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "charset"),
+    [
+        ("café naïve", "latin-1"),
+        ("Le garçon a mangé une crêpe à la pâtisserie près de chez lui, déjà.", "latin-1"),
+        ("Привет, как дела? Это тест кодировки.", "cp1251"),
+        ("Zażółć gęślą jaźń, to jest test.", "cp1250"),
+    ],
+)
+async def test_text_without_a_charset_reads_as_a_browser_reads_it(text: str, charset: str) -> None:
+    """Before: with no charset anywhere and bytes that are not UTF-8, charset_normalizer's guess
+    among every codec Python has decided alone: "café naïve" came back as "cafﻠ naﺅve" (cp1006,
+    an Urdu code page no browser knows) and French as "garēon ... crźpe" (cp1257). Now the guess
+    is among the web's encodings, and windows-1252 — the browsers' fallback — wins unless the
+    guess reads clearly better (Cyrillic and Polish are still recognised)."""
+    async with Origin() as origin:
+        origin.routes["/t"] = response(200, text.encode(charset), ctype="text/plain")
+        got = await Fetcher().fetch(origin.url(path="/t"), allow_private=LOOP, timeout_s=10)
+    from zuno.tools.web.content import decode
+
+    assert decode(got.body, got.content_type)[0] == text

@@ -293,6 +293,16 @@ _WHATWG_LABELS: dict[str, str] = {
 }
 
 
+# The codecs the guess may choose: the web's (a browser decodes with no other), never UTF-8's
+# stand-ins or the labels that decode to U+FFFD.
+_GUESSABLE = sorted(
+    {codecs.lookup(c).name for c in _WHATWG_LABELS.values() if c not in (_REPLACEMENT, _USER_DEFINED)}
+)
+# How much more garbled (charset_normalizer's chaos, 0..1) the windows-1252 reading may be than the
+# best guess and still be chosen.
+WINDOWS_1252_MARGIN = 0.1
+
+
 def web_codec(label: str) -> str | None:
     """The codec a charset label names on the web, or None when browsers do not know the label."""
     return _WHATWG_LABELS.get(label.strip(" \t\n\f\r").lower())
@@ -348,8 +358,16 @@ def decode(body: bytes, ctype: ContentType) -> tuple[str, str]:
             return text, f"{codec} (with replacements)"
     from charset_normalizer import from_bytes
 
-    best = from_bytes(body[: 1 << 20]).best()
+    results = from_bytes(body[: 1 << 20], cp_isolation=_GUESSABLE)
+    best = results.best()
     if best is not None:
+        # windows-1252 is what a browser falls back to for undeclared legacy text; the detector only
+        # overrules it when its reading is clearly less garbled. On short Western text it guessed
+        # cp1006 or cp1257 ("garçon" as "garēon"), and it may pick any codec Python has, where a
+        # browser only knows the web's (_GUESSABLE).
+        fallback = next((r for r in results if "cp1252" in r.could_be_from_charset), None)
+        if fallback is not None and fallback.chaos <= best.chaos + WINDOWS_1252_MARGIN:
+            return body.decode("cp1252", errors="replace"), "cp1252"
         return body.decode(best.encoding, errors="replace"), best.encoding
     return body.decode("utf-8", errors="replace"), "utf-8 (with replacements)"
 
