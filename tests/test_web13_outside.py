@@ -226,21 +226,23 @@ async def test_a_provider_answer_nested_too_deeply_fails_that_query_only(workspa
 async def test_the_html_conversion_is_under_the_calls_timeout(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Before: the timeout covered the fetch only. A page of many small elements (a few MB of
     ``<p>`` or table cells, well under max_bytes) was fetched in milliseconds and then converted
-    to Markdown for tens of seconds (3 MB: 20 s; a 10 MiB page: minutes), whatever timeout_ms said.
+    to Markdown for tens of seconds (3 MB of ``<p>``: 20 s; 300 KB of nested quotes: 12 s, and a
+    10 MiB one for minutes), whatever timeout_ms said.
     The floor that lets a small page fetched near the deadline still convert is lowered here so
     a small page shows the limit."""
     from zuno.tools.web import fetch_tool
 
     monkeypatch.setattr(fetch_tool, "CONVERT_FLOOR_S", 0.05)
-    page = b"<html><body>" + b"<p>x</p>" * 50_000 + b"</body></html>"
+    # 100 KB that markdownify takes seconds over (each of 120 levels re-indents all the text inside).
+    page = b"<blockquote>" * 120 + b"<p>line</p>" * 9000 + b"</blockquote>" * 120
     async with Origin() as origin:
         origin.routes["/big"] = response(200, page, ctype="text/html; charset=utf-8")
         origin.routes["/small"] = response(200, b"<h1>Small</h1><p>page</p>", ctype="text/html")
         big, small = await step(
             workspace,
             [
-                {"name": "webfetch", "arguments": {"url": origin.url(path="/big"), "timeout_ms": 200}},
-                {"name": "webfetch", "arguments": {"url": origin.url(path="/small"), "timeout_ms": 200}},
+                {"name": "webfetch", "arguments": {"url": origin.url(path="/big"), "timeout_ms": 1000}},
+                {"name": "webfetch", "arguments": {"url": origin.url(path="/small"), "timeout_ms": 1000}},
             ],
         )
     assert big["outcome"] == "error" and "convert phase" in big["text"] and '"raw"' in big["text"], big["text"]
