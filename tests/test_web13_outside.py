@@ -321,3 +321,22 @@ async def test_text_without_a_charset_reads_as_a_browser_reads_it(text: str, cha
     from zuno.tools.web.content import decode
 
     assert decode(got.body, got.content_type)[0] == text
+
+
+# --- an oversized chunk header is not retried --------------------------------------------------------
+
+
+async def test_an_oversized_chunk_header_is_a_final_protocol_error_not_a_transient_one() -> None:
+    """Before: a chunk-size line with 300 KB of chunk extensions (past h11's 100 KiB bound) was
+    reported as the body "broke off" and marked transient, so the runtime fetched the same page
+    again to meet the same line; oversized response headers were already final."""
+    from zuno.tools.web.errors import ProtocolFailed
+
+    async def handler(req: Request, w: asyncio.StreamWriter) -> bytes:
+        return chunked_head("text/plain") + b"5;" + b"a" * 300_000 + b"\r\nhello\r\n0\r\n\r\n"
+
+    async with Origin() as origin:
+        origin.routes["/ext"] = handler
+        with pytest.raises(ProtocolFailed) as got:
+            await Fetcher().fetch(origin.url(path="/ext"), allow_private=LOOP, timeout_s=10)
+    assert got.value.transient is False and "chunk header" in got.value.message

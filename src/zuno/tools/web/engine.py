@@ -499,6 +499,16 @@ class Fetcher:
                                     _refuse_sniffed(bytes(head), result, target)
                                     head = None
                 except (httpcore.RemoteProtocolError, httpcore.NetworkError) as e:
+                    if "Receive buffer too long" in str(e):
+                        # A chunk-size line (its extensions) or trailer block past h11's bound: the
+                        # server sends the same again, so it is not retried.
+                        raise ProtocolFailed(
+                            f"the body from {target.origin} has a chunk header or trailer over "
+                            f"{MAX_RESPONSE_HEADER_BYTES // 1024} KiB, so it was not read further (after "
+                            f"{inflater.total} bytes); it was not retried, since the server sends the same again. "
+                            "Fetch another URL for the content.",
+                            transient=False,
+                        ) from None
                     raise ProtocolFailed(
                         f"the body from {target.origin} broke off after {inflater.total} bytes "
                         f"({type(e).__name__}{_detail(e)})",
