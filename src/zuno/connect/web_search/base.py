@@ -166,6 +166,12 @@ async def call(
         failure = SearchFailure(endpoint, "bad_response", reply.status, "The answer was not JSON.")
         _log(failure)
         raise failure from None
+    except RecursionError:
+        # "[[[[...]]]]" nested past the interpreter's recursion limit: not an answer to read (it
+        # crashed the whole batch, every other query's results included).
+        failure = SearchFailure(endpoint, "bad_response", reply.status, "The answer's JSON is nested too deeply.")
+        _log(failure)
+        raise failure from None
 
 
 def _log(failure: SearchFailure) -> None:

@@ -25,6 +25,12 @@ class NotConfigured(Exception):
     """web_search has no usable provider; the message names the config key to set."""
 
 
+def _unsendable(key: str) -> bool:
+    """A control character (a line break, a NUL) cannot go into a header: the request would fail
+    as if the provider broke the protocol."""
+    return any(ord(c) < 0x20 or ord(c) == 0x7F for c in key)
+
+
 def _key(name: str, cfg: WebSearchProviderConfig, environ: Mapping[str, str]) -> str | None:
     var: str | None = None
     if cfg.api_key_env:
@@ -32,6 +38,11 @@ def _key(name: str, cfg: WebSearchProviderConfig, environ: Mapping[str, str]) ->
     elif cfg.api_key:
         m = _ENV_REF.match(cfg.api_key)
         if not m:
+            if _unsendable(cfg.api_key):
+                raise NotConfigured(
+                    f"web_search.providers.{name}.api_key contains a line break or another control character, "
+                    "which cannot be sent in a header. Write the key alone."
+                )
             return cfg.api_key
         var = m.group(1)
     if var is None:
@@ -40,6 +51,13 @@ def _key(name: str, cfg: WebSearchProviderConfig, environ: Mapping[str, str]) ->
     if not value:
         raise NotConfigured(
             f"web_search.providers.{name}: the environment variable {var} that holds its API key is not set."
+        )
+    if _unsendable(value):
+        # Named, never shown: the value is the key.
+        raise NotConfigured(
+            f"web_search.providers.{name}: the environment variable {var} that holds its API key contains a line "
+            "break or another control character (a trailing newline from a file?), which cannot be sent in a "
+            f"header. Set {var} to the key alone."
         )
     return value
 

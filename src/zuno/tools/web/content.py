@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import time
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -135,6 +136,11 @@ class Inflater:
         self.max_bytes = max_bytes
         self.url = url
         self.total = 0
+        # Bytes as they came over the wire: bounded as well, so bytes that decompress to nothing
+        # (padding after the compressed stream's end, endless empty gzip members) cannot be read
+        # until the deadline. The slack covers the framing of incompressible data (stored blocks).
+        self.wire = 0
+        self.max_wire = max_bytes + max_bytes // 1000 + 1024
         self._raw_deflate_tried = False
         self._done = False
         self._fed = False
@@ -171,9 +177,20 @@ class Inflater:
                 f"short after {self.total} decompressed bytes, so it is not returned"
             )
 
+    def _count_wire(self, n: int) -> None:
+        self.wire += n
+        if self._d is not None and self.wire > self.max_wire:
+            raise BodyTooLarge(
+                f"the {self.encoding} body of {self.url} is over {self.max_wire} bytes as sent (the cap, "
+                f"webfetch.max_bytes {self.max_bytes}, with room for the compression's framing) and had "
+                f"decompressed to {self.total} bytes; it was refused while streaming. Fetch a smaller resource, "
+                "or download it with the shell tool."
+            )
+
     def feed(self, data: bytes) -> bytes:
         if data:
             self._fed = True
+        self._count_wire(len(data))
         if self._done:
             return b""
         if self._d is None:
@@ -276,6 +293,16 @@ _WHATWG_LABELS: dict[str, str] = {
 }
 
 
+# The codecs the guess may choose: the web's (a browser decodes with no other), never UTF-8's
+# stand-ins or the labels that decode to U+FFFD.
+_GUESSABLE = sorted(
+    {codecs.lookup(c).name for c in _WHATWG_LABELS.values() if c not in (_REPLACEMENT, _USER_DEFINED)}
+)
+# How much more garbled (charset_normalizer's chaos, 0..1) the windows-1252 reading may be than the
+# best guess and still be chosen.
+WINDOWS_1252_MARGIN = 0.1
+
+
 def web_codec(label: str) -> str | None:
     """The codec a charset label names on the web, or None when browsers do not know the label."""
     return _WHATWG_LABELS.get(label.strip(" \t\n\f\r").lower())
@@ -331,8 +358,16 @@ def decode(body: bytes, ctype: ContentType) -> tuple[str, str]:
             return text, f"{codec} (with replacements)"
     from charset_normalizer import from_bytes
 
-    best = from_bytes(body[: 1 << 20]).best()
+    results = from_bytes(body[: 1 << 20], cp_isolation=_GUESSABLE)
+    best = results.best()
     if best is not None:
+        # windows-1252 is what a browser falls back to for undeclared legacy text; the detector only
+        # overrules it when its reading is clearly less garbled. On short Western text it guessed
+        # cp1006 or cp1257 ("garçon" as "garēon"), and it may pick any codec Python has, where a
+        # browser only knows the web's (_GUESSABLE).
+        fallback = next((r for r in results if "cp1252" in r.could_be_from_charset), None)
+        if fallback is not None and fallback.chaos <= best.chaos + WINDOWS_1252_MARGIN:
+            return body.decode("cp1252", errors="replace"), "cp1252"
         return body.decode(best.encoding, errors="replace"), best.encoding
     return body.decode("utf-8", errors="replace"), "utf-8 (with replacements)"
 
@@ -361,10 +396,24 @@ def _code_language(el: Any) -> str | None:
     return None
 
 
-def _converter() -> Any:
+class ConversionTimeout(Exception):
+    """The HTML conversion ran past the call's deadline (checked between elements)."""
+
+
+def _check_deadline(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise ConversionTimeout
+
+
+def _converter(deadline: float | None = None) -> Any:
     from markdownify import MarkdownConverter
 
     class Converter(MarkdownConverter):  # type: ignore[misc]
+        def process_tag(self, node: Any, parent_tags: Any = None) -> str:
+            # Once per element: a huge page stops at the deadline instead of converting for minutes.
+            _check_deadline(deadline)
+            return str(super().process_tag(node, parent_tags))
+
         def convert_td(self, el: Any, text: str, parent_tags: Any) -> str:
             # A | inside a cell would end the cell: escaped, as GFM tables require.
             return str(super().convert_td(el, text.replace("|", "\\|"), parent_tags))
@@ -454,13 +503,15 @@ def _bound_depth(soup: Any) -> None:
                 stack.append((child, depth + 1))
 
 
-def html_to_markdown(html: str, base_url: str | None = None) -> str:
-    """Readable Markdown; relative links and images are made absolute against ``base_url``."""
+def html_to_markdown(html: str, base_url: str | None = None, deadline: float | None = None) -> str:
+    """Readable Markdown; relative links and images are made absolute against ``base_url``.
+    Past ``deadline`` (a ``time.monotonic()`` value) it raises ``ConversionTimeout``."""
     from urllib.parse import urljoin
 
     from bs4 import BeautifulSoup, Comment, Declaration, Doctype, ProcessingInstruction
 
     soup = BeautifulSoup(html, "html.parser")
+    _check_deadline(deadline)
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     base = soup.find("base", href=True)
     if base_url and base is not None and isinstance(base.get("href"), str):
@@ -493,7 +544,8 @@ def html_to_markdown(html: str, base_url: str | None = None) -> str:
                     el[attr] = urljoin(base_url, value)
                 except ValueError:
                     pass
-    text = _tidy(_converter().convert_soup(soup)).strip()
+    _check_deadline(deadline)
+    text = _tidy(_converter(deadline).convert_soup(soup)).strip()
     if title and not text.startswith("# "):
         text = f"# {title}\n\n{text}"
     return text + "\n"

@@ -111,15 +111,33 @@ class _Response:
         return None
 
 
+# RFC 9110 5.6.2: a field name is a token.
+_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+
+def _control_in_value(value: str) -> str | None:
+    """The first control character a field value may not carry (RFC 9110 5.5: none but HTAB)."""
+    for ch in value:
+        if (ord(ch) < 0x20 and ch != "\t") or ord(ch) == 0x7F:
+            return ch
+    return None
+
+
 def check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
     out: dict[str, str] = {}
     for k, v in (headers or {}).items():
-        if not k or any(c in k for c in "\r\n\0: ") or not k.isascii():
-            raise ValueError(f"headers: {k!r} is not a valid header name")
+        if not k or any(c not in _TOKEN_CHARS for c in k):
+            # Checked here: h11 refused a name like "X(" only while sending, which read as the
+            # server breaking the protocol (and was retried as if it might pass).
+            raise ValueError(
+                f"headers: {k!r} is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only)"
+            )
         if k.lower() in RESERVED_HEADERS:
             raise ValueError(f"headers: {k} is set by Zuno and cannot be given")
-        if any(c in v for c in "\r\n\0"):
-            raise ValueError(f"headers: the value of {k} contains a line break or NUL")
+        bad = _control_in_value(v)
+        if bad is not None:
+            what = "a line break or NUL" if bad in "\r\n\0" else f"the control character U+{ord(bad):04X}"
+            raise ValueError(f"headers: the value of {k} contains {what}")
         out[k] = v
     return out
 
@@ -144,10 +162,12 @@ def retry_after_s(value: str | None) -> float | None:
         return None
     value = value.strip()
     if value.isdigit():
-        return float(value)
+        # ASCII digits only: str.isdigit also accepts "²" or "١", which float() refuses (a 429 with
+        # "Retry-After: ²" crashed the call with a ValueError).
+        return float(value) if value.isascii() else None
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if when.tzinfo is None:
         return None
@@ -198,6 +218,21 @@ async def _error_body(response: httpcore.Response, result: _Response) -> bytes:
     except (FetchError, httpcore.RemoteProtocolError, httpcore.NetworkError, TimeoutError):
         pass
     return b"".join(parts)
+
+
+SNIFF_BYTES = 8192
+
+
+def _refuse_sniffed(head: bytes, result: _Response, target: Target) -> None:
+    """A file signature (%PDF-, PNG, ZIP, ...) decides whatever type was declared (a PDF served as
+    text/plain is still a PDF); NUL bytes only when the type said nothing or was not text."""
+    ctype = ContentType.parse(result.header("content-type"))
+    kind = sniff(head)
+    binary_hint = kind == "application/octet-stream"
+    if kind and (not binary_hint or ctype.mime in UNDECLARED or not ctype.is_text):
+        why = refusal_for(kind, target.url)
+        if why:
+            raise ContentRefused(why)
 
 
 class Fetcher:
@@ -373,10 +408,13 @@ class Fetcher:
         backend = PinnedBackend(
             target, validated, proxy, self.resolver, progress, self.proxy_ssl_context() if proxy else None
         )
+        given = {k.lower() for k in user_headers}
+        # A caller's User-Agent or Accept replaces Zuno's: both were sent, two User-Agent lines
+        # (a field that takes one value) and Zuno's Accept beside a provider's "application/json".
+        defaults = [(k, v) for k, v in (("User-Agent", USER_AGENT), ("Accept", ACCEPT)) if k.lower() not in given]
         request_headers = [
             ("Host", target.authority),
-            ("User-Agent", USER_AGENT),
-            ("Accept", ACCEPT),
+            *defaults,
             ("Accept-Encoding", "gzip, deflate"),
             *user_headers.items(),
         ]
@@ -438,34 +476,46 @@ class Fetcher:
                     return result, validated
                 inflater = Inflater(result.header("content-encoding"), max_bytes, target.url)
                 declared = (result.header("content-length") or "").strip()
-                if inflater.encoding in ("identity", "") and declared.isdigit() and int(declared) > max_bytes:
+                if (
+                    inflater.encoding in ("identity", "")
+                    and declared.isascii()
+                    and declared.isdigit()
+                    and int(declared) > max_bytes
+                ):
                     # Refused before a byte of it is read: the body says how long it is.
                     inflater.refuse_declared(int(declared))
                 parts: list[bytes] = []
-                sniffed = False
+                # The first SNIFF_BYTES decoded bytes decide, however the server cut them into
+                # chunks: a body dripped one byte at a time was sniffed on its first byte alone.
+                head = bytearray() if policy else None
                 try:
                     async for chunk in response.aiter_stream():
                         data = inflater.feed(chunk)
                         if data:
-                            if not sniffed and policy:
-                                sniffed = True
-                                ctype = ContentType.parse(result.header("content-type"))
-                                kind = sniff(data[:8192])
-                                # A file signature (%PDF-, PNG, ZIP, ...) decides whatever type was
-                                # declared (a PDF served as text/plain is still a PDF); NUL bytes
-                                # only when the type said nothing or was not text.
-                                binary_hint = kind == "application/octet-stream"
-                                if kind and (not binary_hint or ctype.mime in UNDECLARED or not ctype.is_text):
-                                    why = refusal_for(kind, target.url)
-                                    if why:
-                                        raise ContentRefused(why)
                             parts.append(data)
+                            if head is not None:
+                                head += data[: SNIFF_BYTES - len(head)]
+                                if len(head) >= SNIFF_BYTES:
+                                    _refuse_sniffed(bytes(head), result, target)
+                                    head = None
                 except (httpcore.RemoteProtocolError, httpcore.NetworkError) as e:
+                    if "Receive buffer too long" in str(e):
+                        # A chunk-size line (its extensions) or trailer block past h11's bound: the
+                        # server sends the same again, so it is not retried.
+                        raise ProtocolFailed(
+                            f"the body from {target.origin} has a chunk header or trailer over "
+                            f"{MAX_RESPONSE_HEADER_BYTES // 1024} KiB, so it was not read further (after "
+                            f"{inflater.total} bytes); it was not retried, since the server sends the same again. "
+                            "Fetch another URL for the content.",
+                            transient=False,
+                        ) from None
                     raise ProtocolFailed(
                         f"the body from {target.origin} broke off after {inflater.total} bytes "
                         f"({type(e).__name__}{_detail(e)})",
                         transient=True,
                     ) from None
+                if head:
+                    _refuse_sniffed(bytes(head), result, target)
                 inflater.finish()
                 result.body = b"".join(parts)
                 return result, validated

@@ -20,12 +20,17 @@ from zuno import limits
 from zuno.declarations import READ_ONLY_PARALLEL, BlockKind
 from zuno.permissions import decide
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput, TransientError
-from zuno.tools.web.content import decode, html_to_markdown
+from zuno.tools.web.content import ConversionTimeout, decode, html_to_markdown
 from zuno.tools.web.errors import AddressRefused, FetchError, HttpStatusError, UrlRefused
 from zuno.tools.web.urls import Target, parse_target, redact
 
 if TYPE_CHECKING:  # the engine (httpcore) loads at the first fetch, not with the surface
     from zuno.tools.web.engine import Fetched, Fetcher
+
+
+# The conversion gets at least this long, however much of the timeout the fetch spent: a small
+# page fetched just before the deadline is still converted.
+CONVERT_FLOOR_S = 2.0
 
 
 class WebfetchArgs(ToolArgs):
@@ -118,7 +123,22 @@ class WebfetchTool(Tool):
             return ToolOutput.failure(f"[error] {e.message}", **meta)
         # Decoding and HTML conversion are CPU work on up to max_bytes: off the event loop, so
         # parallel fetches keep streaming meanwhile.
-        text, charset, converted = await asyncio.to_thread(_convert, got, args.format)
+        # The call's timeout covers the conversion too: a hostile (or merely huge) page took minutes
+        # of markdownify after the fetch had finished inside its timeout.
+        deadline = max(started + timeout_ms / 1000, time.monotonic() + CONVERT_FLOOR_S)
+        try:
+            text, charset, converted = await asyncio.wait_for(
+                asyncio.to_thread(_convert, got, args.format, deadline), deadline - time.monotonic()
+            )
+        except (ConversionTimeout, TimeoutError):
+            return ToolOutput.failure(
+                f"[error] converting {got.final_url} ({len(got.body)} bytes of HTML) to Markdown timed out after "
+                f"{time.monotonic() - started:.2f} s (limit {timeout_ms / 1000:g} s) in the convert phase, route "
+                f"{got.routes[-1] if got.routes else 'direct'}; the fetch itself took {got.elapsed:.2f} s. It was not "
+                'retried. Fetch it with format "raw" for the HTML as it is, or with a larger timeout_ms '
+                f"(at most {limits.WEBFETCH_MAX_TIMEOUT_MS}).",
+                category="timeout",
+            )
         return self._render(got, text, charset, converted, notices, time.monotonic() - started)
 
     def _render(
@@ -153,10 +173,10 @@ class WebfetchTool(Tool):
         return ToolOutput(text=text, head="\n".join(head_lines), metadata=metadata)
 
 
-def _convert(got: Fetched, fmt: str) -> tuple[str, str, bool]:
+def _convert(got: Fetched, fmt: str, deadline: float | None = None) -> tuple[str, str, bool]:
     text, charset = decode(got.body, got.content_type)
     if got.content_type.is_html and fmt == "markdown":
-        return html_to_markdown(text, got.final_url), charset, True
+        return html_to_markdown(text, got.final_url, deadline), charset, True
     return text, charset, False
 
 

@@ -113,9 +113,22 @@ class WebSearchTool(Tool):
         )
 
 
+def one_line_url(url: str) -> str:
+    """A result's URL with whitespace and control characters percent-encoded (UTF-8), as a browser
+    sends them: a line break in it would otherwise start a line of its own in the listing (a forged
+    result, "2. ..." and its URL, under the real one's number)."""
+    return "".join(
+        "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
+        if ch.isspace() or ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F or ch in "\u2028\u2029"
+        else ch
+        for ch in url
+    )
+
+
 def _render(n: int, hit: Hit) -> str:
     # One line each: a line break in a provider's title would read as the result's URL line.
     snippet = " ".join(hit.snippet.split())
     title = " ".join(hit.title.split())
-    out = f"{n}. {title or hit.url}\n   {hit.url}"
+    url = one_line_url(hit.url)
+    out = f"{n}. {title or url}\n   {url}"
     return out + (f"\n   {snippet}" if snippet else "")
