@@ -42,14 +42,7 @@ def fake() -> Iterator[FakeProvider]:
 def holder(workspace: Path, tmp_path: Path) -> Iterator[Holder]:
     h = Holder(tmp_path, workspace / ".zuno" / "zuno.db")
     yield h
-    if h.proc.poll() is None:
-        h.release_file.touch()
-        h.go.touch()
-        try:
-            h.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            h.proc.kill()
-            h.proc.wait()
+    h.stop()
 
 
 def test_a_lock_met_while_a_call_runs_costs_one_busy_wait_then_is_reported(

@@ -72,6 +72,17 @@ class Holder:
         self.release_file.touch()
         assert self.proc.wait(30) == 0
 
+    def stop(self) -> None:
+        """At a test's end: a holder still running lets go (or is killed)."""
+        if self.proc.poll() is None:
+            self.release_file.touch()
+            self.go.touch()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
 
 @pytest.fixture
 def short_wait(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -83,14 +94,7 @@ def holders(tmp_path: Path) -> Iterator[list[Holder]]:
     made: list[Holder] = []
     yield made
     for h in made:
-        if h.proc.poll() is None:
-            h.release_file.touch()
-            h.go.touch()
-            try:
-                h.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                h.proc.kill()
-                h.proc.wait()
+        h.stop()
 
 
 def _waiting_command(holder: Holder, effect: Path) -> str:
