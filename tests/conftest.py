@@ -89,6 +89,18 @@ def run_zuno(workspace: Path) -> RunZuno:
     return run
 
 
+def zuno_cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real `zuno` CLI on ``root`` (its --root), no input, NO_COLOR set."""
+    return subprocess.run(
+        [sys.executable, "-m", "zuno", *args, "--root", str(root)],
+        input="",
+        capture_output=True,
+        text=True,
+        env=zuno_env({"NO_COLOR": "1"}),
+        timeout=90,
+    )
+
+
 def batch(run: RunZuno, calls: list[dict[str, Any]], *args: str, **kw: Any) -> dict[str, Any]:
     """Run calls as one step through `zuno batch` and return the parsed JSON, asserting the exit
     status: 0 when every outcome was ok, 1 when one was not (docs/cli.md)."""

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import zuno_env
+from conftest import zuno_cli
 from fake_provider import Fail, FakeProvider, Reply
 
 LLAMA_OVERFLOW = {
@@ -62,17 +60,6 @@ def config(fake: FakeProvider, summariser: FakeProvider) -> dict[str, Any]:
         },
         "agent": {"tools": ["read"], "compaction": {"at_fraction": 0.5, "keep_fraction": 0.2, "model": "sum/cheap"}},
     }
-
-
-def zuno_cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "zuno", *args, "--root", str(root)],
-        input="",
-        capture_output=True,
-        text=True,
-        env=zuno_env({"NO_COLOR": "1"}),
-        timeout=90,
-    )
 
 
 def test_show_says_a_failed_request_was_the_compactions_summary_and_which_failed_the_turn(

@@ -15,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ import pytest
 import zuno
 from zuno.agent.events import AgentEvent, NoticeEvent, StopEvent
 
-from conftest import zuno_env
+from conftest import zuno_cli
 from fake_provider import Call, Drop, Fail, FakeProvider, Reply
 
 # llama.cpp's answer to a request longer than its --ctx-size.
@@ -179,17 +177,6 @@ def test_a_compaction_that_failed_for_this_request_is_not_tried_again_when_the_s
     assert "the request exceeds the available context size" in stop.detail
     assert len(summariser.requests) == 2 and summariser.pending == 0 and fake.pending == 0
     assert [e["cause"] for e in failed_events(workspace)] == ["budget"]
-
-
-def zuno_cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "zuno", *args, "--root", str(root)],
-        input="",
-        capture_output=True,
-        text=True,
-        env=zuno_env({"NO_COLOR": "1"}),
-        timeout=90,
-    )
 
 
 def test_zuno_run_stops_clearly_when_compaction_fails_and_resume_loses_nothing(

@@ -4,27 +4,14 @@ and the Python API. Each test is a defect found by outside testing and fails wit
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import zuno
 from zuno.records import CallRecord
 from zuno.tools.state import read_state
 
-from conftest import zuno_env
+from conftest import zuno_cli
 from statehelp import call
-
-
-def zuno_cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "zuno", *args, "--root", str(root)],
-        input="",
-        capture_output=True,
-        text=True,
-        env=zuno_env({"NO_COLOR": "1"}),
-        timeout=90,
-    )
 
 
 async def test_an_owner_or_a_dependency_list_is_bounded_like_a_title(tmp_path: Path) -> None:
