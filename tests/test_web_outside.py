@@ -88,7 +88,9 @@ async def test_a_timeout_of_a_fetch_alone_is_an_error_result_not_a_traceback(wor
 
     async with Origin() as origin:
         origin.routes["/slow"] = stall
-        rc, rec, _ = await zcall(workspace, {"url": f"http://localhost:{origin.port}/slow", "timeout_ms": 300})
+        # 1.5 s, not less: the phase asserted below is only certain if resolving and connecting on
+        # loopback finish inside the deadline, which a loaded 2-core CI machine did not always do.
+        rc, rec, _ = await zcall(workspace, {"url": f"http://localhost:{origin.port}/slow", "timeout_ms": 1500})
     assert rc == 1 and rec["outcome"] == "error" and not rec["cancelled"], rec
     assert "timed out" in rec["text"] and "headers phase" in rec["text"] and "route direct" in rec["text"]
 
