@@ -40,9 +40,12 @@ class Endpoint:
     scheme: str
     host: str
     path: str
+    port: int | None = None  # only when the base URL names one: two local endpoints differ by it
 
     def describe(self) -> str:
-        return f"{self.provider} ({self.scheme}://{self.host}{self.path})"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        port = f":{self.port}" if self.port is not None else ""
+        return f"{self.provider} ({self.scheme}://{host}{port}{self.path})"
 
 
 class SearchFailure(Exception):
@@ -82,6 +85,7 @@ class SearchFailure(Exception):
             "provider": e.provider,
             "scheme": e.scheme,
             "host": e.host,
+            "port": e.port,
             "path": e.path,
             "status": self.status,
             "category": self.category,

@@ -92,7 +92,13 @@ def build_provider(config: WebSearchConfig, environ: Mapping[str, str]) -> Provi
         raise NotConfigured(
             f"web_search.providers.{name}.base_url must be an http(s) URL without credentials or a query string."
         )
-    endpoint = Endpoint(name, parts.scheme, parts.hostname, (parts.path or "") + _PATH[cfg.type])
+    try:
+        port = parts.port
+    except ValueError:
+        raise NotConfigured(
+            f"web_search.providers.{name}.base_url has a port that is not a number from 0 to 65535; fix its port."
+        ) from None
+    endpoint = Endpoint(name, parts.scheme, parts.hostname, (parts.path or "") + _PATH[cfg.type], port)
     key = _key(name, cfg, environ)
     timeout_s = cfg.timeout_ms / 1000
     if cfg.type == "searxng":
