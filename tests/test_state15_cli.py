@@ -59,3 +59,15 @@ def test_unusable_db_is_named_with_the_fix(tmp_path: Path, db: str, says: str) -
     assert proc.returncode == 2, proc
     assert str(paths[db]) in proc.stderr and says in proc.stderr and "--db" in proc.stderr, proc.stderr
     assert "no store yet" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("op", "bad"), [("accept", "mp_٣"), ("reject", "x'; DROP"), ("reject", "mp_1\x1b[31m"), ("accept", "a" * 300)]
+)
+def test_memory_decision_refuses_a_malformed_id(tmp_path: Path, op: str, bad: str) -> None:
+    proc = zuno_cli(tmp_path, "memory", op, bad, "--json")
+    assert proc.returncode == 2, proc  # a usage error, not "no such proposal" (1)
+    assert "is not a proposal id" in proc.stderr and "zuno memory" in proc.stderr, proc.stderr
+    assert "\x1b" not in proc.stderr and len(proc.stderr) < 400 and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+    assert not (tmp_path / ".zuno" / "zuno.db").exists()  # refused before the store is opened
