@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sqlite3
 import sys
 from typing import Any
@@ -24,12 +25,31 @@ from zuno.cli_support import (
     runtime_from_args,
 )
 
+# The shape of a proposal id (``mp_`` and ASCII letters/digits, as `zuno memory` lists them). Anything
+# else (a space, a control character, non-ASCII, a path, 200 characters) is a usage error, refused
+# before the store is opened.
+_PROPOSAL_ID = re.compile(r"mp_[A-Za-z0-9_-]{1,64}")
+
+
+def _malformed_proposal(op: str, proposal: str | None) -> str | None:
+    if proposal is None or _PROPOSAL_ID.fullmatch(proposal) is not None:
+        return None
+    shown = proposal if len(proposal) <= 80 else proposal[:80] + "…"
+    return (
+        f"memory {op}: {shown!r} is not a proposal id (mp_ and letters or digits, e.g. mp_3f2a9c0d1e4b5a67). "
+        "Run 'zuno memory' to list the pending ones and copy an id from there."
+    )
+
 
 def _run(args: argparse.Namespace) -> int:
     from zuno.tools.state import fits
     from zuno.tools.state.docstore import StateRefusal
     from zuno.tools.state.memory import accept_proposal, proposals, reject_proposal
 
+    malformed = _malformed_proposal(args.op, args.proposal) if args.op in ("accept", "reject") else None
+    if malformed is not None:
+        print(f"zuno: {malformed}", file=sys.stderr)
+        return EXIT_USAGE
     rt = runtime_from_args(args)
     try:
         root = str(rt.root)

@@ -50,7 +50,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 def _age_seconds(text: str) -> float:
     """``30`` or ``30d`` (days), ``12h``, ``90m``, ``45s`` -> seconds."""
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([dhms]?)", text.strip())
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([dhms]?)", text.strip())  # ASCII digits only
     if m is None:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not an age: give a number of days (30), or one with a unit: 30d, 12h, 90m, 45s."
@@ -62,8 +62,11 @@ _UNIT_S = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 
 
 def _count(text: str) -> int:
-    if not text.strip().isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of sessions: give 0 or more, e.g. --keep 20.")
+    # ASCII digits only: str.isdigit() and int() also take '٣', '３' and '²' (which int() then refuses).
+    if re.fullmatch(r"[0-9]+", text.strip()) is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of sessions: give 0 or more in ASCII digits (0-9), e.g. --keep 20."
+        )
     return int(text)
 
 

@@ -50,6 +50,20 @@ def _db_path(args: argparse.Namespace, root: Path) -> Path:
     return root / STATE_DIR / "zuno.db"
 
 
+def _unusable_store(path: Path) -> str | None:
+    """Why an existing ``path`` cannot be a store (a directory, a FIFO, not SQLite), or None. Never
+    opens a FIFO (that would block); a missing path is no store yet, not a problem."""
+    from zuno.store.paths import StoreUnusable, check_store_path
+
+    if not os.path.lexists(path):
+        return None
+    try:
+        check_store_path(path, create=False)
+    except StoreUnusable as e:
+        return str(e)
+    return None
+
+
 def _fail(msg: str) -> int:
     print(f"zuno: {msg}", file=sys.stderr)
     return EXIT_USAGE
@@ -164,7 +178,12 @@ def _run(kind: str, args: argparse.Namespace) -> int:
             validate_session_id(args.session)
         except InvalidSessionId as e:
             return _fail(str(e))
+    if not root.is_dir():
+        return _fail(f"root {root} is not a directory. Pass an existing directory as the root (--root).")
     path = _db_path(args, root)
+    problem = _unusable_store(path)
+    if problem is not None:
+        return _fail(problem)
     if not path.is_file():
         return _fail(f"there are no sessions in {path} (no store yet): nothing to show.")
     store = ReadOnlyStore(path)
