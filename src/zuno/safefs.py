@@ -415,6 +415,7 @@ def atomic_write(t: Target, data: bytes, mode: int | None, *, refuse_protected: 
                 _write_all(fd, data)
                 if st is not None:
                     _keep_owner(fd, st)  # before the mode: a chown clears set-id bits
+                    _keep_user_xattrs(t.name, pfd, fd, st)
                 if mode is not None:
                     os.fchmod(fd, mode)
                 os.fsync(fd)
@@ -425,6 +426,26 @@ def atomic_write(t: Target, data: bytes, mode: int | None, *, refuse_protected: 
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=pfd)
             raise
+
+
+def _keep_user_xattrs(name: str, pfd: int, fd: int, st: os.stat_result) -> None:
+    """Carry the replaced regular file's user.* extended attributes (tags, origin marks) over to
+    the replacement, as far as the file system allows: a rename would drop them silently. Other
+    namespaces (security.*, trusted.*, system.* ACLs) are not copied."""
+    if not stat.S_ISREG(st.st_mode) or not hasattr(os, "listxattr"):
+        return
+    try:
+        old = os.open(name, os.O_RDONLY | os.O_NONBLOCK | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=pfd)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            for key in os.listxattr(old):
+                if key.startswith("user."):
+                    with contextlib.suppress(OSError):
+                        os.setxattr(fd, key, os.getxattr(old, key))
+    finally:
+        os.close(old)
 
 
 def _keep_owner(fd: int, st: os.stat_result) -> None:

@@ -121,6 +121,8 @@ class EditTool(Tool):
             tf = textfile.decode(current)
             logical = "".join(line + ("\n" if eol else "") for line, eol in zip(tf.lines, tf.eols, strict=True))
             terms = [e for e in tf.eols if e]
+            if _as_given(logical, old, args.old_string):
+                old, new = args.old_string, args.new_string
             count = logical.count(old)
             if count == 0 or (count > 1 and not args.replace_all):
                 detail = (
@@ -175,6 +177,13 @@ class EditTool(Tool):
                 "readGeneration": gen,
             },
         )
+
+
+def _as_given(logical: str, old: str, given: str) -> bool:
+    """Whether old_string and new_string are to be taken as given, not with their CRLFs as LFs (how
+    read shows line breaks): only the text as given is in the file. A line whose own text ends in CR
+    (b"x\\r\\r\\n", read shows "x\\r") followed by its line break is "x\\r\\n" in the logical text."""
+    return old != given and old not in logical and given in logical
 
 
 def _relay(

@@ -52,7 +52,7 @@ class ScanCancelled(Exception):
 @dataclass(slots=True)
 class Row:
     number: int  # 1-based line number
-    text: str  # decoded, without the terminator (and any trailing \r)
+    text: str  # decoded, without the terminator (the LF, or a CRLF's one CR)
     length: int  # the line's real length in bytes (more than held when it was cut)
     cut: bool = False
 
@@ -93,7 +93,7 @@ def scan_window(
         text = bytes(held).decode("utf-8", "replace")
         cut = real > len(held)
         if not cut:
-            text = text.rstrip("\r")
+            text = text.removesuffix("\r")  # a CRLF's CR only: "x\r\r\n" is the line "x\r" to edit
         cost = width + 1 + len(text.encode()) + 1 + (CUT_NOTE_BYTES if cut else 0)
         if out.rows and used + cost > budget:
             done = True
