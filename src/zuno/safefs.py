@@ -439,6 +439,9 @@ def _keep_user_xattrs(name: str, pfd: int, fd: int, st: os.stat_result) -> None:
     except OSError:
         return
     try:
+        now = os.fstat(old)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            return  # the name was swapped since it was looked at: copy nothing from another file
         with contextlib.suppress(OSError):
             for key in os.listxattr(old):
                 if key.startswith("user."):
