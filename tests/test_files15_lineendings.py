@@ -7,22 +7,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import zuno
+from stepclient import StepClient
 
 
-class Z:
-    def __init__(self, session: Any, root: Path) -> None:
-        self.s = session
-        self.root = root
-
-    async def call(self, name: str, **arguments: Any) -> dict[str, Any]:
-        res = await self.s.step([{"name": name, "arguments": arguments}])
-        return res.results[0].to_json()
-
+class Z(StepClient):
     async def read(self, path: str) -> str:
         r = await self.call("read", path=path)
         assert r["outcome"] == "ok", r["text"]

@@ -13,18 +13,11 @@ import pytest
 from tests.conftest import batch
 
 import zuno
+from stepclient import StepClient
 from zuno.tools.patch import applier
 
 
-class Z:
-    def __init__(self, session: Any, root: Path) -> None:
-        self.s = session
-        self.root = root
-
-    async def call(self, name: str, **arguments: Any) -> dict[str, Any]:
-        res = await self.s.step([{"name": name, "arguments": arguments}])
-        return res.results[0].to_json()
-
+class Z(StepClient):
     async def read(self, *paths: str) -> None:
         for p in paths:
             r = await self.call("read", path=p)
