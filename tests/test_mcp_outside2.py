@@ -161,7 +161,14 @@ async def test_deleting_an_http_session_closes_its_zuno_session_and_ends_its_job
             )
         )
         facts = started["result"]["structuredContent"]
-        assert facts["outcome"] == "ok" and _running(bg_secs)
+        assert facts["outcome"] == "ok", facts
+        # The job's shell may not have exec'd its `sleep` yet when the start is answered (a loaded
+        # CI machine showed that window): wait for the process, boundedly, before going on.
+        for _ in range(200):
+            if _running(bg_secs):
+                break
+            await asyncio.sleep(0.05)
+        assert _running(bg_secs), "the background job never started its process"
         fg = {"name": "shell", "arguments": {"command": f"sleep {fg_secs}"}}
         call = asyncio.create_task(
             http.post(z.url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": fg}, headers=headers)
