@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import random
+import signal
+import subprocess
 import threading
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 import zuno
 from zuno.process.execve import MAX_ARG_STRLEN, exec_problem
 from zuno.tools.search.base import _surely_fits
+from zuno.tools.search.rg import _kill_group, spawn
 from zuno.tools.search.rg_discovery import rg_env
 
 
@@ -68,3 +71,24 @@ async def test_a_search_leaves_no_thread_descriptor_or_child(workspace: Path) ->
 
 def _children() -> set[str]:
     return set(Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split())
+
+
+def test_rg_starts_in_a_process_group_of_its_own_within_this_session(tmp_path: Path) -> None:
+    """rg is killed by its group on a cancellation, so it needs a group of its own; a session of
+    its own would also put it in a scheduler autogroup of its own, which cost rg ~20% (benchmarks.md)."""
+    proc = spawn("/bin/sleep", ["30"], str(tmp_path), subprocess.DEVNULL, subprocess.DEVNULL)
+    try:
+        assert os.getpgid(proc.pid) == proc.pid  # its own group: killpg(pid) reaches it and only it
+        assert os.getsid(proc.pid) == os.getsid(0)  # this process's session, not a new one
+        if os.path.exists("/proc/self/autogroup"):  # a kernel with autogroup scheduling
+            with open(f"/proc/{proc.pid}/autogroup") as f:
+                theirs = f.read().split()[0]
+            with open("/proc/self/autogroup") as f:
+                ours = f.read().split()[0]
+            assert theirs == ours
+        _kill_group(proc)
+        assert proc.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -262,7 +262,11 @@ def spawn(
     path: str, argv: list[str], cwd: str, stdout: int, stderr: int, stdin: int = subprocess.DEVNULL
 ) -> subprocess.Popen[bytes]:
     """Start rg (vfork + exec, descriptors closed): stdin /dev/null (or the descriptor of it given),
-    its own process group."""
+    its own process group (killed whole on a cancellation) in this process's session. Not a session
+    of its own: where the scheduler groups tasks by session (autogroup, on by default on many
+    kernels), a new session puts rg's threads in a group of their own that gets one share of the
+    CPUs against Zuno's, and rg took ~20% more CPU and wall time than the same rg run in the session
+    (benchmarks.md, "rg's session")."""
     return subprocess.Popen(
         [path, *argv],
         cwd=cwd,
@@ -270,7 +274,7 @@ def spawn(
         stdout=stdout,
         stderr=stderr,
         env=shared_rg_env(),  # Popen only reads it
-        start_new_session=True,
+        process_group=0,
     )
 
 
