@@ -297,7 +297,7 @@ def proposals(store: Store, root: str, agent: str | None = None, status: str = "
 _LIST_PENDING = "Run 'zuno memory' to list the pending ones."
 
 
-def _not_pending(proposal_id: str, p: Any, root: str | None = None) -> StateRefusal:
+def not_pending(proposal_id: str, p: Any, root: str | None = None) -> StateRefusal:
     if p is None or (root is not None and p["root"] != root):
         # Another workspace's proposal (a shared store: ZUNO_DB, --db) is, to this one, no proposal:
         # neither its existence nor its key or status is told, and it cannot be decided from here.
@@ -331,7 +331,7 @@ def accept_proposal(
     with store.transaction() as db:
         p = db.execute("SELECT * FROM state_memory_proposals WHERE id = ?", (proposal_id,)).fetchone()
         if p is None or p["status"] != "pending" or (root is not None and p["root"] != root):
-            raise _not_pending(proposal_id, p, root)
+            raise not_pending(proposal_id, p, root)
         now_revision = _entry_revision(db, p["root"], p["agent"], p["key"])
         base = p["base_revision"]
         if base is not None and base != now_revision:
@@ -370,7 +370,7 @@ def reject_proposal(store: Store, proposal_id: str, root: str | None = None) -> 
         )
         if cur.rowcount != 1:
             p = db.execute("SELECT * FROM state_memory_proposals WHERE id = ?", (proposal_id,)).fetchone()
-            raise _not_pending(proposal_id, p, root)
+            raise not_pending(proposal_id, p, root)
 
 
 class MemoryReadTool(ActionTool):
