@@ -29,3 +29,49 @@ def test_deciding_with_a_named_store_that_does_not_exist_creates_none(tmp_path: 
     proc = zuno_cli(tmp_path, "memory", "reject", "mp_nonesuch", "--db", str(db))
     assert proc.returncode == 1 and "there is no memory proposal" in proc.stderr, proc
     assert not db.exists() and not (tmp_path / ".zuno").exists()
+
+
+REVIEW = {"memory": {"enabled": True, "review_policy": "review"}}
+
+
+def _malformed_calls(pid: str) -> list[tuple[str, dict, str]]:
+    """(tool, arguments, what the answer names): a proposal id where a key goes, as an argument of its
+    own, or a decision as the action; empty, another prefix, non-ASCII, very long, with NUL."""
+    return [
+        ("memory_read", {"key": ""}, "is empty"),
+        ("memory_read", {"key": "mp_\x00"}, "is not a memory key"),
+        ("memory_read", {"key": "mp_é"}, "is not a memory key"),
+        ("memory_read", {"key": "mp_" + "a" * 5000}, "characters)"),
+        ("memory_read", {"key": pid}, "is the id of a memory proposal (pending, for key 'style')"),
+        ("memory_read", {"proposal": "xp_123"}, "'proposal' is not an argument"),
+        ("memory_update", {"action": "delete", "key": pid}, "not a memory key"),
+        ("memory_update", {"action": "set", "key": pid, "content": "accepted"}, "not a memory key"),
+        ("memory_update", {"action": "delete", "key": "mp_nonesuch"}, "no memory 'mp_nonesuch'"),
+        ("memory_update", {"action": "accept", "proposal_id": pid}, "must be one of: set, delete"),
+        ("memory_update", {"action": "reject", "id": ""}, "must be one of: set, delete"),
+        ("memory_update", {"action": "set", "key": "mp_\x00", "content": "x"}, "a memory key is"),
+        ("memory_update", {"action": "set", "key": "", "content": "x"}, "a memory key is"),
+    ]
+
+
+async def test_a_malformed_proposal_id_is_a_clear_error_that_loses_nothing(workspace: Path) -> None:
+    import zuno
+    from zuno.tools.state.memory import proposals
+
+    from statehelp import call
+
+    async with zuno.Runtime(root=workspace, config_overrides=REVIEW) as rt, rt.session() as s:
+        rec = await call(s, "memory_update", {"action": "set", "key": "style", "content": "tabs"})
+        pid = rec.metadata["memoryProposal"]["id"]
+        for name, arguments, says in _malformed_calls(pid):
+            rec = await call(s, name, arguments)
+            assert rec.outcome != "ok", (name, arguments, rec.text)
+            assert says in rec.text, (name, arguments, rec.text)
+            # the fix is named: who decides a proposal and how, or how to name an entry
+            assert "zuno memory accept" in rec.text or "memory_read lists" in rec.text, (name, rec.text)
+            assert len(rec.text) < 2000 and "\x00" not in rec.text, (name, rec.text[:300])
+        # nothing was lost or made: the one proposal still waits, no entry appeared
+        assert [(p["id"], p["key"], p["content"]) for p in proposals(rt.store, str(rt.root))] == [
+            (pid, "style", "tabs")
+        ]
+        assert json.loads((await call(s, "memory_read")).text) == {"memory": [], "pending_proposals": 1}

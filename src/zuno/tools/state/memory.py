@@ -97,7 +97,10 @@ class _Keyed(ToolArgs):
     @classmethod
     def _valid(cls, v: str) -> str:
         if not _KEY.fullmatch(v):
-            raise ValueError("a memory key is 1-100 characters of letters, digits, '.', '_', '-' and '/'")
+            raise ValueError(
+                "a memory key is 1-100 characters of ASCII letters, digits, '.', '_', '-' and '/' (memory_read lists "
+                "the keys there are)"
+            )
         return v
 
 
@@ -168,7 +171,9 @@ def _apply(
     ).fetchone()
     if op == "delete":
         if row is None:
-            raise StateRefusal("NotFound", f"there is no memory {key!r}.", "Read the memory first (memory_read).")
+            raise StateRefusal(
+                "NotFound", f"there is no memory {key!r}.", "Read the memory first (memory_read)." + _mp_hint(key)
+            )
         db.execute("DELETE FROM state_memory WHERE root = ? AND agent = ? AND key = ?", (root, agent, key))
         return {"key": key, "deleted": True}
     assert content is not None
@@ -249,7 +254,7 @@ def propose_change(
             raise StateRefusal(
                 "NotFound",
                 f"there is no memory {key!r} to delete; nothing was proposed.",
-                "Read the memory first (memory_read) and delete only a key it lists.",
+                "Read the memory first (memory_read) and delete only a key it lists." + _mp_hint(key),
                 key=key,
             )
         for row in same_key:
@@ -373,6 +378,68 @@ def reject_proposal(store: Store, proposal_id: str, root: str | None = None) -> 
             raise not_pending(proposal_id, p, root)
 
 
+# What a model sends when it tries to act on a proposal (mp_…) it was told of: an argument naming
+# it, a decision as the action. No tool decides a proposal; the advice says who does, and how.
+_PROPOSAL_ARGUMENTS = frozenset({"id", "proposal", "proposal_id", "proposalid", "mp_id"})
+_DECISIONS = frozenset({"accept", "approve", "confirm", "reject", "decline", "deny", "withdraw", "cancel"})
+PROPOSAL_ADVICE = (
+    "A memory proposal (mp_…) is decided by the user, never by a tool: memory_update only proposes "
+    "(action set or delete, by key), and the user runs 'zuno memory accept MP_ID' or 'zuno memory reject "
+    "MP_ID'. Every pending proposal still waits as it was."
+)
+
+
+def _mp_hint(key: str) -> str:
+    """PROPOSAL_ADVICE after a refusal of a key that looks like a proposal id (mp_…), else nothing."""
+    return f" {PROPOSAL_ADVICE}" if key[:3].casefold() == "mp_" else ""
+
+
+def proposal_advice(arguments: Any) -> str | None:
+    """PROPOSAL_ADVICE when these raw arguments look like an attempt to name or decide a proposal."""
+    if not isinstance(arguments, dict):
+        return None
+    names = {str(k).casefold() for k in arguments}
+    action, key = arguments.get("action"), arguments.get("key")
+    if (
+        names & _PROPOSAL_ARGUMENTS
+        or (isinstance(action, str) and action.casefold() in _DECISIONS)
+        or (isinstance(key, str) and key[:3].casefold() == "mp_")
+    ):
+        return PROPOSAL_ADVICE
+    return None
+
+
+def _proposal_named(store: Store, root: str, key: str) -> Any:
+    """The proposal of this workspace whose id is ``key`` (a model sent a proposal id as a key), or None."""
+    if key[:3].casefold() != "mp_":
+        return None
+    rows = store.query("SELECT id, key, status FROM state_memory_proposals WHERE id = ? AND root = ?", (key, root))
+    return rows[0] if rows else None
+
+
+def _proposal_as_key(p: Any) -> StateRefusal:
+    return StateRefusal(
+        "ProposalIdNotKey",
+        f"{p['id']} is the id of a memory proposal ({p['status']}, for key {p['key']!r}), not a memory key.",
+        PROPOSAL_ADVICE + f" To read or change the entry itself, use its key {p['key']!r}.",
+        proposal=p["id"],
+        status=p["status"],
+        key=p["key"],
+    )
+
+
+def _bad_key(key: str) -> StateRefusal:
+    why = "is empty" if key == "" else "is not a memory key"
+    return StateRefusal(
+        "InvalidKey",
+        f"key {named(key)!r} {why}: a memory key is 1-100 characters of ASCII letters, digits, '.', '_', '-' "
+        "and '/'.",
+        "Omit key to list every entry, or send a key memory_read lists."
+        + _mp_hint(key),
+        key=named(key),
+    )
+
+
 class MemoryReadTool(ActionTool):
     name = "memory_read"
     description = (
@@ -382,11 +449,19 @@ class MemoryReadTool(ActionTool):
     Args = MemoryReadArgs
     declarations = READ
 
+    def invalid_arguments_advice(self, arguments: Any) -> str | None:
+        return proposal_advice(arguments)
+
     async def run(self, ctx: ToolContext, args: MemoryReadArgs) -> ToolOutput:
         all_entries = entries(ctx.store, str(ctx.root), agent_of(ctx))
         if args.key is not None:
+            if not _KEY.fullmatch(args.key):  # before: "there is no memory ''", the problem unnamed
+                return _bad_key(args.key).to_output()
             all_entries = [e for e in all_entries if e["key"] == args.key]
             if not all_entries:
+                p = _proposal_named(ctx.store, str(ctx.root), args.key)
+                if p is not None:
+                    return _proposal_as_key(p).to_output()
                 return StateRefusal(
                     "NotFound", f"there is no memory {named(args.key)!r}.", "List the memory (omit key)."
                 ).to_output()
@@ -405,10 +480,16 @@ class MemoryUpdateTool(ActionTool):
     declarations = MUTATION
     ACTIONS: ClassVar[list[str]] = ["set", "delete"]
 
+    def invalid_arguments_advice(self, arguments: Any) -> str | None:
+        return proposal_advice(arguments)
+
     async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
         a = inner(args)
         root, agent = str(ctx.root), agent_of(ctx)
         content = getattr(a, "content", None)
+        named_proposal = _proposal_named(ctx.store, root, a.key)
+        if named_proposal is not None:  # set or delete "by" a proposal id: never an entry of that name
+            return _proposal_as_key(named_proposal).to_output()
         try:
             if ctx.config.memory.review_policy == "review":
                 made = propose_change(ctx.store, root, agent, a.action, a.key, content, ctx.session_id, ctx.call_id)
