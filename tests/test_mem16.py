@@ -75,3 +75,29 @@ async def test_a_malformed_proposal_id_is_a_clear_error_that_loses_nothing(works
             (pid, "style", "tabs")
         ]
         assert json.loads((await call(s, "memory_read")).text) == {"memory": [], "pending_proposals": 1}
+
+
+async def test_setting_the_content_an_entry_holds_is_a_no_op(workspace: Path) -> None:
+    import zuno
+    from zuno.tools.state.memory import proposals
+
+    from statehelp import call
+
+    async with zuno.Runtime(root=workspace, config_overrides={"memory": {"enabled": True}}) as rt, rt.session() as s:
+        first = await call(s, "memory_update", {"action": "set", "key": "tests", "content": "pytest -q"})
+        assert first.metadata["memory"]["revision"] == 1
+        again = await call(s, "memory_update", {"action": "set", "key": "tests", "content": "pytest -q"})
+        assert again.outcome == "ok" and "unchanged" in again.text and "revision 1" in again.text, again.text
+        assert again.metadata["memory"]["revision"] == 1 and again.metadata["unchanged"] is True
+        got = json.loads((await call(s, "memory_read", {"key": "tests"})).text)
+        assert got["memory"] == [{"key": "tests", "revision": 1, "content": "pytest -q"}]
+        changed = await call(s, "memory_update", {"action": "set", "key": "tests", "content": "pytest -q -x"})
+        assert changed.metadata["memory"]["revision"] == 2  # a real change still makes a revision
+    # under review: no proposal for a change that would change nothing
+    async with zuno.Runtime(root=workspace, config_overrides=REVIEW) as rt, rt.session() as s:
+        other = await call(s, "memory_update", {"action": "set", "key": "tests", "content": "make test"})
+        same = await call(s, "memory_update", {"action": "set", "key": "tests", "content": "pytest -q -x"})
+        assert same.outcome == "ok" and "unchanged" in same.text and "nothing proposed" in same.text, same.text
+        assert "memoryProposal" not in same.metadata
+        assert other.metadata["memoryProposal"]["id"] in same.text  # what still waits for the key is said
+        assert [p["content"] for p in proposals(rt.store, str(rt.root))] == ["make test"]

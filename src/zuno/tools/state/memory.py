@@ -167,8 +167,12 @@ def _apply(
     db: Any, root: str, agent: str, op: str, key: str, content: str | None, budget: tuple[int, int] | None = None
 ) -> dict[str, Any]:
     row = db.execute(
-        "SELECT revision FROM state_memory WHERE root = ? AND agent = ? AND key = ?", (root, agent, key)
+        "SELECT revision, content FROM state_memory WHERE root = ? AND agent = ? AND key = ?", (root, agent, key)
     ).fetchone()
+    if op == "set" and row is not None and row["content"] == content:
+        # Set to what it already holds: no new revision (as a state document's unchanged body keeps
+        # its revision), so a model confirming a fact does not look like a change of it.
+        return {"key": key, "revision": int(row["revision"]), "bytes": _size(content), "unchanged": True}
     if op == "delete":
         if row is None:
             raise StateRefusal(
@@ -237,7 +241,9 @@ def propose_change(
     """Store a proposal that waits for an explicit accept. Returns ``{"id", "status": "pending",
     "existing": bool, "sameKey": [ids]}``: ``existing`` when an identical proposal (same op, key and
     content) already waits — its id is returned, no second one is made — and ``sameKey`` the other
-    pending proposals for this key, which an accept of any one of them supersedes."""
+    pending proposals for this key, which an accept of any one of them supersedes. A ``set`` to the
+    content the entry already holds proposes nothing: ``{"id": None, "status": "unchanged",
+    "revision": the entry's, "sameKey": [ids]}``."""
     if content is not None and _size(content) > limits.MEMORY_MAX_ENTRY_BYTES:
         raise StateRefusal(
             "MemoryTooLarge",
@@ -248,6 +254,16 @@ def propose_change(
         )
     with store.transaction() as db:
         same_key = _pending_for_key(db, root, agent, key)
+        held = db.execute(
+            "SELECT revision, content FROM state_memory WHERE root = ? AND agent = ? AND key = ?", (root, agent, key)
+        ).fetchone()
+        if op == "set" and held is not None and held["content"] == content:
+            # Nothing to decide: accepting it would change nothing. No proposal is made (none held a
+            # place among the MEMORY_MAX_PENDING_PROPOSALS only to be accepted as a no-op).
+            return {
+                "id": None, "status": "unchanged", "existing": False, "revision": int(held["revision"]),
+                "sameKey": [r["id"] for r in same_key],
+            }
         if op == "delete" and not same_key and _entry_revision(db, root, agent, key) == 0:
             # Nothing holds or proposes the key: before, it waited as a proposal no accept could ever
             # apply, holding one of the MEMORY_MAX_PENDING_PROPOSALS places until a person rejected it.
@@ -285,9 +301,11 @@ def propose_change(
 
 def propose(
     store: Store, root: str, agent: str, op: str, key: str, content: str | None, session_id: str, call_id: str
-) -> str:
-    """The id of the proposal that waits for this change (``propose_change``)."""
-    return str(propose_change(store, root, agent, op, key, content, session_id, call_id)["id"])
+) -> str | None:
+    """The id of the proposal that waits for this change (``propose_change``); None when the entry
+    already holds it (nothing to propose)."""
+    made = propose_change(store, root, agent, op, key, content, session_id, call_id)
+    return None if made["id"] is None else str(made["id"])
 
 
 def proposals(store: Store, root: str, agent: str | None = None, status: str = "pending") -> list[dict[str, Any]]:
@@ -494,6 +512,8 @@ class MemoryUpdateTool(ActionTool):
             if ctx.config.memory.review_policy == "review":
                 made = propose_change(ctx.store, root, agent, a.action, a.key, content, ctx.session_id, ctx.call_id)
                 pid, same_key = made["id"], made["sameKey"]
+                if made["status"] == "unchanged":
+                    return _unchanged_output(a.key, made["revision"], same_key)
                 text = (
                     f"[memory: the same change already waits as proposal {pid}; no second one was made"
                     if made["existing"]
@@ -514,5 +534,17 @@ class MemoryUpdateTool(ActionTool):
                 result = _apply(db, root, agent, a.action, a.key, content, fits.of_config(ctx))
         except StateRefusal as r:
             return r.to_output()
+        if result.get("unchanged"):
+            return _unchanged_output(a.key, result["revision"], [], result)
         what = "deleted" if result.get("deleted") else f"set, revision {result['revision']}"
         return ToolOutput(text=f"[memory {a.key!r} {what}]", metadata={"memory": result})
+
+
+def _unchanged_output(key: str, revision: int, same_key: list[str], result: dict[str, Any] | None = None) -> ToolOutput:
+    """memory_update set to the content the entry already holds: nothing written, nothing proposed."""
+    text = f"[memory {key!r} unchanged: it already holds exactly this content (revision {revision}); nothing was "
+    text += "written and nothing proposed"
+    if same_key:
+        text += f". Still waiting for {key!r}: {', '.join(same_key)} (the user decides them)"
+    memory = result or {"key": key, "revision": revision, "unchanged": True}
+    return ToolOutput(text=text + "]", metadata={"memory": memory, "unchanged": True})
