@@ -74,3 +74,46 @@ async def test_an_answer_to_a_goal_not_waiting_for_one_is_refused(workspace: Pat
     assert _goal_now(workspace, sid)["goal"]["status"] == "paused"
     p = zuno_cli(workspace, "goal", "resume", "--session", sid)  # any other pause: resumed as before
     assert p.returncode == 0 and "Goal resumed" in p.stdout, p
+
+
+async def test_a_resume_that_loses_a_race_says_so_to_a_person(workspace: Path) -> None:
+    """Another resume (a second terminal) commits between this one's read and its write: a real
+    second connection to the same database, its write made at the moment this resume begins its
+    transaction — the race, made to happen every time."""
+    from contextlib import contextmanager
+
+    from zuno.commands.goal_resume import refusal_for_a_person, resume_paused_goal
+    from zuno.store import Store
+    from zuno.tools.state import docstore
+
+    class RacedStore(Store):
+        rival: object = None
+
+        @contextmanager
+        def transaction(self):  # type: ignore[override]
+            rival, self.rival = self.rival, None
+            if rival is not None:
+                rival()
+            with super().transaction() as db:
+                yield db
+
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        await call(s, "goal_update", {"action": "create", "objective": "o", "criteria": [{"text": "c"}]})
+        await call(s, "goal_update", {"action": "pause", "expected_revision": 1, "reason": {"kind": "blocked"}})
+        raced = RacedStore(rt.store.path, rt._migrations)
+        try:
+            raced.rival = lambda: goal.resume_goal(rt.store, s.id, 2, "the-other-terminal")
+            done = resume_paused_goal(raced, s.id)
+        finally:
+            raced.close()
+        assert not done.ok
+        assert "the Goal changed while it was being resumed" in done.message, done.message
+        assert f"zuno goal --session {s.id}" in done.message
+        assert "goal_get" not in done.message and "expected_revision" not in done.message  # the model's advice
+        now = docstore.read(rt.store, goal.scope_of(s.id), goal.KIND)
+        assert (now.revision, now.body["status"]) == (3, "active")  # the rival's resume, applied once
+    # the mapping itself: a StaleRevision becomes a person's message; anything else keeps its words
+    stale = docstore.stale("Goal", 2, 3, "goal_get")
+    assert "Call goal_get" not in refusal_for_a_person(stale, "ses_x")
+    other = goal.waiting_for_input("which one?")
+    assert refusal_for_a_person(other, "ses_x") == f"{other.message} {other.required_action}"
