@@ -209,7 +209,11 @@ class Admission:
         try:
             args = tool.Args.model_validate(rest)
         except ValidationError as e:
-            return refuse(BlockKind.invalid_arguments, describe_validation(tool, e), decl=tool.declarations)
+            why = describe_validation(tool, e)
+            advice = tool.invalid_arguments_advice(rest)
+            return refuse(
+                BlockKind.invalid_arguments, why + (f" {advice}" if advice else ""), decl=tool.declarations
+            )
         # 3. classify
         decl = tool.classify(args)
         # 4. hooks

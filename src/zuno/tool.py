@@ -367,6 +367,11 @@ class Tool:
                 return (value,)
         return ()
 
+    def invalid_arguments_advice(self, arguments: Mapping[str, Any]) -> str | None:
+        """Advice added to an ``invalid_arguments`` refusal of these (raw) arguments: what this tool
+        can tell of what the model was trying to do. None: the generic message says it all."""
+        return None
+
     def input_schema(self) -> dict[str, Any]:
         """The argument schema every provider and MCP client sees (zuno.schema_export)."""
         from zuno.schema_export import export_args

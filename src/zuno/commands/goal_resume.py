@@ -2,7 +2,11 @@
 paused Goal (a model pause, or the host's ``no_progress``). The model can never resume a Goal;
 this is the one way a person does, at the revision they see, recorded like any other mutation.
 
-    zuno goal resume [--session ID | --continue] [--json]
+    zuno goal resume [--session ID | --continue] [--input ANSWER] [--json]
+
+A Goal paused ``waiting_input`` waits for the user's input: a plain resume is refused (saying so, and
+how to give it); ``--input ANSWER`` gives it and resumes the Goal, the answer recorded in the Goal
+(goal_get's ``input_answer``, and the dynamic context) for the model to read.
 """
 
 from __future__ import annotations
@@ -25,10 +29,27 @@ class Resumed:
     revision: int = 0
 
 
-def resume_paused_goal(store: Any, session_id: str) -> Resumed:
-    """Resume the session's Goal if it is paused; otherwise say why nothing was done."""
+def answer_problem(answer: str | None) -> str | None:
+    """Why ``answer`` (``--input``) cannot be an answer (blank, too long), or None."""
+    from zuno.tools.state.goal import GOAL_INPUT_MAX_CHARS
+
+    if answer is None:
+        return None
+    if not answer.strip():
+        return "--input is blank: give the answer the Goal waits for, in words."
+    if len(answer) > GOAL_INPUT_MAX_CHARS:
+        return f"--input is {len(answer):,} characters; an answer holds at most {GOAL_INPUT_MAX_CHARS:,}. Shorten it."
+    return None
+
+
+def resume_paused_goal(store: Any, session_id: str, answer: str | None = None) -> Resumed:
+    """Resume the session's Goal if it is paused; otherwise say why nothing was done. A Goal waiting
+    for input resumes only with ``answer`` (the input), and ``answer`` answers only such a Goal."""
     from zuno.tools.state import docstore, goal
 
+    problem = answer_problem(answer)
+    if problem is not None:
+        return Resumed(False, problem)
     doc = docstore.read(store, goal.scope_of(session_id), goal.KIND)
     if doc.body is None:
         return Resumed(False, f"session {session_id} has no Goal: nothing to resume.")
@@ -37,14 +58,33 @@ def resume_paused_goal(store: Any, session_id: str) -> Resumed:
         return Resumed(False, f"the Goal is {status}, not paused: nothing to resume.", doc.revision)
     why = (doc.body.get("pause_reason") or {}).get("kind", "paused")
     try:
-        result = goal.resume_goal(store, session_id, doc.revision, f"user-goal-resume-{uuid.uuid4().hex}")
-    except docstore.StateRefusal as r:  # it changed meanwhile (another process): say so, change nothing
-        return Resumed(False, f"{r.message} {r.required_action}", doc.revision)
-    store.add_event(session_id, "goal-resumed", {"revision": result["revision"], "was": why})
-    return Resumed(True, f"Goal resumed (it was paused: {why}; now revision {result['revision']}).", result["revision"])
+        result = goal.resume_goal(store, session_id, doc.revision, f"user-goal-resume-{uuid.uuid4().hex}", answer)
+    except docstore.StateRefusal as r:  # waiting for input; or it changed meanwhile (another process)
+        return Resumed(False, refusal_for_a_person(r, session_id), doc.revision)
+    facts = {"revision": result["revision"], "was": why, **({"answered": True} if answer is not None else {})}
+    store.add_event(session_id, "goal-resumed", facts)
+    with_answer = " with your answer" if answer is not None else ""
+    done = f"Goal resumed{with_answer} (it was paused: {why}; now revision {result['revision']})."
+    return Resumed(True, done, result["revision"])
+
+
+def refusal_for_a_person(r: Any, session_id: str) -> str:
+    """A resume's refusal as the person who asked for it reads it. The state layer's advice is the
+    model's ("Call goal_get, then … send expected_revision N"): a person lost a race to another
+    change of the Goal, and looks again."""
+    if r.kind == "StaleRevision":
+        return (
+            "the Goal changed while it was being resumed (another process changed it); nothing was resumed. "
+            f"Run 'zuno goal --session {session_id}' to see it as it is now, and resume again if it is still paused."
+        )
+    return f"{r.message} {r.required_action}"
 
 
 def run(args: argparse.Namespace) -> int:
+    problem = answer_problem(args.input)
+    if problem is not None:
+        print(f"zuno: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     rt = runtime_from_args(args)
     try:
         try:
@@ -53,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"zuno: {e}", file=sys.stderr)
             return EXIT_USAGE
         assert sid is not None  # continue_latest: a session, or SessionNotFound
-        done = resume_paused_goal(rt.store, sid)
+        done = resume_paused_goal(rt.store, sid, args.input)
         if args.json:
             print_json({"session": sid, "resumed": done.ok, "revision": done.revision, "message": done.message})
         elif done.ok:

@@ -41,6 +41,34 @@ def _malformed_proposal(op: str, proposal: str | None) -> str | None:
     )
 
 
+def _undecidable_without_writing(rt: Any, proposal: str, root: str) -> Any:
+    """Why ``proposal`` cannot be decided, read from the store as it is (read-only), or None when it
+    is pending and the decision may go ahead. No store yet, or one from before the memory tables, has
+    no proposal: that is said without creating the store (or migrating it) only to refuse."""
+    from zuno.tools.state.memory import not_pending
+
+    store = rt.existing_store()
+    row = None
+    if store is not None:
+        try:
+            rows = store.query("SELECT * FROM state_memory_proposals WHERE id = ?", (proposal,))
+        except sqlite3.OperationalError as e:
+            if "no such table" not in str(e):
+                raise
+            rows = []
+        row = rows[0] if rows else None
+    if row is not None and row["status"] == "pending" and row["root"] == root:
+        return None
+    return not_pending(proposal, row, root)
+
+
+def _refused(args: argparse.Namespace, r: Any) -> int:
+    if args.json:
+        print_json({"proposal": args.proposal, "decision": None, "refusal": {"message": r.message, **r.to_metadata()}})
+    print(f"zuno: {r.message} {r.required_action}", file=sys.stderr)
+    return EXIT_NOT_OK
+
+
 def _run(args: argparse.Namespace) -> int:
     from zuno.tools.state import fits
     from zuno.tools.state.docstore import StateRefusal
@@ -60,6 +88,11 @@ def _run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 return EXIT_USAGE
+            # Looked at first, read-only: a proposal that is not pending (or no store at all) is
+            # refused without the store being created, so no .zuno/ is left behind by a refusal.
+            undecidable = _undecidable_without_writing(rt, args.proposal, root)
+            if undecidable is not None:
+                return _refused(args, undecidable)
             try:
                 if args.op == "accept":
                     limit = fits.budget(rt.config.tool_output.max_bytes, rt.config.tool_output.max_lines)
@@ -78,17 +111,8 @@ def _run(args: argparse.Namespace) -> int:
                         )
                 else:
                     print(f"rejected {args.proposal}")
-            except StateRefusal as r:
-                if args.json:
-                    print_json(
-                        {
-                            "proposal": args.proposal,
-                            "decision": None,
-                            "refusal": {"message": r.message, **r.to_metadata()},
-                        }
-                    )
-                print(f"zuno: {r.message} {r.required_action}", file=sys.stderr)
-                return EXIT_NOT_OK
+            except StateRefusal as r:  # decided meanwhile by another process, stale, too large
+                return _refused(args, r)
             return EXIT_OK
         # Listing only looks: no store yet is no memory, and nothing is created (docs/cli.md).
         store = rt.existing_store()

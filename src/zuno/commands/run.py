@@ -538,13 +538,15 @@ def _interactive(
                         print(f"zuno: mode {want[0]}")
                 continue
             if line.split()[0] == "/goal":
-                if line.split()[1:] != ["resume"]:
-                    print("zuno: /goal resume (resumes the paused Goal; zuno goal shows it)")
+                words = line.split(None, 2)
+                if words[1:2] != ["resume"]:
+                    print("zuno: /goal resume [your answer] (resumes the paused Goal; zuno goal shows it)")
                 else:
                     from zuno.commands.goal_resume import resume_paused_goal
 
+                    answer = words[2] if len(words) > 2 else None  # the input a waiting_input Goal waits for
                     try:
-                        print(f"zuno: {resume_paused_goal(agent.runtime.store, agent.id).message}")
+                        print(f"zuno: {resume_paused_goal(agent.runtime.store, agent.id, answer).message}")
                     except StoreUnusable as e:
                         print(f"zuno: {e} The Goal was not resumed: give /goal resume again once the store is free.",
                               file=sys.stderr)

@@ -118,7 +118,15 @@ def _goal_text(view: dict[str, Any]) -> list[str]:
         for m in view.get("stale_evidence", []):
             if m["criterion"] == c["id"]:
                 lines.append(f"      no longer counts ({m['reason']}): {m.get('detail') or ''}".rstrip())
-    if g["status"] == "paused":
+    if g.get("input_answer"):
+        asked = g["input_answer"].get("asked")
+        lines.append(f"  your input{f' to {asked!r}' if asked else ''}: {g['input_answer']['answer']}")
+    if g["status"] == "paused" and pause.get("kind") == "waiting_input":
+        lines.append(
+            "  it waits for your input: zuno goal resume --input 'your answer'"
+            " (or /goal resume your answer in zuno run)"
+        )
+    elif g["status"] == "paused":
         lines.append("  only you resume it: zuno goal resume (or /goal resume in zuno run)")
     return lines
 
@@ -171,6 +179,9 @@ def state_summary(store: Any, session_id: str) -> list[str]:
 
 def _run(kind: str, args: argparse.Namespace) -> int:
     from zuno.tools.state import api
+
+    if getattr(args, "input", None) is not None:
+        return _fail("--input goes with resume: zuno goal resume --input 'your answer'.")
 
     root = Path(args.root).resolve()
     if args.session is not None:
@@ -238,6 +249,12 @@ def add_parser(sub: Any) -> None:
         p.add_argument("--json", action="store_true", help="print the state as JSON")
         if kind == "goal":  # the one write: the user resumes a paused Goal (commands/goal_resume.py)
             p.add_argument("op", nargs="?", choices=("resume",), help="resume: resume the paused Goal")
+            p.add_argument(
+                "--input",
+                default=None,
+                metavar="ANSWER",
+                help="resume: the input a Goal paused waiting_input waits for (it resumes only with it)",
+            )
         p.set_defaults(func=lambda a, k=kind: _goal_op(a) if getattr(a, "op", None) else _run(k, a))
 
 

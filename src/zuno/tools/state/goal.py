@@ -112,11 +112,18 @@ class Pause(ToolArgs):
     reason: ModelPauseReason
 
 
+# The user's answer to a Goal waiting for input (zuno goal resume --input): as long as a note.
+GOAL_INPUT_MAX_CHARS = 4000
+
+
 class Resume(ToolArgs):
-    """Host only (/goal resume): a paused Goal is resumed by the user, never by the model."""
+    """Host only (/goal resume): a paused Goal is resumed by the user, never by the model. A Goal
+    paused ``waiting_input`` resumes only with ``answer``, the user's input it waits for (spec:
+    only a real answer to that request satisfies it; a resume cannot bypass a pending human wait)."""
 
     action: Literal["resume"]
     expected_revision: int = Field(ge=1)
+    answer: Text | None = Field(None, min_length=1, max_length=GOAL_INPUT_MAX_CHARS)
 
 
 class HostPause(ToolArgs):
@@ -328,7 +335,22 @@ def _apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> 
             raise StateRefusal(
                 "InvalidTransition", f"the Goal is {status}, not paused.", "Nothing to resume.", status=status
             )
+        pause = body.get("pause_reason") or {}
+        waiting = pause.get("kind") == "waiting_input"
+        if waiting and a.answer is None:
+            raise waiting_for_input(pause.get("detail"))
+        if not waiting and a.answer is not None:
+            raise StateRefusal(
+                "NotWaitingInput",
+                f"the Goal is paused ({pause.get('kind') or 'paused'}), not waiting for input: an answer answers "
+                "nothing.",
+                "Resume it without an answer (zuno goal resume, /goal resume); say anything more as the next prompt.",
+                status=status,
+                pauseReason=pause.get("kind"),
+            )
         body.update(status="active", pause_reason=None)
+        if waiting:
+            body["input_answer"] = {"asked": pause.get("detail"), "answer": a.answer}
     elif a.action == "complete":
         if status != "active":
             raise StateRefusal(
@@ -357,6 +379,19 @@ def _apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> 
     return body, {"action": a.action}
 
 
+def waiting_for_input(detail: str | None) -> StateRefusal:
+    """A resume of a Goal that waits for the user's input, without that input."""
+    asked = f" ({detail})" if detail else ""
+    return StateRefusal(
+        "WaitingInput",
+        f"the Goal is waiting for your input{asked}; resuming it does not answer that, and only an answer does.",
+        "Give the answer: zuno goal resume --input 'your answer' (in zuno run: /goal resume your answer). "
+        "That resumes the Goal with it.",
+        status="paused",
+        pauseReason="waiting_input",
+    )
+
+
 def view(doc: Doc) -> dict[str, Any]:
     if doc.body is None:
         return {"goal": None, "revision": 0}
@@ -366,6 +401,8 @@ def view(doc: Doc) -> dict[str, Any]:
         goal["pause_reason"] = b["pause_reason"]
     if b.get("abandon_reason"):
         goal["abandon_reason"] = b["abandon_reason"]
+    if b.get("input_answer"):  # the user's answer to the input it waited for (zuno goal resume --input)
+        goal["input_answer"] = b["input_answer"]
     goal["criteria"] = [{k: v for k, v in c.items() if v is not None} for c in b["criteria"]]
     return {"revision": doc.revision, "goal": goal}
 
@@ -438,6 +475,10 @@ def host_update(store: Any, session_id: str, args: Resume | HostPause, delivery_
     return result
 
 
-def resume_goal(store: Any, session_id: str, expected_revision: int, delivery_id: str) -> dict[str, Any]:
-    """/goal resume: the user's explicit resumption of a paused Goal at the revision they saw."""
-    return host_update(store, session_id, Resume(action="resume", expected_revision=expected_revision), delivery_id)
+def resume_goal(
+    store: Any, session_id: str, expected_revision: int, delivery_id: str, answer: str | None = None
+) -> dict[str, Any]:
+    """/goal resume: the user's explicit resumption of a paused Goal at the revision they saw; ``answer``
+    the input a ``waiting_input`` Goal waits for (required then, refused otherwise)."""
+    resume = Resume(action="resume", expected_revision=expected_revision, answer=answer)
+    return host_update(store, session_id, resume, delivery_id)

@@ -97,7 +97,10 @@ class _Keyed(ToolArgs):
     @classmethod
     def _valid(cls, v: str) -> str:
         if not _KEY.fullmatch(v):
-            raise ValueError("a memory key is 1-100 characters of letters, digits, '.', '_', '-' and '/'")
+            raise ValueError(
+                "a memory key is 1-100 characters of ASCII letters, digits, '.', '_', '-' and '/' (memory_read lists "
+                "the keys there are)"
+            )
         return v
 
 
@@ -164,11 +167,17 @@ def _apply(
     db: Any, root: str, agent: str, op: str, key: str, content: str | None, budget: tuple[int, int] | None = None
 ) -> dict[str, Any]:
     row = db.execute(
-        "SELECT revision FROM state_memory WHERE root = ? AND agent = ? AND key = ?", (root, agent, key)
+        "SELECT revision, content FROM state_memory WHERE root = ? AND agent = ? AND key = ?", (root, agent, key)
     ).fetchone()
+    if op == "set" and row is not None and row["content"] == content:
+        # Set to what it already holds: no new revision (as a state document's unchanged body keeps
+        # its revision), so a model confirming a fact does not look like a change of it.
+        return {"key": key, "revision": int(row["revision"]), "bytes": _size(content), "unchanged": True}
     if op == "delete":
         if row is None:
-            raise StateRefusal("NotFound", f"there is no memory {key!r}.", "Read the memory first (memory_read).")
+            raise StateRefusal(
+                "NotFound", f"there is no memory {key!r}.", "Read the memory first (memory_read)." + _mp_hint(key)
+            )
         db.execute("DELETE FROM state_memory WHERE root = ? AND agent = ? AND key = ?", (root, agent, key))
         return {"key": key, "deleted": True}
     assert content is not None
@@ -232,7 +241,9 @@ def propose_change(
     """Store a proposal that waits for an explicit accept. Returns ``{"id", "status": "pending",
     "existing": bool, "sameKey": [ids]}``: ``existing`` when an identical proposal (same op, key and
     content) already waits — its id is returned, no second one is made — and ``sameKey`` the other
-    pending proposals for this key, which an accept of any one of them supersedes."""
+    pending proposals for this key, which an accept of any one of them supersedes. A ``set`` to the
+    content the entry already holds proposes nothing: ``{"id": None, "status": "unchanged",
+    "revision": the entry's, "sameKey": [ids]}``."""
     if content is not None and _size(content) > limits.MEMORY_MAX_ENTRY_BYTES:
         raise StateRefusal(
             "MemoryTooLarge",
@@ -243,13 +254,23 @@ def propose_change(
         )
     with store.transaction() as db:
         same_key = _pending_for_key(db, root, agent, key)
+        held = db.execute(
+            "SELECT revision, content FROM state_memory WHERE root = ? AND agent = ? AND key = ?", (root, agent, key)
+        ).fetchone()
+        if op == "set" and held is not None and held["content"] == content:
+            # Nothing to decide: accepting it would change nothing. No proposal is made (none held a
+            # place among the MEMORY_MAX_PENDING_PROPOSALS only to be accepted as a no-op).
+            return {
+                "id": None, "status": "unchanged", "existing": False, "revision": int(held["revision"]),
+                "sameKey": [r["id"] for r in same_key],
+            }
         if op == "delete" and not same_key and _entry_revision(db, root, agent, key) == 0:
             # Nothing holds or proposes the key: before, it waited as a proposal no accept could ever
             # apply, holding one of the MEMORY_MAX_PENDING_PROPOSALS places until a person rejected it.
             raise StateRefusal(
                 "NotFound",
                 f"there is no memory {key!r} to delete; nothing was proposed.",
-                "Read the memory first (memory_read) and delete only a key it lists.",
+                "Read the memory first (memory_read) and delete only a key it lists." + _mp_hint(key),
                 key=key,
             )
         for row in same_key:
@@ -280,9 +301,11 @@ def propose_change(
 
 def propose(
     store: Store, root: str, agent: str, op: str, key: str, content: str | None, session_id: str, call_id: str
-) -> str:
-    """The id of the proposal that waits for this change (``propose_change``)."""
-    return str(propose_change(store, root, agent, op, key, content, session_id, call_id)["id"])
+) -> str | None:
+    """The id of the proposal that waits for this change (``propose_change``); None when the entry
+    already holds it (nothing to propose)."""
+    made = propose_change(store, root, agent, op, key, content, session_id, call_id)
+    return None if made["id"] is None else str(made["id"])
 
 
 def proposals(store: Store, root: str, agent: str | None = None, status: str = "pending") -> list[dict[str, Any]]:
@@ -297,7 +320,7 @@ def proposals(store: Store, root: str, agent: str | None = None, status: str = "
 _LIST_PENDING = "Run 'zuno memory' to list the pending ones."
 
 
-def _not_pending(proposal_id: str, p: Any, root: str | None = None) -> StateRefusal:
+def not_pending(proposal_id: str, p: Any, root: str | None = None) -> StateRefusal:
     if p is None or (root is not None and p["root"] != root):
         # Another workspace's proposal (a shared store: ZUNO_DB, --db) is, to this one, no proposal:
         # neither its existence nor its key or status is told, and it cannot be decided from here.
@@ -331,7 +354,7 @@ def accept_proposal(
     with store.transaction() as db:
         p = db.execute("SELECT * FROM state_memory_proposals WHERE id = ?", (proposal_id,)).fetchone()
         if p is None or p["status"] != "pending" or (root is not None and p["root"] != root):
-            raise _not_pending(proposal_id, p, root)
+            raise not_pending(proposal_id, p, root)
         now_revision = _entry_revision(db, p["root"], p["agent"], p["key"])
         base = p["base_revision"]
         if base is not None and base != now_revision:
@@ -370,7 +393,69 @@ def reject_proposal(store: Store, proposal_id: str, root: str | None = None) -> 
         )
         if cur.rowcount != 1:
             p = db.execute("SELECT * FROM state_memory_proposals WHERE id = ?", (proposal_id,)).fetchone()
-            raise _not_pending(proposal_id, p, root)
+            raise not_pending(proposal_id, p, root)
+
+
+# What a model sends when it tries to act on a proposal (mp_…) it was told of: an argument naming
+# it, a decision as the action. No tool decides a proposal; the advice says who does, and how.
+_PROPOSAL_ARGUMENTS = frozenset({"id", "proposal", "proposal_id", "proposalid", "mp_id"})
+_DECISIONS = frozenset({"accept", "approve", "confirm", "reject", "decline", "deny", "withdraw", "cancel"})
+PROPOSAL_ADVICE = (
+    "A memory proposal (mp_…) is decided by the user, never by a tool: memory_update only proposes "
+    "(action set or delete, by key), and the user runs 'zuno memory accept MP_ID' or 'zuno memory reject "
+    "MP_ID'. Every pending proposal still waits as it was."
+)
+
+
+def _mp_hint(key: str) -> str:
+    """PROPOSAL_ADVICE after a refusal of a key that looks like a proposal id (mp_…), else nothing."""
+    return f" {PROPOSAL_ADVICE}" if key[:3].casefold() == "mp_" else ""
+
+
+def proposal_advice(arguments: Any) -> str | None:
+    """PROPOSAL_ADVICE when these raw arguments look like an attempt to name or decide a proposal."""
+    if not isinstance(arguments, dict):
+        return None
+    names = {str(k).casefold() for k in arguments}
+    action, key = arguments.get("action"), arguments.get("key")
+    if (
+        names & _PROPOSAL_ARGUMENTS
+        or (isinstance(action, str) and action.casefold() in _DECISIONS)
+        or (isinstance(key, str) and key[:3].casefold() == "mp_")
+    ):
+        return PROPOSAL_ADVICE
+    return None
+
+
+def _proposal_named(store: Store, root: str, key: str) -> Any:
+    """The proposal of this workspace whose id is ``key`` (a model sent a proposal id as a key), or None."""
+    if key[:3].casefold() != "mp_":
+        return None
+    rows = store.query("SELECT id, key, status FROM state_memory_proposals WHERE id = ? AND root = ?", (key, root))
+    return rows[0] if rows else None
+
+
+def _proposal_as_key(p: Any) -> StateRefusal:
+    return StateRefusal(
+        "ProposalIdNotKey",
+        f"{p['id']} is the id of a memory proposal ({p['status']}, for key {p['key']!r}), not a memory key.",
+        PROPOSAL_ADVICE + f" To read or change the entry itself, use its key {p['key']!r}.",
+        proposal=p["id"],
+        status=p["status"],
+        key=p["key"],
+    )
+
+
+def _bad_key(key: str) -> StateRefusal:
+    why = "is empty" if key == "" else "is not a memory key"
+    return StateRefusal(
+        "InvalidKey",
+        f"key {named(key)!r} {why}: a memory key is 1-100 characters of ASCII letters, digits, '.', '_', '-' "
+        "and '/'.",
+        "Omit key to list every entry, or send a key memory_read lists."
+        + _mp_hint(key),
+        key=named(key),
+    )
 
 
 class MemoryReadTool(ActionTool):
@@ -382,11 +467,19 @@ class MemoryReadTool(ActionTool):
     Args = MemoryReadArgs
     declarations = READ
 
+    def invalid_arguments_advice(self, arguments: Any) -> str | None:
+        return proposal_advice(arguments)
+
     async def run(self, ctx: ToolContext, args: MemoryReadArgs) -> ToolOutput:
         all_entries = entries(ctx.store, str(ctx.root), agent_of(ctx))
         if args.key is not None:
+            if not _KEY.fullmatch(args.key):  # before: "there is no memory ''", the problem unnamed
+                return _bad_key(args.key).to_output()
             all_entries = [e for e in all_entries if e["key"] == args.key]
             if not all_entries:
+                p = _proposal_named(ctx.store, str(ctx.root), args.key)
+                if p is not None:
+                    return _proposal_as_key(p).to_output()
                 return StateRefusal(
                     "NotFound", f"there is no memory {named(args.key)!r}.", "List the memory (omit key)."
                 ).to_output()
@@ -405,14 +498,22 @@ class MemoryUpdateTool(ActionTool):
     declarations = MUTATION
     ACTIONS: ClassVar[list[str]] = ["set", "delete"]
 
+    def invalid_arguments_advice(self, arguments: Any) -> str | None:
+        return proposal_advice(arguments)
+
     async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
         a = inner(args)
         root, agent = str(ctx.root), agent_of(ctx)
         content = getattr(a, "content", None)
+        named_proposal = _proposal_named(ctx.store, root, a.key)
+        if named_proposal is not None:  # set or delete "by" a proposal id: never an entry of that name
+            return _proposal_as_key(named_proposal).to_output()
         try:
             if ctx.config.memory.review_policy == "review":
                 made = propose_change(ctx.store, root, agent, a.action, a.key, content, ctx.session_id, ctx.call_id)
                 pid, same_key = made["id"], made["sameKey"]
+                if made["status"] == "unchanged":
+                    return _unchanged_output(a.key, made["revision"], same_key)
                 text = (
                     f"[memory: the same change already waits as proposal {pid}; no second one was made"
                     if made["existing"]
@@ -433,5 +534,17 @@ class MemoryUpdateTool(ActionTool):
                 result = _apply(db, root, agent, a.action, a.key, content, fits.of_config(ctx))
         except StateRefusal as r:
             return r.to_output()
+        if result.get("unchanged"):
+            return _unchanged_output(a.key, result["revision"], [], result)
         what = "deleted" if result.get("deleted") else f"set, revision {result['revision']}"
         return ToolOutput(text=f"[memory {a.key!r} {what}]", metadata={"memory": result})
+
+
+def _unchanged_output(key: str, revision: int, same_key: list[str], result: dict[str, Any] | None = None) -> ToolOutput:
+    """memory_update set to the content the entry already holds: nothing written, nothing proposed."""
+    text = f"[memory {key!r} unchanged: it already holds exactly this content (revision {revision}); nothing was "
+    text += "written and nothing proposed"
+    if same_key:
+        text += f". Still waiting for {key!r}: {', '.join(same_key)} (the user decides them)"
+    memory = result or {"key": key, "revision": revision, "unchanged": True}
+    return ToolOutput(text=text + "]", metadata={"memory": memory, "unchanged": True})

@@ -55,6 +55,9 @@ def goal_section(store: Store, session_id: str, agent: str | None = None) -> Con
             f"  paused: {b['pause_reason']['kind']}"
             + (f" — {b['pause_reason']['detail']}" if b["pause_reason"].get("detail") else "")
         )
+    if b.get("input_answer"):
+        asked = b["input_answer"].get("asked")
+        lines.append(f"  the user's input{f' to {asked!r}' if asked else ''}: {b['input_answer']['answer']}")
     for c in b["criteria"]:
         mark = "x" if c["satisfied"] else " "
         ev = (
