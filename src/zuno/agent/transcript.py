@@ -39,6 +39,7 @@ from zuno.agent.items import (
     to_messages,
 )
 from zuno.agent.types import Attempt, Finished, ImagePart, Message, ModelRequest, ToolCall, UserMessage, well_formed
+from zuno.agent.writer import Writer, this_process, writer_state
 from zuno.records import CallRecord, StepWrites
 from zuno.store import Store
 
@@ -87,9 +88,13 @@ _PARTIAL_COLUMNS = (
     " estimated_tokens, started_at"
 )
 # The first save of a request's streamed text (and the one after a restarted stream): the whole row.
+# The writer (this process: pid, start time, boot id) is recorded so that a reader can tell an
+# answer still streaming from one whose process died (``zuno.agent.writer``).
 _SAVE_PARTIAL = (
-    f"INSERT INTO agent_partials ({_PARTIAL_COLUMNS}, text, updated_at) VALUES ({'?, ' * 12}?)"
-    " ON CONFLICT (request_id) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at"
+    f"INSERT INTO agent_partials ({_PARTIAL_COLUMNS}, text, updated_at, writer_pid, writer_start, writer_boot)"
+    f" VALUES ({'?, ' * 15}?)"
+    " ON CONFLICT (request_id) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at,"
+    " writer_pid = excluded.writer_pid, writer_start = excluded.writer_start, writer_boot = excluded.writer_boot"
 )
 # A later save adds only the text that arrived since (no rewrite of the row from Python).
 _APPEND_PARTIAL = "UPDATE agent_partials SET text = text || ?, updated_at = ? WHERE request_id = ?"
@@ -131,6 +136,7 @@ class Transcript:
         # those whose text has a saved agent_partials row (dropped in the commit of their outcome).
         self._sending: dict[int, tuple[Any, ...]] = {}
         self._partials: set[int] = set()
+        self._writer: Writer | None = None  # this process, as its saved rows name it (read once)
         with store.transaction() as db:
             db.execute(
                 "INSERT OR IGNORE INTO agent_state (session_id, updated_at) VALUES (?, ?)", (session_id, time.time())
@@ -225,14 +231,22 @@ class Transcript:
         db.execute("DELETE FROM agent_partials WHERE session_id = ?", (self.session_id,))
 
     def partials(self) -> list[dict[str, Any]]:
-        """The streamed text saved of answers that never completed (a request still streaming, or
-        one whose process stopped: the next turn records those as interrupted)."""
+        """The streamed text saved of answers that never completed: a request still streaming
+        (``state`` "streaming": the process that saved it, ``writer_pid``, still runs, checked
+        against /proc with its start time), or one whose process died ("died": the next turn
+        records those as interrupted); "unknown" for a row that names no writer."""
         rows = self.store.query(
-            "SELECT request_id, turn, purpose, text, started_at, updated_at FROM agent_partials"
-            " WHERE session_id = ? ORDER BY request_id",
+            "SELECT request_id, turn, purpose, text, started_at, updated_at, writer_pid, writer_start, writer_boot"
+            " FROM agent_partials WHERE session_id = ? ORDER BY request_id",
             (self.session_id,),
         )
-        return [dict(r) for r in rows]
+        out = []
+        for r in rows:
+            p = dict(r)
+            p["state"] = writer_state(p.pop("writer_pid"), p.pop("writer_start"), p.pop("writer_boot"))
+            p["writer_pid"] = r["writer_pid"]
+            out.append(p)
+        return out
 
     def end_turn(self, n: int, stop_reason: str, detail: str, steps: int) -> None:
         self.store.execute(
@@ -323,7 +337,11 @@ class Transcript:
         save, or after the stream restarted), else the text since the last save, appended. One
         committed statement (``Store.execute``)."""
         if whole or request_id not in self._partials:
-            self.store.execute(_SAVE_PARTIAL, (*self._sending[request_id], well_formed(text), time.time()))
+            w = self._writer
+            if w is None:
+                w = self._writer = this_process()
+            params = (*self._sending[request_id], well_formed(text), time.time(), w.pid, w.start, w.boot)
+            self.store.execute(_SAVE_PARTIAL, params)
             self._partials.add(request_id)
         else:
             self.store.execute(_APPEND_PARTIAL, (text, time.time(), request_id))

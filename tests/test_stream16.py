@@ -1,0 +1,145 @@
+"""Agent streaming (sixteenth round): what the thirteenth round found and left.
+
+1. ``zuno show`` told an answer still streaming in a live process from one whose process died
+   apart by nothing ("never completed" for both): the saved row now names its writer (pid, start
+   time from /proc/<pid>/stat, boot id), which ``zuno show`` checks against /proc.
+2. A turn ended by ``Agent._after_lock`` (the store locked mid-turn) was not recovered by the next
+   turn, so its saved streamed text stayed shown as a partial response for good.
+3. A request that failed mid-stream (a provider error after some text) dropped the text streamed:
+   it is kept, marked failed with the error, and sent to the model marked as cut off.
+
+Everything runs for real: ``zuno run`` / ``zuno show`` processes against the loopback fake model
+server speaking the wire format, a lock held by another process, /proc of real processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zuno.agent.writer import this_process, writer_state
+from zuno.process import procfs
+
+from conftest import zuno_env
+from fake_provider import FakeProvider, Reply
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeProvider]:
+    with FakeProvider() as f:
+        yield f
+
+
+def _config(root: Path, fake: FakeProvider, api: str = "openai-chat", **options: Any) -> None:
+    base = fake.root_url if api == "anthropic" else fake.base_url
+    provider = {"api": api, "options": {"baseURL": base, "apiKey": "k", **options},
+                "models": {"m1": {"context": 65536, "output": 2048}}}
+    (root / "zuno.json").write_text(json.dumps({"model": "fake/m1", "provider": {"fake": provider}}))
+
+
+def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "zuno", *args, "--root", str(root)], capture_output=True,
+                          stdin=subprocess.DEVNULL, env=zuno_env({"NO_COLOR": "1"}), timeout=60)
+
+
+def _saved(root: Path) -> list[tuple[str, int | None]]:
+    """The saved streamed text rows (text, writer pid); [] while there are none."""
+    path = root / ".zuno" / "zuno.db"
+    if not path.exists():
+        return []
+    db = sqlite3.connect(path, timeout=5)
+    try:
+        return db.execute("SELECT text, writer_pid FROM agent_partials").fetchall()
+    except sqlite3.OperationalError:  # no such table (column) yet: the store is being made
+        return []
+    finally:
+        db.close()
+
+
+def _start_run(root: Path, prompt: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "zuno", "run", prompt, "--root", str(root)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=zuno_env({"NO_COLOR": "1"}), start_new_session=True,
+    )
+
+
+def _wait_saved(root: Path, child: subprocess.Popen[bytes], piece: str) -> None:
+    deadline = time.monotonic() + 20
+    while not any(piece in text for text, _ in _saved(root)):
+        assert child.poll() is None, child.stderr.read() if child.stderr else b""
+        assert time.monotonic() < deadline, "no streamed text was ever saved"
+        time.sleep(0.05)
+
+
+def _session(root: Path) -> str:
+    return str(json.loads(_cli(root, "sessions", "--json").stdout)["sessions"][0]["id"])
+
+
+# -- 1. still streaming, or its process died -----------------------------------------------------
+
+
+def test_show_tells_an_answer_still_streaming_from_one_whose_process_died(workspace: Path, fake: FakeProvider) -> None:
+    _config(workspace, fake)
+    # Streams the pieces, then stalls before its end: paused mid-stream while `zuno show` looks.
+    fake.script(Reply(text=["first piece; ", "second piece; "], stall_s=30))
+    child = _start_run(workspace, "tell me")
+    try:
+        _wait_saved(workspace, child, "second piece; ")
+        sid = _session(workspace)
+        live = _cli(workspace, "show", sid)
+        assert live.returncode == 0, live.stderr
+        text = live.stdout.decode()
+        assert f"still streaming (pid {child.pid})" in text and "second piece;  [streaming…]" in text
+        assert "died" not in text and "[interrupted]" not in text
+        (partial,) = json.loads(_cli(workspace, "show", sid, "--json").stdout)["partial_responses"]
+        assert partial["state"] == "streaming" and partial["streaming"] is True
+        assert partial["interrupted"] is False and partial["writer_pid"] == child.pid
+
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(30)
+    dead = _cli(workspace, "show", sid).stdout.decode()
+    assert "interrupted: the process died before the answer completed" in dead
+    assert "still streaming" not in dead and "second piece;  [interrupted]" in dead
+    (partial,) = json.loads(_cli(workspace, "show", sid, "--json").stdout)["partial_responses"]
+    assert partial["state"] == "interrupted" and partial["streaming"] is False and partial["interrupted"] is True
+
+
+def test_a_reused_pid_or_a_zombie_is_not_the_writer() -> None:
+    me = this_process()
+    assert me.start is not None and me.boot is not None  # /proc says both here
+    assert writer_state(me.pid, me.start, me.boot) == "streaming"
+    # The same pid started at another time is another process (the pid was reused).
+    assert writer_state(me.pid, me.start + 1, me.boot) == "died"
+    assert writer_state(me.pid, me.start, "another-boot") == "died"
+    assert writer_state(None, None, None) == "unknown"
+    # A process killed but not yet reaped (a zombie) is dead: it writes nothing any more.
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        st = procfs.stat(child.pid)
+        assert st is not None
+        assert writer_state(child.pid, st[1], me.boot) == "streaming"
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while (now := procfs.stat(child.pid)) is not None and now[2] != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert writer_state(child.pid, st[1], me.boot) == "died"
+    finally:
+        child.kill()
+        child.wait(10)
+    assert writer_state(child.pid, st[1], me.boot) == "died"  # reaped: no such process
