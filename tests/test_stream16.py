@@ -14,6 +14,7 @@ server speaking the wire format, a lock held by another process, /proc of real p
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -27,8 +28,15 @@ from typing import Any
 
 import pytest
 
+import zuno
+from test_store_locked_midcall import SHORT_MS, Holder
+from zuno import limits
+from zuno.agent.api import LOCKED_TURN_TEXT
+from zuno.agent.events import TextEvent
+from zuno.agent.items import INTERRUPTED_MARK
 from zuno.agent.writer import this_process, writer_state
 from zuno.process import procfs
+from zuno.store import StoreLocked, connection
 
 from conftest import zuno_env
 from fake_provider import FakeProvider, Reply
@@ -143,3 +151,50 @@ def test_a_reused_pid_or_a_zombie_is_not_the_writer() -> None:
         child.kill()
         child.wait(10)
     assert writer_state(child.pid, st[1], me.boot) == "died"  # reaped: no such process
+
+
+# -- 2. a turn the store's lock ended -------------------------------------------------------------
+
+
+def test_the_next_run_recovers_the_text_saved_of_an_answer_the_lock_kept_from_the_record(
+    workspace: Path, fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(connection, "BUSY_TIMEOUT_MS", SHORT_MS)
+    _config(workspace, fake)
+    big = "x" * (limits.STREAM_SAVE_BYTES + 100)  # saved as soon as it arrives (the size bound)
+    fake.script(Reply(text=[big, "tail"]), Reply(text="after the lock"))
+    holder = Holder(tmp_path, workspace / ".zuno" / "zuno.db")
+
+    def lock_at_the_second_delta(ev: Any) -> None:
+        # The first delta's text is saved by now; another process locks the store before the
+        # answer's outcome (and the drop of its saved text) is written.
+        if isinstance(ev, TextEvent) and ev.text == "tail":
+            holder.take()
+
+    async def go() -> tuple[list[Any], list[Any], list[dict[str, Any]], str]:
+        async with zuno.Runtime(root=workspace) as rt:
+            async with rt.agent() as agent:
+                with pytest.raises(StoreLocked):
+                    await agent.run("answer", on_event=lock_at_the_second_delta)
+                holder.release()
+                result = await agent.run("go on")
+                assert result.final_text == "after the lock"
+                t = agent.transcript
+                return t.partials(), t.items(), t.turns(), agent.id
+
+    try:
+        partials, items, turns, sid = asyncio.run(go())
+    finally:
+        holder.stop()
+    assert partials == []  # before: the saved row stayed, shown as a partial response for good
+    answers = [i for i in items if i.kind == "assistant"]
+    assert answers[0].data["text"] == big and answers[0].data["interrupted"] is True and answers[0].turn == 1
+    assert answers[1].data["text"] == "after the lock"
+    assert [(t["stop_reason"], t["stop_detail"]) for t in turns] == [
+        ("interrupted", LOCKED_TURN_TEXT), ("final", turns[1]["stop_detail"])
+    ]
+    # The model was sent the saved text marked as cut off, once.
+    sent = [m for m in fake.requests[-1].body["messages"] if m["role"] == "assistant"]
+    assert len(sent) == 1 and sent[0]["content"].startswith(big) and INTERRUPTED_MARK in sent[0]["content"]
+    shown = json.loads(_cli(workspace, "show", sid, "--json").stdout)
+    assert shown["partial_responses"] == []

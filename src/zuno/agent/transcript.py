@@ -208,6 +208,19 @@ class Transcript:
             )
         return int(n)
 
+    def end_open_turns(self, detail: str) -> None:
+        """End every turn left open as interrupted (``detail`` says why) and recover the streamed
+        text saved of its requests, as the next turn does after a crash, in one commit. For a turn
+        its own process could not end (the store was locked by another process mid-turn): the
+        save of an answer's outcome, and so the drop of its saved text, may not have committed."""
+        with self._writing() as db:
+            db.execute(
+                "UPDATE agent_turns SET ended_at = ?, stop_reason = 'interrupted', stop_detail = ?"
+                " WHERE session_id = ? AND ended_at IS NULL",
+                (time.time(), detail, self.session_id),
+            )
+            self._recover_partials(db)
+
     def _recover_partials(self, db: Any) -> None:
         """The answers a stopped process was streaming (their text saved as it came): each request
         is recorded as interrupted, and its text as an interrupted assistant item of its turn (as
@@ -229,6 +242,9 @@ class Transcript:
                 (updated_at, self.session_id, turn),
             )
         db.execute("DELETE FROM agent_partials WHERE session_id = ?", (self.session_id,))
+        for request_id, *_ in rows:  # settled now (this transcript's own, after a lock)
+            self._partials.discard(request_id)
+            self._sending.pop(request_id, None)
 
     def partials(self) -> list[dict[str, Any]]:
         """The streamed text saved of answers that never completed: a request still streaming
