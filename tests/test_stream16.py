@@ -33,13 +33,13 @@ from test_store_locked_midcall import SHORT_MS, Holder
 from zuno import limits
 from zuno.agent.api import LOCKED_TURN_TEXT
 from zuno.agent.events import TextEvent
-from zuno.agent.items import INTERRUPTED_MARK
+from zuno.agent.items import FAILED_MARK, INTERRUPTED_MARK
 from zuno.agent.writer import this_process, writer_state
 from zuno.process import procfs
 from zuno.store import StoreLocked, connection
 
 from conftest import zuno_env
-from fake_provider import FakeProvider, Reply
+from fake_provider import Fail, FakeProvider, Reply
 
 
 @pytest.fixture
@@ -91,7 +91,12 @@ def _wait_saved(root: Path, child: subprocess.Popen[bytes], piece: str) -> None:
 
 
 def _session(root: Path) -> str:
-    return str(json.loads(_cli(root, "sessions", "--json").stdout)["sessions"][0]["id"])
+    db = sqlite3.connect(root / ".zuno" / "zuno.db", timeout=5)
+    try:
+        (sid,) = db.execute("SELECT id FROM sessions").fetchone()
+    finally:
+        db.close()
+    return str(sid)
 
 
 # -- 1. still streaming, or its process died -----------------------------------------------------
@@ -198,3 +203,62 @@ def test_the_next_run_recovers_the_text_saved_of_an_answer_the_lock_kept_from_th
     assert len(sent) == 1 and sent[0]["content"].startswith(big) and INTERRUPTED_MARK in sent[0]["content"]
     shown = json.loads(_cli(workspace, "show", sid, "--json").stdout)
     assert shown["partial_responses"] == []
+
+
+# -- 3. a request that failed mid-stream -----------------------------------------------------------
+
+
+def _text_of(message: dict[str, Any]) -> str:
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+
+
+@pytest.mark.parametrize(
+    ("api", "broken", "category"),
+    [
+        # The Responses API's error event after the text deltas, no retry configured
+        ("openai-responses", Reply(text=["half ", "an answer"], error=Fail(500)), None),
+        # Chat Completions: the connection dropped after the text deltas, no retry configured
+        ("openai-chat", Reply(text=["half ", "an answer"], cut=True), None),
+    ],
+    ids=["error-event", "dropped-connection"],
+)
+def test_the_text_streamed_before_a_provider_error_is_kept_marked_failed_and_sent_marked(
+    workspace: Path, fake: FakeProvider, api: str, broken: Reply, category: str | None
+) -> None:
+    _config(workspace, fake, api, maxRetries=0)
+    fake.script(broken, Reply(text="the whole answer"))
+
+    async def go() -> tuple[Any, Any, list[Any], list[Any], list[dict[str, Any]], str]:
+        async with zuno.Runtime(root=workspace) as rt:
+            async with rt.agent() as agent:
+                failed = await agent.run("tell me")
+                again = await agent.run("try again")
+                t = agent.transcript
+                return failed, again, t.items(), t.requests(), t.partials(), agent.id
+
+    failed, again, items, requests, partials, sid = asyncio.run(go())
+    assert failed.stop_reason == "provider_error" and again.final_text == "the whole answer"
+    assert partials == []
+    first = requests[0]
+    assert first.status == "failed" and first.error
+    answers = [i for i in items if i.kind == "assistant"]
+    # Before: the text streamed was dropped; the user had read it, the record had nothing of it.
+    kept = answers[0]
+    assert kept.data["text"] == "half an answer" and kept.request_id == first.id and kept.turn == 1
+    assert kept.data["failed"]["error"] == first.error and kept.data["tool_calls"] == []
+    if category is not None:
+        assert kept.data["failed"]["category"] == category
+    # The next request sends it marked as cut off by the error, never as a complete answer.
+    body = fake.requests[-1].body
+    sent = [m for m in body.get("messages") or body["input"] if m.get("role") == "assistant"]
+    assert len(sent) == 1
+    mark = FAILED_MARK.format(category=kept.data["failed"]["category"])
+    assert _text_of(sent[0]) == "half an answer\n" + mark
+    # zuno show says it failed, and why.
+    shown = _cli(workspace, "show", sid).stdout.decode()
+    line = next(ln for ln in shown.splitlines() if "half an answer" in ln)
+    assert f"[failed ({kept.data['failed']['category']}): the request failed before the answer completed" in line
+    assert "(purpose turn, turn 1) failed after 1 attempt" in shown

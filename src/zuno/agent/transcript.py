@@ -439,7 +439,19 @@ class Transcript:
             with self._writing():
                 pass
 
-    def request_failed(self, request_id: int, category: str, message: str, attempts: Sequence[Attempt]) -> None:
+    def request_failed(
+        self,
+        request_id: int,
+        category: str,
+        message: str,
+        attempts: Sequence[Attempt],
+        *,
+        turn: int | None = None,
+        partial: str = "",
+    ) -> None:
+        """The request failed. ``partial``: the text it streamed before the error (a turn's request
+        that failed mid-stream), kept as an assistant item of ``turn`` marked ``failed`` with the
+        error, with no tool call; the model is sent it marked as cut off (``FAILED_MARK``)."""
         with self._writing() as db:
             db.execute(
                 "UPDATE agent_requests SET status = 'failed', ended_at = ?, error_category = ?, error = ? WHERE id = ?",
@@ -447,6 +459,10 @@ class Transcript:
             )
             self._settled(db, request_id)
             self._attempts(db, request_id, attempts)
+            if partial and turn is not None:
+                data = {"text": well_formed(partial), "tool_calls": [], "opaque": [], "interrupted": False,
+                        "failed": {"category": category, "error": well_formed(message)}, "calls_seq_floor": 0}
+                self._insert(db, turn, "assistant", data, request_id=request_id)
 
     def request_interrupted(
         self, request_id: int, turn: int, partial: str, attempts: Sequence[Attempt], *, keep: bool = True

@@ -197,7 +197,7 @@ def render(t: Transcript) -> str:
                     f"{r.usage['cached_tokens']} cached)"
                 )
             if d["text"]:
-                out.append("  " + d["text"].replace("\n", "\n  ") + (" [interrupted]" if d.get("interrupted") else ""))
+                out.append("  " + d["text"].replace("\n", "\n  ") + _cut_mark(d))
             for c in d["tool_calls"]:
                 out.append(f"  → {c['name']} {c['arguments']} [{c['id']}]")
         elif it.kind == "tool_result":
@@ -219,6 +219,16 @@ def render(t: Transcript) -> str:
     for r in failed:
         out.append(failed_request_line(number[r.id], r.purpose, r.turn, len(r.attempts), r.error))
     return "\n".join(out) + "\n"
+
+
+def _cut_mark(d: dict[str, Any]) -> str:
+    """How an answer cut off ends: interrupted (the user, a killed process), or failed (the
+    provider's error mid-stream, named)."""
+    failed = d.get("failed")
+    if failed:
+        error = str(failed.get("error") or "").split("\n", 1)[0]
+        return f" [failed ({failed.get('category', 'error')}): the request failed before the answer completed: {error}]"
+    return " [interrupted]" if d.get("interrupted") else ""
 
 
 def failed_request_line(number: int, purpose: str, turn: int, attempts: int, error: str | None) -> str:
