@@ -34,6 +34,7 @@ from zuno import limits
 from zuno.agent.api import LOCKED_TURN_TEXT
 from zuno.agent.events import TextEvent
 from zuno.agent.items import FAILED_MARK, INTERRUPTED_MARK
+from zuno.agent.transcript import PARTIAL_LOCKED_TEXT
 from zuno.agent.writer import this_process, writer_state
 from zuno.process import procfs
 from zuno.store import StoreLocked, connection
@@ -193,6 +194,7 @@ def test_the_next_run_recovers_the_text_saved_of_an_answer_the_lock_kept_from_th
     assert partials == []  # before: the saved row stayed, shown as a partial response for good
     answers = [i for i in items if i.kind == "assistant"]
     assert answers[0].data["text"] == big and answers[0].data["interrupted"] is True and answers[0].turn == 1
+    assert answers[0].data["recovered"] == PARTIAL_LOCKED_TEXT
     assert answers[1].data["text"] == "after the lock"
     assert [(t["stop_reason"], t["stop_detail"]) for t in turns] == [
         ("interrupted", LOCKED_TURN_TEXT), ("final", turns[1]["stop_detail"])

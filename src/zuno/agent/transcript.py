@@ -108,6 +108,9 @@ _INTERRUPT_PARTIAL_REQUESTS = (
     " WHERE agent_requests.status = 'sent'"
 )
 PARTIAL_RECOVERED_TEXT = "saved while it streamed; the process stopped before the answer was complete"
+PARTIAL_LOCKED_TEXT = (
+    "saved while it streamed; the store was locked by another process before the answer's outcome was recorded"
+)
 
 
 class Transcript:
@@ -219,9 +222,9 @@ class Transcript:
                 " WHERE session_id = ? AND ended_at IS NULL",
                 (time.time(), detail, self.session_id),
             )
-            self._recover_partials(db)
+            self._recover_partials(db, PARTIAL_LOCKED_TEXT)
 
-    def _recover_partials(self, db: Any) -> None:
+    def _recover_partials(self, db: Any, why: str = PARTIAL_RECOVERED_TEXT) -> None:
         """The answers a stopped process was streaming (their text saved as it came): each request
         is recorded as interrupted, and its text as an interrupted assistant item of its turn (as
         when the user interrupts a stream), which the turn's end then covers."""
@@ -235,7 +238,7 @@ class Transcript:
         for request_id, turn, text, updated_at in rows:
             if text:
                 data = {"text": well_formed(text), "tool_calls": [], "opaque": [], "interrupted": True,
-                        "calls_seq_floor": 0, "recovered": PARTIAL_RECOVERED_TEXT}
+                        "calls_seq_floor": 0, "recovered": why}
                 self._insert(db, turn, "assistant", data, request_id=request_id, at=float(updated_at))
             db.execute(
                 "UPDATE agent_turns SET ended_at = MAX(ended_at, ?) WHERE session_id = ? AND n = ?",
