@@ -105,8 +105,10 @@ def _session(root: Path) -> str:
 
 def test_show_tells_an_answer_still_streaming_from_one_whose_process_died(workspace: Path, fake: FakeProvider) -> None:
     _config(workspace, fake)
-    # Streams the pieces, then stalls before its end: paused mid-stream while `zuno show` looks.
-    fake.script(Reply(text=["first piece; ", "second piece; "], stall_s=30))
+    # Streams its text (over the size bound: saved at once), then stalls before its end: paused
+    # mid-stream while `zuno show` looks from another process.
+    said = "a" * limits.STREAM_SAVE_BYTES + " second piece; "
+    fake.script(Reply(text=[said], stall_s=30))
     child = _start_run(workspace, "tell me")
     try:
         _wait_saved(workspace, child, "second piece; ")
