@@ -34,10 +34,11 @@ from zuno import limits
 from zuno.agent.api import LOCKED_TURN_TEXT
 from zuno.agent.events import TextEvent
 from zuno.agent.items import FAILED_MARK, INTERRUPTED_MARK
-from zuno.agent.transcript import PARTIAL_LOCKED_TEXT
+from zuno.agent.transcript import PARTIAL_LOCKED_TEXT, Transcript
 from zuno.agent.writer import this_process, writer_state
+from zuno.commands.show import transcript_json
 from zuno.process import procfs
-from zuno.store import StoreLocked, connection
+from zuno.store import Store, StoreLocked, connection
 
 from conftest import zuno_env
 from fake_provider import Fail, FakeProvider, Reply
@@ -100,6 +101,15 @@ def _session(root: Path) -> str:
     return str(sid)
 
 
+def _partial_responses(root: Path, sid: str) -> list[dict[str, Any]]:
+    """``zuno show --json``'s partial_responses, made by its own function on a store of this process."""
+    store = Store(root / ".zuno" / "zuno.db")
+    try:
+        return list(transcript_json(Transcript(store, sid))["partial_responses"])
+    finally:
+        store.close()
+
+
 # -- 1. still streaming, or its process died -----------------------------------------------------
 
 
@@ -118,7 +128,8 @@ def test_show_tells_an_answer_still_streaming_from_one_whose_process_died(worksp
         text = live.stdout.decode()
         assert f"still streaming (pid {child.pid})" in text and "second piece;  [streaming…]" in text
         assert "died" not in text and "[interrupted]" not in text
-        (partial,) = json.loads(_cli(workspace, "show", sid, "--json").stdout)["partial_responses"]
+        # `zuno show --json`'s record of it, read here (a process other than the writer, too).
+        (partial,) = _partial_responses(workspace, sid)
         assert partial["state"] == "streaming" and partial["streaming"] is True
         assert partial["interrupted"] is False and partial["writer_pid"] == child.pid
 
@@ -131,7 +142,8 @@ def test_show_tells_an_answer_still_streaming_from_one_whose_process_died(worksp
     dead = _cli(workspace, "show", sid).stdout.decode()
     assert "interrupted: the process died before the answer completed" in dead
     assert "still streaming" not in dead and "second piece;  [interrupted]" in dead
-    # (--json: "state": "interrupted", "interrupted": true, as tests/test_partial13_stream_saved.py reads it)
+    (partial,) = _partial_responses(workspace, sid)
+    assert partial["state"] == "interrupted" and partial["streaming"] is False and partial["interrupted"] is True
 
 
 def test_a_reused_pid_or_a_zombie_is_not_the_writer() -> None:
