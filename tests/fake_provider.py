@@ -48,7 +48,9 @@ encrypted_content; Anthropic: a thinking block with a signature), ``web_search``
 server_tool_use + web_search_tool_result blocks; Responses a web_search_call item), ``delay_s``
 (sleep between SSE events), ``stall_s`` (sleep after the content, before the final events — for
 cancellation tests), ``cut`` (then close the connection without the final events: a stream that
-breaks after output began), ``headers`` (extra response headers). ``Fail(status, body=None,
+breaks after output began), ``headers`` (extra response headers), ``error`` (a ``Fail``: after
+the content, the API's in-stream error event instead of the final events: a stream that fails after
+output began). ``Fail(status, body=None,
 retry_after=None, headers=None, in_stream=False)``: ``retry_after`` is sent verbatim as
 ``Retry-After`` (seconds or an HTTP-date); ``in_stream`` answers 200 and sends the error as the
 stream's first SSE event instead. An exhausted script answers 500 "script exhausted".
@@ -106,6 +108,7 @@ class Reply:
     stall_s: float = 0.0
     cut: bool = False
     headers: dict[str, str] = field(default_factory=dict)
+    error: Fail | None = None  # after the content (and the stall): this error event, and the stream ends
 
     def text_chunks(self) -> list[str]:
         if isinstance(self.text, str):
@@ -323,6 +326,10 @@ class _Handler(BaseHTTPRequestHandler):
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
+                if turn.error is not None:  # the API's error event after output began
+                    self._chunk(_error_frame(api, turn.error).encode())
+                    self._chunk(b"")
+                    return
                 continue
             name, data, is_text = item
             frame = (f"event: {name}\n" if name else "") + f"data: {data}\n\n"
@@ -340,18 +347,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        body = turn.body if turn.body is not None else _error_body(api, turn.status, f"scripted {turn.status}")
-        if api == "responses":
-            inner = body.get("error", {}) if isinstance(body, dict) else {}
-            data = {"type": "error", "code": inner.get("code") or inner.get("type"), "message": inner.get("message"),
-                    "param": None, "sequence_number": 0}
-            frame = f"event: error\ndata: {_dump(data)}\n\n"
-        elif api == "anthropic":
-            frame = f"event: error\ndata: {_dump(body)}\n\n"
-        else:
-            frame = f"data: {_dump(body)}\n\n"
         try:
-            self._chunk(frame.encode())
+            self._chunk(_error_frame(api, turn).encode())
             self._chunk(b"")
         except _ClientGone:
             pass
@@ -382,6 +379,19 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 _STALL = object()
+
+
+def _error_frame(api: str, turn: Fail) -> str:
+    """The SSE event reporting ``turn``'s error inside a stream, in the API's shape."""
+    body = turn.body if turn.body is not None else _error_body(api, turn.status, f"scripted {turn.status}")
+    if api == "responses":
+        inner = body.get("error", {}) if isinstance(body, dict) else {}
+        data = {"type": "error", "code": inner.get("code") or inner.get("type"), "message": inner.get("message"),
+                "param": None, "sequence_number": 0}
+        return f"event: error\ndata: {_dump(data)}\n\n"
+    if api == "anthropic":
+        return f"event: error\ndata: {_dump(body)}\n\n"
+    return f"data: {_dump(body)}\n\n"
 
 
 def _error_body(api: str, status: int, message: str) -> dict[str, Any]:

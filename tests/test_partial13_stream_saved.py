@@ -98,7 +98,7 @@ def test_kill_9_mid_stream_keeps_the_text_shown_and_resume_records_it_interrupte
     assert partial["text"] == saved and partial["interrupted"] is True and partial["complete"] is False
     assert partial["turn"] == 1 and partial["purpose"] == "turn"
     text = _cli(workspace, "show", sid).stdout.decode()
-    assert "piece 4; " in text and "never completed" in text and "[interrupted]" in text
+    assert "piece 4; " in text and "died before the answer completed" in text and "[interrupted]" in text
 
     # `zuno resume` goes on, the request recorded as interrupted and its text kept in the transcript.
     fake.script(Reply(text="the rest"))

@@ -281,13 +281,13 @@ class Agent:
         """The last run stopped on a store another process kept locked. Before this run goes on,
         what the next open of the session would do is done (the session stays open, its jobs run
         on): every call left unsettled is settled as uncertain, never run again, a notice naming
-        it; the turn left open is ended as interrupted, saying why. A store still locked is
-        ``StoreLocked`` again (and this is tried again by the next run)."""
+        it; the turn left open is ended as interrupted, saying why, and the streamed text saved of
+        an answer whose outcome the lock kept from the record is recovered as an interrupted item
+        (``Transcript.end_open_turns``). A store still locked is ``StoreLocked`` again (and this is
+        tried again by the next run)."""
         assert self.session is not None
         self.session.recover()
-        for t in self.transcript.turns():
-            if t["ended_at"] is None:
-                self.transcript.end_turn(int(t["n"]), "interrupted", LOCKED_TURN_TEXT, int(t["steps"] or 0))
+        self.transcript.end_open_turns(LOCKED_TURN_TEXT)
         self._locked_out = False
 
     async def _wait_jobs(self, within_s: float) -> bool:

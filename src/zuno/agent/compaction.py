@@ -127,7 +127,8 @@ def render(items: Sequence[Item], previous: str | None) -> str:
             out.append(f"NOTICE: {d['text']}")
         elif it.kind == "assistant":
             if d["text"]:
-                out.append(f"ASSISTANT: {d['text']}" + (" [interrupted]" if d.get("interrupted") else ""))
+                mark = " [failed]" if d.get("failed") else " [interrupted]" if d.get("interrupted") else ""
+                out.append(f"ASSISTANT: {d['text']}" + mark)
             for c in d["tool_calls"]:
                 out.append(f"TOOL CALL {c['id']} {c['name']} {c['arguments'][: limits.COMPACT_CALL_ARGS_MAX_CHARS]}")
         elif it.kind == "tool_result":

@@ -22,6 +22,11 @@ Mode = Literal["plan", "work", "goal"]
 MODES: tuple[Mode, ...] = ("plan", "work", "goal")
 
 INTERRUPTED_MARK = "[interrupted: the response was cut off here; what follows it was never received]"
+# The text streamed before the request failed (a provider error mid-stream) is sent back with this
+# mark, so the model never takes a half answer for a complete one.
+FAILED_MARK = (
+    "[failed: the response was cut off here by an error ({category}); what follows it was never received]"
+)
 NOT_STARTED_RECOVERY_TEXT = (
     "[cancelled] The process driving the session stopped before this call started. Nothing ran; "
     "call it again if it is still needed."
@@ -128,7 +133,10 @@ def to_messages(items: Sequence[Item]) -> list[Message]:
         elif it.kind == "notice":
             out.append(UserMessage(NOTICE_HEAD + "\n" + d["text"]))
         elif it.kind == "assistant":
-            if d.get("interrupted"):
+            if d.get("failed"):
+                mark = FAILED_MARK.format(category=d["failed"].get("category", "error"))
+                out.append(AssistantMessage(text=d["text"] + "\n" + mark))
+            elif d.get("interrupted"):
                 out.append(AssistantMessage(text=d["text"] + "\n" + INTERRUPTED_MARK))
             else:
                 calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in d["tool_calls"])

@@ -489,7 +489,11 @@ class AgentLoop(Reconciliation):
                 raise _Stop(self._interrupt, "during the model's answer (partial text kept)") from None
             raise
         except ProviderError as e:
-            self.transcript.request_failed(req_id, e.category, str(e), e.attempts or tuple(outcome.attempts))
+            # A turn's text streamed before the error is kept (shown already), marked failed; a
+            # request refused as too long is sent again compacted, so nothing of it is kept.
+            kept = "".join(partial) if purpose == "turn" and e.category != "context_length" else ""
+            attempts = e.attempts or tuple(outcome.attempts)
+            self.transcript.request_failed(req_id, e.category, str(e), attempts, turn=turn.n, partial=kept)
             self.emit(RequestEvent(req_id, purpose, "ended", len(outcome.attempts)))
             if e.category == "context_length" and purpose == "turn":
                 raise _Overflow(e) from None
@@ -498,7 +502,10 @@ class AgentLoop(Reconciliation):
             raise _Stop("provider_error", str(e)) from None
         except Exception as e:  # an adapter's own failure is a value here too, never a traceback
             detail = f"provider {self.provider.id} ({self.provider.api}) failed: {type(e).__name__}"
-            self.transcript.request_failed(req_id, "adapter", detail, tuple(outcome.attempts))
+            kept = "".join(partial) if purpose == "turn" else ""
+            self.transcript.request_failed(
+                req_id, "adapter", detail, tuple(outcome.attempts), turn=turn.n, partial=kept
+            )
             self.emit(RequestEvent(req_id, purpose, "ended", len(outcome.attempts)))
             if purpose == "compaction":
                 raise SummaryFailed("adapter", detail) from None

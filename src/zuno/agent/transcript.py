@@ -39,6 +39,7 @@ from zuno.agent.items import (
     to_messages,
 )
 from zuno.agent.types import Attempt, Finished, ImagePart, Message, ModelRequest, ToolCall, UserMessage, well_formed
+from zuno.agent.writer import Writer, this_process, writer_state
 from zuno.records import CallRecord, StepWrites
 from zuno.store import Store
 
@@ -87,9 +88,13 @@ _PARTIAL_COLUMNS = (
     " estimated_tokens, started_at"
 )
 # The first save of a request's streamed text (and the one after a restarted stream): the whole row.
+# The writer (this process: pid, start time, boot id) is recorded so that a reader can tell an
+# answer still streaming from one whose process died (``zuno.agent.writer``).
 _SAVE_PARTIAL = (
-    f"INSERT INTO agent_partials ({_PARTIAL_COLUMNS}, text, updated_at) VALUES ({'?, ' * 12}?)"
-    " ON CONFLICT (request_id) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at"
+    f"INSERT INTO agent_partials ({_PARTIAL_COLUMNS}, text, updated_at, writer_pid, writer_start, writer_boot)"
+    f" VALUES ({'?, ' * 15}?)"
+    " ON CONFLICT (request_id) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at,"
+    " writer_pid = excluded.writer_pid, writer_start = excluded.writer_start, writer_boot = excluded.writer_boot"
 )
 # A later save adds only the text that arrived since (no rewrite of the row from Python).
 _APPEND_PARTIAL = "UPDATE agent_partials SET text = text || ?, updated_at = ? WHERE request_id = ?"
@@ -103,6 +108,9 @@ _INTERRUPT_PARTIAL_REQUESTS = (
     " WHERE agent_requests.status = 'sent'"
 )
 PARTIAL_RECOVERED_TEXT = "saved while it streamed; the process stopped before the answer was complete"
+PARTIAL_LOCKED_TEXT = (
+    "saved while it streamed; the store was locked by another process before the answer's outcome was recorded"
+)
 
 
 class Transcript:
@@ -131,6 +139,7 @@ class Transcript:
         # those whose text has a saved agent_partials row (dropped in the commit of their outcome).
         self._sending: dict[int, tuple[Any, ...]] = {}
         self._partials: set[int] = set()
+        self._writer: Writer | None = None  # this process, as its saved rows name it (read once)
         with store.transaction() as db:
             db.execute(
                 "INSERT OR IGNORE INTO agent_state (session_id, updated_at) VALUES (?, ?)", (session_id, time.time())
@@ -202,7 +211,20 @@ class Transcript:
             )
         return int(n)
 
-    def _recover_partials(self, db: Any) -> None:
+    def end_open_turns(self, detail: str) -> None:
+        """End every turn left open as interrupted (``detail`` says why) and recover the streamed
+        text saved of its requests, as the next turn does after a crash, in one commit. For a turn
+        its own process could not end (the store was locked by another process mid-turn): the
+        save of an answer's outcome, and so the drop of its saved text, may not have committed."""
+        with self._writing() as db:
+            db.execute(
+                "UPDATE agent_turns SET ended_at = ?, stop_reason = 'interrupted', stop_detail = ?"
+                " WHERE session_id = ? AND ended_at IS NULL",
+                (time.time(), detail, self.session_id),
+            )
+            self._recover_partials(db, PARTIAL_LOCKED_TEXT)
+
+    def _recover_partials(self, db: Any, why: str = PARTIAL_RECOVERED_TEXT) -> None:
         """The answers a stopped process was streaming (their text saved as it came): each request
         is recorded as interrupted, and its text as an interrupted assistant item of its turn (as
         when the user interrupts a stream), which the turn's end then covers."""
@@ -216,23 +238,34 @@ class Transcript:
         for request_id, turn, text, updated_at in rows:
             if text:
                 data = {"text": well_formed(text), "tool_calls": [], "opaque": [], "interrupted": True,
-                        "calls_seq_floor": 0, "recovered": PARTIAL_RECOVERED_TEXT}
+                        "calls_seq_floor": 0, "recovered": why}
                 self._insert(db, turn, "assistant", data, request_id=request_id, at=float(updated_at))
             db.execute(
                 "UPDATE agent_turns SET ended_at = MAX(ended_at, ?) WHERE session_id = ? AND n = ?",
                 (updated_at, self.session_id, turn),
             )
         db.execute("DELETE FROM agent_partials WHERE session_id = ?", (self.session_id,))
+        for request_id, *_ in rows:  # settled now (this transcript's own, after a lock)
+            self._partials.discard(request_id)
+            self._sending.pop(request_id, None)
 
     def partials(self) -> list[dict[str, Any]]:
-        """The streamed text saved of answers that never completed (a request still streaming, or
-        one whose process stopped: the next turn records those as interrupted)."""
+        """The streamed text saved of answers that never completed: a request still streaming
+        (``state`` "streaming": the process that saved it, ``writer_pid``, still runs, checked
+        against /proc with its start time), or one whose process died ("died": the next turn
+        records those as interrupted); "unknown" for a row that names no writer."""
         rows = self.store.query(
-            "SELECT request_id, turn, purpose, text, started_at, updated_at FROM agent_partials"
-            " WHERE session_id = ? ORDER BY request_id",
+            "SELECT request_id, turn, purpose, text, started_at, updated_at, writer_pid, writer_start, writer_boot"
+            " FROM agent_partials WHERE session_id = ? ORDER BY request_id",
             (self.session_id,),
         )
-        return [dict(r) for r in rows]
+        out = []
+        for r in rows:
+            p = dict(r)
+            p["state"] = writer_state(p.pop("writer_pid"), p.pop("writer_start"), p.pop("writer_boot"))
+            p["writer_pid"] = r["writer_pid"]
+            out.append(p)
+        return out
 
     def end_turn(self, n: int, stop_reason: str, detail: str, steps: int) -> None:
         self.store.execute(
@@ -323,7 +356,11 @@ class Transcript:
         save, or after the stream restarted), else the text since the last save, appended. One
         committed statement (``Store.execute``)."""
         if whole or request_id not in self._partials:
-            self.store.execute(_SAVE_PARTIAL, (*self._sending[request_id], well_formed(text), time.time()))
+            w = self._writer
+            if w is None:
+                w = self._writer = this_process()
+            params = (*self._sending[request_id], well_formed(text), time.time(), w.pid, w.start, w.boot)
+            self.store.execute(_SAVE_PARTIAL, params)
             self._partials.add(request_id)
         else:
             self.store.execute(_APPEND_PARTIAL, (text, time.time(), request_id))
@@ -405,7 +442,19 @@ class Transcript:
             with self._writing():
                 pass
 
-    def request_failed(self, request_id: int, category: str, message: str, attempts: Sequence[Attempt]) -> None:
+    def request_failed(
+        self,
+        request_id: int,
+        category: str,
+        message: str,
+        attempts: Sequence[Attempt],
+        *,
+        turn: int | None = None,
+        partial: str = "",
+    ) -> None:
+        """The request failed. ``partial``: the text it streamed before the error (a turn's request
+        that failed mid-stream), kept as an assistant item of ``turn`` marked ``failed`` with the
+        error, with no tool call; the model is sent it marked as cut off (``FAILED_MARK``)."""
         with self._writing() as db:
             db.execute(
                 "UPDATE agent_requests SET status = 'failed', ended_at = ?, error_category = ?, error = ? WHERE id = ?",
@@ -413,6 +462,10 @@ class Transcript:
             )
             self._settled(db, request_id)
             self._attempts(db, request_id, attempts)
+            if partial and turn is not None:
+                data = {"text": well_formed(partial), "tool_calls": [], "opaque": [], "interrupted": False,
+                        "failed": {"category": category, "error": well_formed(message)}, "calls_seq_floor": 0}
+                self._insert(db, turn, "assistant", data, request_id=request_id)
 
     def request_interrupted(
         self, request_id: int, turn: int, partial: str, attempts: Sequence[Attempt], *, keep: bool = True

@@ -120,22 +120,36 @@ def transcript_json(t: Transcript) -> dict[str, Any]:
 
 
 def partial_json(p: dict[str, Any]) -> dict[str, Any]:
+    streaming = p["state"] == "streaming"
     return {
         "request_id": p["request_id"],
         "turn": p["turn"],
         "purpose": p["purpose"],
         "text": p["text"],
-        "interrupted": True,
+        # "streaming": the process writing it (writer_pid, the same process by its start time)
+        # still runs; "interrupted": it died before the answer completed; "unknown": no writer recorded.
+        "state": "streaming" if streaming else "interrupted" if p["state"] == "died" else "unknown",
+        "streaming": streaming,
+        "interrupted": not streaming,
         "complete": False,
+        "writer_pid": p["writer_pid"],
         "started_at": p["started_at"],
         "saved_at": p["updated_at"],
     }
 
 
-PARTIAL_HEAD = (
-    "model (request {number}: the answer never completed: its text so far, saved while it streamed; "
-    "`zuno resume` records it as interrupted)"
-)
+PARTIAL_HEADS = {
+    "streaming": "model (request {number}: still streaming (pid {pid}): its text so far, saved while it streams)",
+    "died": (
+        "model (request {number}: interrupted: the process died before the answer completed (pid {pid}); "
+        "its text so far, saved while it streamed; `zuno resume` records it as interrupted)"
+    ),
+    "unknown": (
+        "model (request {number}: the answer never completed: its text so far, saved while it streamed; "
+        "`zuno resume` records it as interrupted)"
+    ),
+}
+PARTIAL_MARKS = {"streaming": " [streaming…]", "died": " [interrupted]", "unknown": " [interrupted]"}
 
 
 def provider_time(attempts: list[dict[str, Any]]) -> float:
@@ -183,7 +197,7 @@ def render(t: Transcript) -> str:
                     f"{r.usage['cached_tokens']} cached)"
                 )
             if d["text"]:
-                out.append("  " + d["text"].replace("\n", "\n  ") + (" [interrupted]" if d.get("interrupted") else ""))
+                out.append("  " + d["text"].replace("\n", "\n  ") + _cut_mark(d))
             for c in d["tool_calls"]:
                 out.append(f"  → {c['name']} {c['arguments']} [{c['id']}]")
         elif it.kind == "tool_result":
@@ -198,12 +212,23 @@ def render(t: Transcript) -> str:
             current = p["turn"]
             out.append("")
             out.append(f"── turn {current} · stop {(turns.get(current) or {}).get('stop_reason') or 'open'}")
-        out.append(PARTIAL_HEAD.format(number=number.get(p["request_id"], len(number) + extra)))
-        out.append("  " + p["text"].replace("\n", "\n  ") + " [interrupted]")
+        head = PARTIAL_HEADS[p["state"]]
+        out.append(head.format(number=number.get(p["request_id"], len(number) + extra), pid=p["writer_pid"]))
+        out.append("  " + p["text"].replace("\n", "\n  ") + PARTIAL_MARKS[p["state"]])
     failed = [r for r in requests.values() if r.status == "failed"]
     for r in failed:
         out.append(failed_request_line(number[r.id], r.purpose, r.turn, len(r.attempts), r.error))
     return "\n".join(out) + "\n"
+
+
+def _cut_mark(d: dict[str, Any]) -> str:
+    """How an answer cut off ends: interrupted (the user, a killed process), or failed (the
+    provider's error mid-stream, named)."""
+    failed = d.get("failed")
+    if failed:
+        error = str(failed.get("error") or "").split("\n", 1)[0]
+        return f" [failed ({failed.get('category', 'error')}): the request failed before the answer completed: {error}]"
+    return " [interrupted]" if d.get("interrupted") else ""
 
 
 def failed_request_line(number: int, purpose: str, turn: int, attempts: int, error: str | None) -> str:

@@ -211,4 +211,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX agent_partials_by_session ON agent_partials (session_id, request_id)
         """,
     ),
+    (
+        # The process saving a streamed answer (its pid, its start time from /proc/<pid>/stat and
+        # the boot's id), so a reader tells an answer still streaming from one whose process died.
+        "0006_agent_partials_writer",
+        """
+        ALTER TABLE agent_partials ADD COLUMN writer_pid INTEGER;
+        ALTER TABLE agent_partials ADD COLUMN writer_start INTEGER;
+        ALTER TABLE agent_partials ADD COLUMN writer_boot TEXT
+        """,
+    ),
 ]
