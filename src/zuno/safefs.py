@@ -415,7 +415,7 @@ def atomic_write(t: Target, data: bytes, mode: int | None, *, refuse_protected: 
                 _write_all(fd, data)
                 if st is not None:
                     _keep_owner(fd, st)  # before the mode: a chown clears set-id bits
-                    _keep_user_xattrs(t.name, pfd, fd, st)
+                    _keep_xattrs(t.name, pfd, fd, st)
                 if mode is not None:
                     os.fchmod(fd, mode)
                 os.fsync(fd)
@@ -428,10 +428,23 @@ def atomic_write(t: Target, data: bytes, mode: int | None, *, refuse_protected: 
             raise
 
 
-def _keep_user_xattrs(name: str, pfd: int, fd: int, st: os.stat_result) -> None:
-    """Carry the replaced regular file's user.* extended attributes (tags, origin marks) over to
-    the replacement, as far as the file system allows: a rename would drop them silently. Other
-    namespaces (security.*, trusted.*, system.* ACLs) are not copied."""
+# Extended attributes a rewrite carries over: user.* (tags, origin marks), the POSIX access ACL
+# and an SELinux label. Not security.capability (a rewritten executable loses its file capabilities,
+# as a write in place does), nor other security.*/trusted.* entries.
+_ACL_ACCESS = "system.posix_acl_access"
+_KEPT_XATTRS = (_ACL_ACCESS, "security.selinux")
+
+
+def _kept_xattr(key: str) -> bool:
+    return key.startswith("user.") or key in _KEPT_XATTRS
+
+
+def _keep_xattrs(name: str, pfd: int, fd: int, st: os.stat_result) -> None:
+    """Carry the replaced regular file's extended attributes that describe who may use it and how
+    it is tagged (``_kept_xattr``) over to the replacement, as far as the file system allows: a
+    rename would drop them silently. An access ACL the temporary file inherited from the
+    directory's default ACL, where the replaced file had none, is removed: a rewrite is not a new
+    file. Copied only from the inode that was looked at."""
     if not stat.S_ISREG(st.st_mode) or not hasattr(os, "listxattr"):
         return
     try:
@@ -442,11 +455,16 @@ def _keep_user_xattrs(name: str, pfd: int, fd: int, st: os.stat_result) -> None:
         now = os.fstat(old)
         if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
             return  # the name was swapped since it was looked at: copy nothing from another file
-        with contextlib.suppress(OSError):
-            for key in os.listxattr(old):
-                if key.startswith("user."):
-                    with contextlib.suppress(OSError):
-                        os.setxattr(fd, key, os.getxattr(old, key))
+        try:
+            keys = os.listxattr(old)
+        except OSError:
+            return
+        for key in filter(_kept_xattr, keys):
+            with contextlib.suppress(OSError):
+                os.setxattr(fd, key, os.getxattr(old, key))
+        if _ACL_ACCESS not in keys:
+            with contextlib.suppress(OSError):
+                os.removexattr(fd, _ACL_ACCESS)
     finally:
         os.close(old)
 

@@ -1,0 +1,150 @@
+"""Leftovers of the file tools' outside testing (sixteenth round), on real files: what the atomic
+rewrite carries over besides user.* attributes (POSIX ACLs and an SELinux label yes, file
+capabilities no), line endings of replaced lines in a mixed file, and how read shows a lone CR."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+import zuno
+from stepclient import StepClient
+
+
+class Z(StepClient):
+    async def read(self, path: str) -> str:
+        r = await self.call("read", path=path)
+        assert r["outcome"] == "ok", r["text"]
+        return str(r["text"])
+
+    async def ok(self, name: str, **arguments: object) -> None:
+        r = await self.call(name, **arguments)
+        assert r["outcome"] == "ok", r["text"]
+
+
+@pytest.fixture
+async def chord(workspace: Path) -> AsyncIterator[Z]:
+    async with zuno.Runtime(root=workspace, profile="chord") as rt, rt.session() as s:
+        yield Z(s, workspace)
+
+
+@pytest.fixture
+async def patcher(workspace: Path) -> AsyncIterator[Z]:
+    async with zuno.Runtime(root=workspace, profile="zuno") as rt, rt.session() as s:
+        yield Z(s, workspace)
+
+
+# --- ACLs, capabilities, labels through the rewrite ---------------------------------------------
+
+ACL_ACCESS = "system.posix_acl_access"
+ACL_DEFAULT = "system.posix_acl_default"
+_UNDEFINED = 0xFFFFFFFF
+_USER_OBJ, _USER, _GROUP_OBJ, _GROUP, _MASK, _OTHER = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+
+
+def _acl(*entries: tuple[int, int, int]) -> bytes:
+    """A POSIX ACL as the kernel stores it in the xattr (linux/posix_acl_xattr.h): version 2,
+    then (tag, perm, id) entries, little-endian, sorted by tag then id."""
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", t, p, i) for t, p, i in sorted(entries))
+
+
+# user::rw- user:1234:rw- group::r-- mask::rw- other::--- (what `setfacl -m u:1234:rw` gives a 0640 file)
+NAMED_USER_ACL = _acl((_USER_OBJ, 6, _UNDEFINED), (_USER, 6, 1234), (_GROUP_OBJ, 4, _UNDEFINED),
+                      (_MASK, 6, _UNDEFINED), (_OTHER, 0, _UNDEFINED))
+
+
+def _set_acl(f: Path, key: str, blob: bytes, setfacl_spec: str) -> None:
+    """Through the real setfacl where it is installed, else the same ACL as the raw xattr."""
+    tool = shutil.which("setfacl")
+    try:
+        if tool is not None:
+            flag = ["-d"] if key == ACL_DEFAULT else []
+            subprocess.run([tool, *flag, "-m", setfacl_spec, str(f)], check=True, capture_output=True)
+        else:
+            os.setxattr(f, key, blob)
+    except (OSError, subprocess.CalledProcessError) as e:
+        pytest.skip(f"this file system refuses POSIX ACLs ({e})")
+
+
+async def test_edit_write_and_apply_patch_keep_the_posix_acl(chord: Z, patcher: Z) -> None:
+    """The rename dropped the file's access ACL: a colleague granted rw with setfacl lost it after
+    one edit. Now the ACL (and with it the mode's mask bits) is carried over by every rewrite."""
+    f = chord.root / "shared.txt"
+    f.write_text("one\n")
+    f.chmod(0o640)
+    _set_acl(f, ACL_ACCESS, NAMED_USER_ACL, "u:1234:rw")
+    acl = os.getxattr(f, ACL_ACCESS)
+    mode = f.stat().st_mode & 0o7777
+    await chord.read("shared.txt")
+    await chord.ok("edit", path="shared.txt", old_string="one", new_string="two")
+    assert f.read_text() == "two\n"
+    assert os.getxattr(f, ACL_ACCESS) == acl
+    assert f.stat().st_mode & 0o7777 == mode
+    await chord.ok("write", path="shared.txt", content="three\n")
+    assert os.getxattr(f, ACL_ACCESS) == acl
+    await patcher.read("shared.txt")
+    patch = "*** Begin Patch\n*** Update File: shared.txt\n@@\n-three\n+four\n*** End Patch"
+    await patcher.ok("apply_patch", patch=patch)
+    assert f.read_text() == "four\n"
+    assert os.getxattr(f, ACL_ACCESS) == acl
+    assert f.stat().st_mode & 0o7777 == mode
+
+
+async def test_a_rewrite_does_not_pick_up_the_directorys_default_acl(chord: Z) -> None:
+    """A file made before its directory got a default ACL has no ACL of its own; rewriting it in
+    place would not give it one, so neither does the rewrite through a new temporary file."""
+    d = chord.root / "d"
+    d.mkdir()
+    f = d / "old.txt"
+    f.write_text("one\n")
+    f.chmod(0o600)
+    default = _acl((_USER_OBJ, 7, _UNDEFINED), (_USER, 7, 4321), (_GROUP_OBJ, 5, _UNDEFINED),
+                   (_MASK, 7, _UNDEFINED), (_OTHER, 5, _UNDEFINED))
+    _set_acl(d, ACL_DEFAULT, default, "u:4321:rwx")
+    assert ACL_ACCESS not in os.listxattr(f)
+    await chord.read("d/old.txt")
+    await chord.ok("edit", path="d/old.txt", old_string="one", new_string="two")
+    assert f.read_text() == "two\n"
+    assert ACL_ACCESS not in os.listxattr(f)
+    assert f.stat().st_mode & 0o7777 == 0o600
+
+
+def _setcap(f: Path) -> None:
+    tool = shutil.which("setcap")
+    try:
+        if tool is not None:
+            subprocess.run([tool, "cap_net_raw+ep", str(f)], check=True, capture_output=True)
+        else:  # vfs_cap_data revision 2: magic|effective, permitted (CAP_NET_RAW = bit 13), inheritable
+            os.setxattr(f, "security.capability", struct.pack("<5I", 0x02000001, 1 << 13, 0, 0, 0))
+    except (OSError, subprocess.CalledProcessError) as e:
+        pytest.skip(f"file capabilities cannot be set here ({e})")
+
+
+async def test_a_rewrite_drops_file_capabilities_and_other_security_attributes(chord: Z) -> None:
+    """security.capability is a privilege: a rewritten executable must not keep cap_net_raw (a
+    write in place drops it too). The SELinux label is kept; other security.*/trusted.* are not."""
+    f = chord.root / "tool.sh"
+    f.write_text("#!/bin/sh\necho one\n")
+    f.chmod(0o755)
+    _setcap(f)
+    try:
+        os.setxattr(f, "security.selinux", b"system_u:object_r:bin_t:s0\0")
+    except OSError:
+        pass  # a kernel with SELinux enforcing may refuse an unknown label; the capability part holds
+    os.setxattr(f, "user.tag", b"kept")
+    before = set(os.listxattr(f))
+    assert "security.capability" in before
+    await chord.read("tool.sh")
+    await chord.ok("edit", path="tool.sh", old_string="echo one", new_string="echo two")
+    after = set(os.listxattr(f))
+    assert "security.capability" not in after
+    assert "user.tag" in after
+    if "security.selinux" in before:
+        assert os.getxattr(f, "security.selinux") == b"system_u:object_r:bin_t:s0\0"
+    assert f.stat().st_mode & 0o7777 == 0o755
