@@ -148,3 +148,40 @@ async def test_a_rewrite_drops_file_capabilities_and_other_security_attributes(c
     if "security.selinux" in before:
         assert os.getxattr(f, "security.selinux") == b"system_u:object_r:bin_t:s0\0"
     assert f.stat().st_mode & 0o7777 == 0o755
+
+
+# --- a replaced line keeps its own terminator, in edit and apply_patch alike ---------------------
+
+MIXED = b"a\nb\nc\nd\r\ne\nf\n"  # mostly LF; d ends in CRLF
+
+CASES = [
+    # (file, old lines, new lines, the old/new text end with a line break in edit, expected bytes)
+    (MIXED, ["d"], ["D"], False, b"a\nb\nc\nD\r\ne\nf\n"),
+    (MIXED, ["d"], ["D"], True, b"a\nb\nc\nD\r\ne\nf\n"),
+    (MIXED, ["c", "d", "e"], ["C", "D", "E"], False, b"a\nb\nC\nD\r\nE\nf\n"),
+    (MIXED, ["b", "c", "d"], ["B", "C", "D"], True, b"a\nB\nC\nD\r\ne\nf\n"),
+    (MIXED, ["d"], ["D1", "D2"], False, b"a\nb\nc\nD1\nD2\r\ne\nf\n"),  # the added line: LF
+    (MIXED, ["c", "d"], ["X"], False, b"a\nb\nX\r\ne\nf\n"),  # the last line's own terminator
+    (b"a\r\nb\nc\r\nd\r\n", ["b"], ["B"], False, b"a\r\nB\nc\r\nd\r\n"),  # mostly CRLF, b in LF
+    (b"a\r\nb\nc\r\nd\r\n", ["a", "b"], ["A", "B", "N"], False, b"A\r\nB\r\nN\nc\r\nd\r\n"),  # last to last
+]
+
+
+@pytest.mark.parametrize(("content", "old", "new", "whole", "expected"), CASES)
+async def test_edit_and_apply_patch_give_a_mixed_file_the_same_bytes(
+    chord: Z, patcher: Z, content: bytes, old: list[str], new: list[str], whole: bool, expected: bytes
+) -> None:
+    """apply_patch gave a replaced line the file's dominant style (d\\r\\n in a mostly-LF file
+    became D\\n) and edit did the same for a line break inside old_string, while edit kept it for a
+    break outside. Now both keep a replaced line's own terminator and give added lines the
+    dominant style; the same change gives the same bytes through either tool."""
+    (chord.root / "e.txt").write_bytes(content)
+    (chord.root / "p.txt").write_bytes(content)
+    tail = "\n" if whole else ""
+    await chord.read("e.txt")
+    await chord.ok("edit", path="e.txt", old_string="\n".join(old) + tail, new_string="\n".join(new) + tail)
+    await patcher.read("p.txt")
+    body = "".join(f"-{line}\n" for line in old) + "".join(f"+{line}\n" for line in new)
+    await patcher.ok("apply_patch", patch=f"*** Begin Patch\n*** Update File: p.txt\n@@\n{body}*** End Patch")
+    assert (chord.root / "e.txt").read_bytes() == expected
+    assert (chord.root / "p.txt").read_bytes() == expected

@@ -448,17 +448,7 @@ class ApplyPatchTool(Tool):
         for start, length, chunk in placed:
             out_lines.extend(lines[prev:start])
             out_eols.extend(tf.eols[prev:start])
-            i = start
-            for kind, text in chunk.ops:
-                if kind == "ctx":
-                    out_lines.append(lines[i])  # the file's own text, also when matched tolerantly
-                    out_eols.append(tf.eols[i])
-                    i += 1
-                elif kind == "del":
-                    i += 1
-                else:
-                    out_lines.append(text)
-                    out_eols.append(None)
+            _replay_chunk(chunk.ops, start, lines, tf.eols, out_lines, out_eols)
             prev = start + length
         out_lines.extend(lines[prev:])
         out_eols.extend(tf.eols[prev:])
@@ -633,6 +623,41 @@ def given_path(ctx: ToolContext, raw: str) -> Path:
     """The path as the model named it, before symbolic links are resolved."""
     p = Path(os.path.expanduser(raw))
     return p if p.is_absolute() else ctx.workspace.root / p
+
+
+def _replay_chunk(
+    ops: list[tuple[str, str]],
+    start: int,
+    lines: list[str],
+    eols: list[str],
+    out_lines: list[str],
+    out_eols: list[str | None],
+) -> None:
+    """Append one placed chunk's result: context lines as the file has them, and each run of
+    removed/added lines as its added lines, terminated by ``textfile.replaced_eols`` (a replaced
+    line keeps its own terminator, a line with no old counterpart takes the style)."""
+    i = start
+    removed: list[str] = []
+    added: list[str] = []
+
+    def flush() -> None:
+        out_lines.extend(added)
+        out_eols.extend(textfile.replaced_eols(removed, len(added)))
+        removed.clear()
+        added.clear()
+
+    for kind, text in ops:
+        if kind == "ctx":
+            flush()
+            out_lines.append(lines[i])  # the file's own text, also when matched tolerantly
+            out_eols.append(eols[i])
+            i += 1
+        elif kind == "del":
+            removed.append(eols[i])
+            i += 1
+        else:
+            added.append(text)
+    flush()
 
 
 def _encode_new(bom: bool, lines: list[str], eols: list[str]) -> bytes | None:

@@ -3,7 +3,8 @@
 A file is decoded into logical lines (text without its terminator) and, per line, the exact
 terminator it had ("\\n", "\\r\\n", or "" for a last line without a final newline). Matching and
 replacing happen on logical lines; encoding puts every untouched line back with its own
-terminator, gives new lines the file's dominant style, keeps the BOM and the final-newline
+terminator, gives a replaced line the terminator of the line it replaces (``replaced_eols``)
+and other new lines the file's dominant style, keeps the BOM and the final-newline
 state. Bytes that are not UTF-8 survive through ``surrogateescape``.
 """
 
@@ -89,6 +90,19 @@ def decode(data: bytes) -> TextFile:
         eols.append("")
     style = CRLF if crlf * 2 > len(parts) else LF
     return TextFile(bom, lines, eols, style)
+
+
+def replaced_eols(old: list[str], added: int) -> list[str | None]:
+    """Terminators for the ``added`` lines that replace lines whose own terminators were ``old``
+    (one replacement: a run of removed and added lines, or an edit's old text and new text): the
+    last new line takes the last old line's, the others pair with the old lines in order, and a
+    new line with no old line of its own gets None (the file's dominant style). With as many new
+    lines as old ones, every replaced line keeps its own terminator. apply_patch and edit both use
+    this, so in a mixed LF/CRLF file the same change gives the same bytes through either tool."""
+    if not added or not old:
+        return [None] * added
+    head = [old[i] if i < len(old) - 1 else None for i in range(added - 1)]
+    return [*head, old[-1]]
 
 
 def finalize(lines: list[str], eols: list[str | None], style: str, final_newline: bool) -> list[str]:
