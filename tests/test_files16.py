@@ -185,3 +185,63 @@ async def test_edit_and_apply_patch_give_a_mixed_file_the_same_bytes(
     await patcher.ok("apply_patch", patch=f"*** Begin Patch\n*** Update File: p.txt\n@@\n{body}*** End Patch")
     assert (chord.root / "e.txt").read_bytes() == expected
     assert (chord.root / "p.txt").read_bytes() == expected
+
+
+# --- read shows a lone CR as U+240D; edit and apply_patch take it back -----------------------------
+
+CR = "\u240d"  # SYMBOL FOR CARRIAGE RETURN
+
+
+async def test_read_shows_a_lone_cr_as_a_sign_and_edit_takes_the_copied_text(chord: Z) -> None:
+    """read sent a lone CR raw: a terminal or log showing the row returned to its start and
+    overwrote it ("a\\rb" showed as "b"). Now read shows it as U+240D, says so in a footer line,
+    and an old_string/new_string copied from the rows (with the sign) edits the CRs."""
+    f = chord.root / "mac.txt"
+    f.write_bytes(b"a\rb\rc\nnext\n")
+    shown = await chord.read("mac.txt")
+    assert "\r" not in shown
+    assert f"1\ta{CR}b{CR}c\n2\tnext" in shown
+    assert f"line 1 holds a lone carriage return (CR, text inside the line, not a line break), shown as {CR}" in shown
+    await chord.ok("edit", path="mac.txt", old_string=f"b{CR}c", new_string=f"B{CR}C{CR}")
+    assert f.read_bytes() == b"a\rB\rC\r\nnext\n"
+    await chord.read("mac.txt")
+    await chord.ok("edit", path="mac.txt", old_string="a\rB", new_string="A")  # the raw CR still matches
+    assert f.read_bytes() == b"A\rC\r\nnext\n"
+
+
+async def test_apply_patch_takes_the_sign_back_as_the_cr(patcher: Z) -> None:
+    f = patcher.root / "p.txt"
+    f.write_bytes(b"top\na\rb\rc\nend\n")
+    shown = await patcher.read("p.txt")
+    assert f"2\ta{CR}b{CR}c" in shown
+    patch = f"*** Begin Patch\n*** Update File: p.txt\n@@ top\n-a{CR}b{CR}c\n+A{CR}B\n end\n*** End Patch"
+    await patcher.ok("apply_patch", patch=patch)
+    assert f.read_bytes() == b"top\nA\rB\nend\n"
+
+
+async def test_a_cr_before_a_crlf_and_a_cr_ending_the_file_are_shown_and_edited(chord: Z) -> None:
+    """b"x\\r\\r\\n" is the line "x\\r" (shown "x" + sign). A last line without a line break that
+    ends in a lone CR lost that CR in read (stripped as if it were a CRLF's), so an old_string
+    copied from read matched a different text; now it is shown and matched."""
+    f = chord.root / "crcr.txt"
+    f.write_bytes(b"x\r\r\ny\na\rb\r")
+    shown = await chord.read("crcr.txt")
+    assert f"1\tx{CR}\n2\ty\n3\ta{CR}b{CR}" in shown, repr(shown)
+    assert "2 lines (first: 1) hold a lone carriage return" in shown
+    await chord.ok("edit", path="crcr.txt", old_string=f"x{CR}\ny", new_string=f"X{CR}\nY")
+    assert f.read_bytes() == b"X\r\r\nY\na\rb\r"
+    await chord.read("crcr.txt")
+    await chord.ok("edit", path="crcr.txt", old_string=f"b{CR}", new_string="B")
+    assert f.read_bytes() == b"X\r\r\nY\na\rB"
+
+
+async def test_a_file_that_holds_the_sign_itself_gets_its_cr_raw_and_the_sign_literal(chord: Z) -> None:
+    """Where the file holds U+240D itself the sign cannot stand for a CR: read sends the CR raw and
+    says why, and edit matches the sign as the character it is."""
+    f = chord.root / "both.txt"
+    f.write_bytes(f"sign {CR} here\ncr\rhere\n".encode())
+    shown = await chord.read("both.txt")
+    assert "2\tcr\rhere" in shown
+    assert "line 2 holds a lone carriage return (CR), sent as the raw character" in shown
+    await chord.ok("edit", path="both.txt", old_string=f"sign {CR}", new_string=f"SIGN {CR}")
+    assert f.read_bytes() == f"SIGN {CR} here\ncr\rhere\n".encode()

@@ -121,8 +121,12 @@ class EditTool(Tool):
             tf = textfile.decode(current)
             logical = "".join(line + ("\n" if eol else "") for line, eol in zip(tf.lines, tf.eols, strict=True))
             terms = [e for e in tf.eols if e]
-            if _as_given(logical, old, args.old_string):
-                old, new = args.old_string, args.new_string
+            given_old, given_new = args.old_string, args.new_string
+            if textfile.CR_SHOWN in given_old and textfile.CR_SHOWN not in logical:
+                # copied from read, which shows a lone CR as that sign (the file holds none itself)
+                old, new, given_old, given_new = map(textfile.from_shown, (old, new, given_old, given_new))
+            if _as_given(logical, old, given_old):
+                old, new = given_old, given_new
             count = logical.count(old)
             if count == 0 or (count > 1 and not args.replace_all):
                 detail = (

@@ -382,8 +382,9 @@ class ApplyPatchTool(Tool):
     def _apply_chunks(self, ctx: ToolContext, plan: Planned, current: bytes) -> bytes | Conflict | str:
         tf = textfile.decode(current)
         lines = tf.lines
-        wanted = {t for c in plan.op.chunks for t in c.old}
-        wanted.update(c.title for c in plan.op.chunks if c.title is not None)
+        chunks = _from_shown_crs(plan.op.chunks, lines)
+        wanted = {t for c in chunks for t in c.old}
+        wanted.update(c.title for c in chunks if c.title is not None)
         matcher = Matcher(lines, wanted)
         cursor = 0
         placed: list[tuple[int, int, Chunk]] = []
@@ -402,7 +403,7 @@ class ApplyPatchTool(Tool):
                 suggested_call=read_call(shown, max(0, min(near, len(lines) - 1)) - 4),
             )
 
-        for chunk in plan.op.chunks:
+        for chunk in chunks:
             region = cursor
             if chunk.title is not None:
                 at, _ = matcher.find([chunk.title], cursor)
@@ -623,6 +624,24 @@ def given_path(ctx: ToolContext, raw: str) -> Path:
     """The path as the model named it, before symbolic links are resolved."""
     p = Path(os.path.expanduser(raw))
     return p if p.is_absolute() else ctx.workspace.root / p
+
+
+def _from_shown_crs(chunks: list[Chunk], lines: list[str]) -> list[Chunk]:
+    """The chunks with read's sign for a lone CR (``textfile.CR_SHOWN``) taken back as the CR, in
+    each chunk whose context/removed lines or anchor hold it, when the file holds no such sign
+    itself (so the sign, copied from read, cannot mean itself there)."""
+    sign = textfile.CR_SHOWN
+    if not any(sign in t for c in chunks for t in [*c.old, c.title or ""]):
+        return chunks
+    if any(sign in line for line in lines):
+        return chunks
+    out = []
+    for c in chunks:
+        if any(sign in t for t in [*c.old, c.title or ""]):
+            ops = [(kind, textfile.from_shown(text)) for kind, text in c.ops]
+            c = replace(c, ops=ops, title=None if c.title is None else textfile.from_shown(c.title))
+        out.append(c)
+    return out
 
 
 def _replay_chunk(

@@ -18,6 +18,11 @@ from zuno import limits
 BOM = b"\xef\xbb\xbf"
 LF = "\n"
 CRLF = "\r\n"
+# How read shows a lone CR (text inside a line, not a line break): U+240D SYMBOL FOR CARRIAGE
+# RETURN, so that no terminal or log showing the row returns to its start and overwrites it. In
+# a file that holds no U+240D itself, edit and apply_patch take it back as the CR (``from_shown``).
+CR_SHOWN = "\u240d"
+CR_SHOWN_BYTES = CR_SHOWN.encode()
 
 # Byte-order marks of the text encodings whose text holds NUL bytes (UTF-32 first: its LE mark
 # starts with UTF-16 LE's).
@@ -90,6 +95,11 @@ def decode(data: bytes) -> TextFile:
         eols.append("")
     style = CRLF if crlf * 2 > len(parts) else LF
     return TextFile(bom, lines, eols, style)
+
+
+def from_shown(text: str) -> str:
+    """Text copied from read's rows with each shown lone CR back as the CR it stands for."""
+    return text.replace(CR_SHOWN, "\r")
 
 
 def replaced_eols(old: list[str], added: int) -> list[str | None]:
