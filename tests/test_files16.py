@@ -245,3 +245,25 @@ async def test_a_file_that_holds_the_sign_itself_gets_its_cr_raw_and_the_sign_li
     assert "line 2 holds a lone carriage return (CR), sent as the raw character" in shown
     await chord.ok("edit", path="both.txt", old_string=f"sign {CR}", new_string=f"SIGN {CR}")
     assert f.read_bytes() == f"SIGN {CR} here\ncr\rhere\n".encode()
+
+
+async def test_a_move_keeps_the_sources_owner_acl_and_tags(patcher: Z) -> None:
+    """apply_patch's '*** Move to:' wrote the destination as a new file: it kept the source's mode
+    but lost its owner, ACL and user.* tags (as mv would not). Now it takes them from the source
+    it checked."""
+    f = patcher.root / "a.txt"
+    f.write_text("one\n")
+    f.chmod(0o640)
+    _set_acl(f, ACL_ACCESS, NAMED_USER_ACL, "u:1234:rw")
+    os.setxattr(f, "user.tag", b"kept")
+    os.chown(f, 1234, 1234)
+    acl, mode = os.getxattr(f, ACL_ACCESS), f.stat().st_mode & 0o7777  # the group bits: the ACL's mask
+    await patcher.read("a.txt")
+    patch = "*** Begin Patch\n*** Update File: a.txt\n*** Move to: sub/b.txt\n@@\n-one\n+two\n*** End Patch"
+    await patcher.ok("apply_patch", patch=patch)
+    b = patcher.root / "sub" / "b.txt"
+    assert not f.exists() and b.read_text() == "two\n"
+    assert os.getxattr(b, ACL_ACCESS) == acl
+    assert os.getxattr(b, "user.tag") == b"kept"
+    st = b.stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (1234, 1234, mode)

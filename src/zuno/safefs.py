@@ -389,12 +389,21 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def atomic_write(t: Target, data: bytes, mode: int | None, *, refuse_protected: bool = False) -> None:
+def atomic_write(
+    t: Target,
+    data: bytes,
+    mode: int | None,
+    *,
+    refuse_protected: bool = False,
+    like: tuple[Target, os.stat_result] | None = None,
+) -> None:
     """Replace (or create) the target with exactly data: a temporary file in the same directory
     descriptor, flushed to disk, then renamed over the name. Missing parents are made through the
     same no-follow walk. ``mode``, when given, is set before the rename (a new file takes 0666
     less the umask). ``refuse_protected``: an existing file this process may not write is a
-    PermissionError rather than replaced (the file tools; Zuno's own read-only artifacts are not)."""
+    PermissionError rather than replaced (the file tools; Zuno's own read-only artifacts are not).
+    ``like``: a file and its stat when it was checked (a move's source) whose owner and kept
+    extended attributes the new file takes instead of the replaced one's, as ``mv`` keeps them."""
     if not t.parts:
         raise IsADirectoryError(errno.EISDIR, "is a directory", ".")
     with parent(t, create=True) as pfd:
@@ -413,7 +422,9 @@ def atomic_write(t: Target, data: bytes, mode: int | None, *, refuse_protected: 
         try:
             try:
                 _write_all(fd, data)
-                if st is not None:
+                if like is not None:
+                    _keep_like(fd, *like)
+                elif st is not None:
                     _keep_owner(fd, st)  # before the mode: a chown clears set-id bits
                     _keep_xattrs(t.name, pfd, fd, st)
                 if mode is not None:
@@ -467,6 +478,16 @@ def _keep_xattrs(name: str, pfd: int, fd: int, st: os.stat_result) -> None:
                 os.removexattr(fd, _ACL_ACCESS)
     finally:
         os.close(old)
+
+
+def _keep_like(fd: int, src: Target, st: os.stat_result) -> None:
+    """Owner and kept extended attributes from another file (a move's source), as far as allowed;
+    the attributes only while its name still holds the inode that was checked."""
+    _keep_owner(fd, st)
+    if not src.parts:
+        return
+    with contextlib.suppress(OSError), parent(src) as spfd:
+        _keep_xattrs(src.name, spfd, fd, st)
 
 
 def _keep_owner(fd: int, st: os.stat_result) -> None:

@@ -140,6 +140,7 @@ class Planned:
     before_digest: str = ABSENT
     after: bytes | None = None  # new content of (dest or source); None for a delete
     mode: int | None = None
+    source_stat: os.stat_result | None = None  # the existing source as checked (a move keeps its attributes)
     level: int = 0
     chunks_at: list[int] = field(default_factory=list)
 
@@ -332,6 +333,7 @@ class ApplyPatchTool(Tool):
             if c is not None:
                 conflicts.append(c)
                 continue
+            plan.source_stat = st
             plan.mode = stat.S_IMODE(st.st_mode) if st is not None else None
             if op.kind == "delete":
                 continue
@@ -497,20 +499,25 @@ class ApplyPatchTool(Tool):
             originals[plan.source] = (plan.where, plan.before)
             if plan.dest is not None and plan.dest_where is not None:
                 originals[plan.dest] = (plan.dest_where, plan.dest_before)
-        writes: list[tuple[safefs.Target, bytes, int | None]] = []
+        writes: list[tuple[safefs.Target, bytes, int | None, tuple[safefs.Target, os.stat_result] | None]] = []
         removals: list[safefs.Target] = []
         for plan in plans:
             if plan.op.kind == "delete":
                 removals.append(plan.where)
             else:
                 assert plan.after is not None
-                writes.append((plan.target_where, plan.after, plan.mode))
+                st = plan.source_stat
+                like = (plan.where, st) if plan.dest is not None and st is not None else None  # a move
+                writes.append((plan.target_where, plan.after, plan.mode, like))
                 if plan.dest is not None:
                     removals.append(plan.where)
 
         def apply(_stop: object) -> None:
-            for where, data, mode in writes:
-                safefs.atomic_write(where, data, mode)  # write protection: checked in preflight
+            for where, data, mode, like in writes:  # write protection: checked in preflight
+                if like is None:
+                    safefs.atomic_write(where, data, mode)
+                else:
+                    safefs.atomic_write(where, data, mode, like=like)
             for where in removals:
                 safefs.unlink(where)
 
