@@ -36,7 +36,7 @@ async def patcher(workspace: Path) -> AsyncIterator[Z]:
 async def test_a_lone_cr_file_is_one_line_and_edit_keeps_every_other_byte(chord: Z) -> None:
     f = chord.root / "mac.txt"
     f.write_bytes(b"a\rb\rc")
-    assert (await chord.read("mac.txt")).startswith("1\ta\rb\rc")
+    assert (await chord.read("mac.txt")).startswith("1\ta\u240db\u240dc")  # a lone CR shown as U+240D (sixteenth round)
     r = await chord.call("edit", path="mac.txt", old_string="b", new_string="B")
     assert r["outcome"] == "ok", r["text"]
     assert f.read_bytes() == b"a\rB\rc"
@@ -49,7 +49,7 @@ async def test_edit_in_a_mixed_file_keeps_each_untouched_terminator(chord: Z) ->
     f = chord.root / "mixed.txt"
     f.write_bytes(b"l1\nl2\r\nl3\rl4\nl5\r\n")
     shown = await chord.read("mixed.txt")
-    assert "3\tl3\rl4\n4\tl5" in shown
+    assert "3\tl3\u240dl4\n4\tl5" in shown
     r = await chord.call("edit", path="mixed.txt", old_string="l3\rl4", new_string="L3\rL4")
     assert r["outcome"] == "ok", r["text"]
     assert f.read_bytes() == b"l1\nl2\r\nL3\rL4\nl5\r\n"
@@ -63,7 +63,7 @@ async def test_a_line_ending_in_cr_before_its_crlf_reads_and_edits_as_shown(chor
     f = chord.root / "crcr.txt"
     f.write_bytes(b"x\r\r\ny\nz\r\n")
     shown = await chord.read("crcr.txt")
-    assert "1\tx\r\n2\ty\n" in shown, repr(shown)
+    assert "1\tx\u240d\n2\ty\n" in shown, repr(shown)
     r = await chord.call("edit", path="crcr.txt", old_string="x\r\ny", new_string="X\r\ny")
     assert r["outcome"] == "ok", r["text"]
     assert f.read_bytes() == b"X\r\r\ny\nz\r\n"

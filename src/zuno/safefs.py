@@ -389,12 +389,21 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def atomic_write(t: Target, data: bytes, mode: int | None, *, refuse_protected: bool = False) -> None:
+def atomic_write(
+    t: Target,
+    data: bytes,
+    mode: int | None,
+    *,
+    refuse_protected: bool = False,
+    like: tuple[Target, os.stat_result] | None = None,
+) -> None:
     """Replace (or create) the target with exactly data: a temporary file in the same directory
     descriptor, flushed to disk, then renamed over the name. Missing parents are made through the
     same no-follow walk. ``mode``, when given, is set before the rename (a new file takes 0666
     less the umask). ``refuse_protected``: an existing file this process may not write is a
-    PermissionError rather than replaced (the file tools; Zuno's own read-only artifacts are not)."""
+    PermissionError rather than replaced (the file tools; Zuno's own read-only artifacts are not).
+    ``like``: a file and its stat when it was checked (a move's source) whose owner and kept
+    extended attributes the new file takes instead of the replaced one's, as ``mv`` keeps them."""
     if not t.parts:
         raise IsADirectoryError(errno.EISDIR, "is a directory", ".")
     with parent(t, create=True) as pfd:
@@ -413,9 +422,11 @@ def atomic_write(t: Target, data: bytes, mode: int | None, *, refuse_protected: 
         try:
             try:
                 _write_all(fd, data)
-                if st is not None:
+                if like is not None:
+                    _keep_like(fd, *like)
+                elif st is not None:
                     _keep_owner(fd, st)  # before the mode: a chown clears set-id bits
-                    _keep_user_xattrs(t.name, pfd, fd, st)
+                    _keep_xattrs(t.name, pfd, fd, st)
                 if mode is not None:
                     os.fchmod(fd, mode)
                 os.fsync(fd)
@@ -428,10 +439,23 @@ def atomic_write(t: Target, data: bytes, mode: int | None, *, refuse_protected: 
             raise
 
 
-def _keep_user_xattrs(name: str, pfd: int, fd: int, st: os.stat_result) -> None:
-    """Carry the replaced regular file's user.* extended attributes (tags, origin marks) over to
-    the replacement, as far as the file system allows: a rename would drop them silently. Other
-    namespaces (security.*, trusted.*, system.* ACLs) are not copied."""
+# Extended attributes a rewrite carries over: user.* (tags, origin marks), the POSIX access ACL
+# and an SELinux label. Not security.capability (a rewritten executable loses its file capabilities,
+# as a write in place does), nor other security.*/trusted.* entries.
+_ACL_ACCESS = "system.posix_acl_access"
+_KEPT_XATTRS = (_ACL_ACCESS, "security.selinux")
+
+
+def _kept_xattr(key: str) -> bool:
+    return key.startswith("user.") or key in _KEPT_XATTRS
+
+
+def _keep_xattrs(name: str, pfd: int, fd: int, st: os.stat_result) -> None:
+    """Carry the replaced regular file's extended attributes that describe who may use it and how
+    it is tagged (``_kept_xattr``) over to the replacement, as far as the file system allows: a
+    rename would drop them silently. An access ACL the temporary file inherited from the
+    directory's default ACL, where the replaced file had none, is removed: a rewrite is not a new
+    file. Copied only from the inode that was looked at."""
     if not stat.S_ISREG(st.st_mode) or not hasattr(os, "listxattr"):
         return
     try:
@@ -442,13 +466,28 @@ def _keep_user_xattrs(name: str, pfd: int, fd: int, st: os.stat_result) -> None:
         now = os.fstat(old)
         if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
             return  # the name was swapped since it was looked at: copy nothing from another file
-        with contextlib.suppress(OSError):
-            for key in os.listxattr(old):
-                if key.startswith("user."):
-                    with contextlib.suppress(OSError):
-                        os.setxattr(fd, key, os.getxattr(old, key))
+        try:
+            keys = os.listxattr(old)
+        except OSError:
+            return
+        for key in filter(_kept_xattr, keys):
+            with contextlib.suppress(OSError):
+                os.setxattr(fd, key, os.getxattr(old, key))
+        if _ACL_ACCESS not in keys:
+            with contextlib.suppress(OSError):
+                os.removexattr(fd, _ACL_ACCESS)
     finally:
         os.close(old)
+
+
+def _keep_like(fd: int, src: Target, st: os.stat_result) -> None:
+    """Owner and kept extended attributes from another file (a move's source), as far as allowed;
+    the attributes only while its name still holds the inode that was checked."""
+    _keep_owner(fd, st)
+    if not src.parts:
+        return
+    with contextlib.suppress(OSError), parent(src) as spfd:
+        _keep_xattrs(src.name, spfd, fd, st)
 
 
 def _keep_owner(fd: int, st: os.stat_result) -> None:

@@ -4,8 +4,8 @@ Both follow apply_patch's rules: the file must have a read receipt that still ma
 (ReadRequired / StaleRead), the same operation against the same content is an IdenticalReplay,
 and edit's old text must match the current logical text exactly once unless ``replace_all``
 (otherwise ContextMismatch). edit matches on logical lines: a CRLF file is matched with "\\n"
-line breaks, keeps its BOM, its untouched line endings and its final-newline state, and new line
-breaks take the file's style.
+line breaks, keeps its BOM, its untouched line endings and its final-newline state; a replaced
+line keeps its own terminator and an added line break takes the file's style (as apply_patch).
 """
 
 from __future__ import annotations
@@ -121,8 +121,12 @@ class EditTool(Tool):
             tf = textfile.decode(current)
             logical = "".join(line + ("\n" if eol else "") for line, eol in zip(tf.lines, tf.eols, strict=True))
             terms = [e for e in tf.eols if e]
-            if _as_given(logical, old, args.old_string):
-                old, new = args.old_string, args.new_string
+            given_old, given_new = args.old_string, args.new_string
+            if textfile.CR_SHOWN in given_old and textfile.CR_SHOWN not in logical:
+                # copied from read, which shows a lone CR as that sign (the file holds none itself)
+                old, new, given_old, given_new = map(textfile.from_shown, (old, new, given_old, given_new))
+            if _as_given(logical, old, given_old):
+                old, new = given_old, given_new
             count = logical.count(old)
             if count == 0 or (count > 1 and not args.replace_all):
                 detail = (
@@ -190,19 +194,20 @@ def _relay(
     out: str, logical: str, old: str, new: str, terms: list[str], tf: textfile.TextFile, replace_all: bool
 ) -> bytes:
     """Put the file's own line terminators back on the edited logical text: a line break outside
-    every replacement keeps its original terminator, one inside new text takes the file's style."""
+    every replacement keeps its original terminator, one inside new text takes the terminator of
+    the old line it replaces or, with none, the file's style (``_new_breaks``)."""
     new_terms: list[str] = []
     pos = 0
     k = 0  # index into terms (original "\n"s consumed)
-    old_nl, new_nl = old.count("\n"), new.count("\n")
+    old_nl = old.count("\n")
     while True:
         at = logical.find(old, pos)
         if at < 0:
             break
         before = logical.count("\n", pos, at)
         new_terms.extend(terms[k : k + before])
+        new_terms.extend(_new_breaks(terms[k + before : k + before + old_nl], old, new, tf.style))
         k += before + old_nl
-        new_terms.extend([tf.style] * new_nl)
         pos = at + len(old)
         if not replace_all:
             break
@@ -214,6 +219,20 @@ def _relay(
         if i < len(parts) - 1:
             body.append(new_terms[i])
     return (textfile.BOM if tf.bom else b"") + "".join(body).encode("utf-8", "surrogateescape")
+
+
+def _new_breaks(inside: list[str], old: str, new: str, style: str) -> list[str]:
+    """Terminators for the line breaks of new text that replaces old text whose breaks had
+    ``inside``, by apply_patch's rule (``textfile.replaced_eols``) on the lines the replacement
+    touches: the line holding the replacement's end keeps the terminator outside it, so the new
+    breaks pair with the old ones in order; when both texts end with a line break the line after
+    is untouched, and the last new break takes the last old one."""
+    n = new.count("\n")
+    if old.endswith("\n") and new.endswith("\n"):
+        paired = textfile.replaced_eols(inside, n)
+    else:
+        paired = textfile.replaced_eols([*inside, style], n + 1)[:-1]
+    return [t or style for t in paired]
 
 
 class DeleteArgs(ToolArgs):

@@ -64,7 +64,11 @@ class Scan:
     lines: int = 0
     head: bytes = b""
     rows: list[Row] = field(default_factory=list)
+    cr_symbol: bool = False  # the file holds U+240D (read's sign for a lone CR) itself
 
+
+# read's sign for a lone CR, U+240D (``textfile.CR_SHOWN``; that package imports this module).
+_CR_SHOWN_BYTES = b"\xe2\x90\x8d"
 
 # What read's note on a cut row ("[... line N is L bytes; read holds its first H. ...]") may take.
 CUT_NOTE_BYTES = 160
@@ -88,11 +92,11 @@ def scan_window(
     real = 0
     last = b""
 
-    def finish() -> None:
+    def finish(at_break: bool = True) -> None:
         nonlocal used, done, held, real
         text = bytes(held).decode("utf-8", "replace")
         cut = real > len(held)
-        if not cut:
+        if not cut and at_break:
             text = text.removesuffix("\r")  # a CRLF's CR only: "x\r\r\n" is the line "x\r" to edit
         cost = width + 1 + len(text.encode()) + 1 + (CUT_NOTE_BYTES if cut else 0)
         if out.rows and used + cost > budget:
@@ -113,7 +117,8 @@ def scan_window(
             break
         h.update(chunk)
         out.size += len(chunk)
-        last = chunk[-1:]
+        out.cr_symbol = out.cr_symbol or _CR_SHOWN_BYTES in last + chunk
+        last = chunk[-2:]
         if len(head) < limits.READ_BINARY_SNIFF_BYTES:
             head += chunk[: limits.READ_BINARY_SNIFF_BYTES - len(head)]
         if done:
@@ -144,10 +149,10 @@ def scan_window(
             if done:
                 cur += chunk.count(b"\n", i)
                 break
-    if out.size and last != b"\n":
+    if out.size and last[-1:] != b"\n":
         out.lines = cur
         if not done and start <= cur:
-            finish()
+            finish(at_break=False)  # the last line has no break: a CR it ends with is its text
     else:
         out.lines = cur - 1
     out.sha256 = h.hexdigest()

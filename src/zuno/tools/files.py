@@ -148,8 +148,13 @@ class ReadTool(Tool):
         width = len(str(min(total, start + want - 1)))
         out = []
         bom = scan.head.startswith(_UTF8_BOM)
+        crs: list[int] = []  # rows holding a lone CR
         for row in scan.rows:
             text = row.text
+            if "\r" in text:
+                crs.append(row.number)
+                if not scan.cr_symbol:
+                    text = text.replace("\r", textfile.CR_SHOWN)
             if bom and row.number == 1:
                 # The byte-order mark is not text: shown, it is copied into old_string or patch
                 # context, which edit and apply_patch match without it (and keep it on write).
@@ -167,6 +172,9 @@ class ReadTool(Tool):
             footer = f"(end of file: {total} lines)" if start > 1 or args.limit else ""
         if bom and start == 1:
             note = "(the file starts with a UTF-8 byte-order mark, not shown; edit and apply_patch keep it)"
+            footer = f"{footer}\n{note}" if footer else note
+        if crs:
+            note = _lone_cr_note(crs, scan.cr_symbol)
             footer = f"{footer}\n{note}" if footer else note
         return ToolOutput(
             text="\n".join(out),
@@ -221,6 +229,21 @@ class ReadTool(Tool):
 
 
 _UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _lone_cr_note(rows: list[int], cr_symbol: bool) -> str:
+    """The footer line for rows holding a lone CR (a carriage return that is not part of a CRLF:
+    text inside the line). Sent raw, a terminal or log showing the row would overwrite it."""
+    where = f"line {rows[0]} holds" if len(rows) == 1 else f"{len(rows)} lines (first: {rows[0]}) hold"
+    if cr_symbol:
+        return (
+            f"({where} a lone carriage return (CR), sent as the raw character: this file also "
+            f"holds {textfile.CR_SHOWN} (U+240D) itself, so that sign cannot stand for it)"
+        )
+    return (
+        f"({where} a lone carriage return (CR, text inside the line, not a line break), shown as "
+        f"{textfile.CR_SHOWN}; edit and apply_patch take {textfile.CR_SHOWN} in old text for the CR)"
+    )
 _NEVER = threading.Event()  # the stop signal of an inline scan, which nothing cancels midway
 
 

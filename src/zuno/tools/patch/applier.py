@@ -140,6 +140,7 @@ class Planned:
     before_digest: str = ABSENT
     after: bytes | None = None  # new content of (dest or source); None for a delete
     mode: int | None = None
+    source_stat: os.stat_result | None = None  # the existing source as checked (a move keeps its attributes)
     level: int = 0
     chunks_at: list[int] = field(default_factory=list)
 
@@ -332,6 +333,7 @@ class ApplyPatchTool(Tool):
             if c is not None:
                 conflicts.append(c)
                 continue
+            plan.source_stat = st
             plan.mode = stat.S_IMODE(st.st_mode) if st is not None else None
             if op.kind == "delete":
                 continue
@@ -382,8 +384,9 @@ class ApplyPatchTool(Tool):
     def _apply_chunks(self, ctx: ToolContext, plan: Planned, current: bytes) -> bytes | Conflict | str:
         tf = textfile.decode(current)
         lines = tf.lines
-        wanted = {t for c in plan.op.chunks for t in c.old}
-        wanted.update(c.title for c in plan.op.chunks if c.title is not None)
+        chunks = _from_shown_crs(plan.op.chunks, lines)
+        wanted = {t for c in chunks for t in c.old}
+        wanted.update(c.title for c in chunks if c.title is not None)
         matcher = Matcher(lines, wanted)
         cursor = 0
         placed: list[tuple[int, int, Chunk]] = []
@@ -402,7 +405,7 @@ class ApplyPatchTool(Tool):
                 suggested_call=read_call(shown, max(0, min(near, len(lines) - 1)) - 4),
             )
 
-        for chunk in plan.op.chunks:
+        for chunk in chunks:
             region = cursor
             if chunk.title is not None:
                 at, _ = matcher.find([chunk.title], cursor)
@@ -448,17 +451,7 @@ class ApplyPatchTool(Tool):
         for start, length, chunk in placed:
             out_lines.extend(lines[prev:start])
             out_eols.extend(tf.eols[prev:start])
-            i = start
-            for kind, text in chunk.ops:
-                if kind == "ctx":
-                    out_lines.append(lines[i])  # the file's own text, also when matched tolerantly
-                    out_eols.append(tf.eols[i])
-                    i += 1
-                elif kind == "del":
-                    i += 1
-                else:
-                    out_lines.append(text)
-                    out_eols.append(None)
+            _replay_chunk(chunk.ops, start, lines, tf.eols, out_lines, out_eols)
             prev = start + length
         out_lines.extend(lines[prev:])
         out_eols.extend(tf.eols[prev:])
@@ -506,20 +499,25 @@ class ApplyPatchTool(Tool):
             originals[plan.source] = (plan.where, plan.before)
             if plan.dest is not None and plan.dest_where is not None:
                 originals[plan.dest] = (plan.dest_where, plan.dest_before)
-        writes: list[tuple[safefs.Target, bytes, int | None]] = []
+        writes: list[tuple[safefs.Target, bytes, int | None, tuple[safefs.Target, os.stat_result] | None]] = []
         removals: list[safefs.Target] = []
         for plan in plans:
             if plan.op.kind == "delete":
                 removals.append(plan.where)
             else:
                 assert plan.after is not None
-                writes.append((plan.target_where, plan.after, plan.mode))
+                st = plan.source_stat
+                like = (plan.where, st) if plan.dest is not None and st is not None else None  # a move
+                writes.append((plan.target_where, plan.after, plan.mode, like))
                 if plan.dest is not None:
                     removals.append(plan.where)
 
         def apply(_stop: object) -> None:
-            for where, data, mode in writes:
-                safefs.atomic_write(where, data, mode)  # write protection: checked in preflight
+            for where, data, mode, like in writes:  # write protection: checked in preflight
+                if like is None:
+                    safefs.atomic_write(where, data, mode)
+                else:
+                    safefs.atomic_write(where, data, mode, like=like)
             for where in removals:
                 safefs.unlink(where)
 
@@ -633,6 +631,59 @@ def given_path(ctx: ToolContext, raw: str) -> Path:
     """The path as the model named it, before symbolic links are resolved."""
     p = Path(os.path.expanduser(raw))
     return p if p.is_absolute() else ctx.workspace.root / p
+
+
+def _from_shown_crs(chunks: list[Chunk], lines: list[str]) -> list[Chunk]:
+    """The chunks with read's sign for a lone CR (``textfile.CR_SHOWN``) taken back as the CR, in
+    each chunk whose context/removed lines or anchor hold it, when the file holds no such sign
+    itself (so the sign, copied from read, cannot mean itself there)."""
+    sign = textfile.CR_SHOWN
+    if not any(sign in t for c in chunks for t in [*c.old, c.title or ""]):
+        return chunks
+    if any(sign in line for line in lines):
+        return chunks
+    out = []
+    for c in chunks:
+        if any(sign in t for t in [*c.old, c.title or ""]):
+            ops = [(kind, textfile.from_shown(text)) for kind, text in c.ops]
+            c = replace(c, ops=ops, title=None if c.title is None else textfile.from_shown(c.title))
+        out.append(c)
+    return out
+
+
+def _replay_chunk(
+    ops: list[tuple[str, str]],
+    start: int,
+    lines: list[str],
+    eols: list[str],
+    out_lines: list[str],
+    out_eols: list[str | None],
+) -> None:
+    """Append one placed chunk's result: context lines as the file has them, and each run of
+    removed/added lines as its added lines, terminated by ``textfile.replaced_eols`` (a replaced
+    line keeps its own terminator, a line with no old counterpart takes the style)."""
+    i = start
+    removed: list[str] = []
+    added: list[str] = []
+
+    def flush() -> None:
+        out_lines.extend(added)
+        out_eols.extend(textfile.replaced_eols(removed, len(added)))
+        removed.clear()
+        added.clear()
+
+    for kind, text in ops:
+        if kind == "ctx":
+            flush()
+            out_lines.append(lines[i])  # the file's own text, also when matched tolerantly
+            out_eols.append(eols[i])
+            i += 1
+        elif kind == "del":
+            removed.append(eols[i])
+            i += 1
+        else:
+            added.append(text)
+    flush()
 
 
 def _encode_new(bom: bool, lines: list[str], eols: list[str]) -> bytes | None:

@@ -3,7 +3,8 @@
 A file is decoded into logical lines (text without its terminator) and, per line, the exact
 terminator it had ("\\n", "\\r\\n", or "" for a last line without a final newline). Matching and
 replacing happen on logical lines; encoding puts every untouched line back with its own
-terminator, gives new lines the file's dominant style, keeps the BOM and the final-newline
+terminator, gives a replaced line the terminator of the line it replaces (``replaced_eols``)
+and other new lines the file's dominant style, keeps the BOM and the final-newline
 state. Bytes that are not UTF-8 survive through ``surrogateescape``.
 """
 
@@ -17,6 +18,11 @@ from zuno import limits
 BOM = b"\xef\xbb\xbf"
 LF = "\n"
 CRLF = "\r\n"
+# How read shows a lone CR (text inside a line, not a line break): U+240D SYMBOL FOR CARRIAGE
+# RETURN, so that no terminal or log showing the row returns to its start and overwrites it. In
+# a file that holds no U+240D itself, edit and apply_patch take it back as the CR (``from_shown``).
+CR_SHOWN = "\u240d"
+CR_SHOWN_BYTES = CR_SHOWN.encode()
 
 # Byte-order marks of the text encodings whose text holds NUL bytes (UTF-32 first: its LE mark
 # starts with UTF-16 LE's).
@@ -89,6 +95,24 @@ def decode(data: bytes) -> TextFile:
         eols.append("")
     style = CRLF if crlf * 2 > len(parts) else LF
     return TextFile(bom, lines, eols, style)
+
+
+def from_shown(text: str) -> str:
+    """Text copied from read's rows with each shown lone CR back as the CR it stands for."""
+    return text.replace(CR_SHOWN, "\r")
+
+
+def replaced_eols(old: list[str], added: int) -> list[str | None]:
+    """Terminators for the ``added`` lines that replace lines whose own terminators were ``old``
+    (one replacement: a run of removed and added lines, or an edit's old text and new text): the
+    last new line takes the last old line's, the others pair with the old lines in order, and a
+    new line with no old line of its own gets None (the file's dominant style). With as many new
+    lines as old ones, every replaced line keeps its own terminator. apply_patch and edit both use
+    this, so in a mixed LF/CRLF file the same change gives the same bytes through either tool."""
+    if not added or not old:
+        return [None] * added
+    head = [old[i] if i < len(old) - 1 else None for i in range(added - 1)]
+    return [*head, old[-1]]
 
 
 def finalize(lines: list[str], eols: list[str | None], style: str, final_newline: bool) -> list[str]:

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import codecs
 import re
+import threading
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -397,21 +399,57 @@ def _code_language(el: Any) -> str | None:
 
 
 class ConversionTimeout(Exception):
-    """The HTML conversion ran past the call's deadline (checked between elements)."""
+    """The HTML conversion ran past the call's deadline, or its caller gave up on it (checked
+    between parser chunks, between passes and between elements)."""
 
 
-def _check_deadline(deadline: float | None) -> None:
-    if deadline is not None and time.monotonic() > deadline:
-        raise ConversionTimeout
+Check = Callable[[], None]
 
 
-def _converter(deadline: float | None = None) -> Any:
+def _stopper(deadline: float | None, stop: threading.Event | None) -> Check:
+    """The check the conversion makes as it goes: past ``deadline`` (a ``time.monotonic()``
+    value) or once ``stop`` is set it raises ``ConversionTimeout``, so a worker thread whose
+    caller has timed out (or was cancelled) stops within one chunk instead of parsing on."""
+
+    def check() -> None:
+        if (stop is not None and stop.is_set()) or (deadline is not None and time.monotonic() > deadline):
+            raise ConversionTimeout
+
+    return check
+
+
+# html.parser takes the page this many characters at a time, the check made between two: a few
+# tens of milliseconds of parsing each, where one feed of 10 MiB parsed for about 15 s.
+PARSE_CHUNK_CHARS = 64 * 1024
+
+
+def _parse(html: str, check: Check) -> Any:
+    """BeautifulSoup over html.parser, fed in chunks (html.parser is incremental: a tag, entity
+    or script split between two feeds is held until the next), checking between chunks."""
+    from bs4 import BeautifulSoup
+    from bs4.builder import HTMLParserTreeBuilder
+    from bs4.builder._htmlparser import BeautifulSoupHTMLParser
+
+    class ChunkedParser(BeautifulSoupHTMLParser):  # type: ignore[misc]
+        def feed(self, data: str) -> None:
+            for at in range(0, len(data), PARSE_CHUNK_CHARS):
+                check()
+                super().feed(data[at : at + PARSE_CHUNK_CHARS])
+
+    class ChunkedBuilder(HTMLParserTreeBuilder):  # type: ignore[misc]
+        def feed(self, markup: Any, _parser_class: Any = ChunkedParser) -> None:
+            super().feed(markup, ChunkedParser)
+
+    return BeautifulSoup(html, builder=ChunkedBuilder())
+
+
+def _converter(check: Check) -> Any:
     from markdownify import MarkdownConverter
 
     class Converter(MarkdownConverter):  # type: ignore[misc]
         def process_tag(self, node: Any, parent_tags: Any = None) -> str:
             # Once per element: a huge page stops at the deadline instead of converting for minutes.
-            _check_deadline(deadline)
+            check()
             return str(super().process_tag(node, parent_tags))
 
         def convert_td(self, el: Any, text: str, parent_tags: Any) -> str:
@@ -503,15 +541,19 @@ def _bound_depth(soup: Any) -> None:
                 stack.append((child, depth + 1))
 
 
-def html_to_markdown(html: str, base_url: str | None = None, deadline: float | None = None) -> str:
+def html_to_markdown(
+    html: str, base_url: str | None = None, deadline: float | None = None, stop: threading.Event | None = None
+) -> str:
     """Readable Markdown; relative links and images are made absolute against ``base_url``.
-    Past ``deadline`` (a ``time.monotonic()`` value) it raises ``ConversionTimeout``."""
+    Past ``deadline`` (a ``time.monotonic()`` value), or once ``stop`` is set, it raises
+    ``ConversionTimeout`` — from the parse too, which is fed in chunks."""
     from urllib.parse import urljoin
 
-    from bs4 import BeautifulSoup, Comment, Declaration, Doctype, ProcessingInstruction
+    from bs4 import Comment, Declaration, Doctype, ProcessingInstruction
 
-    soup = BeautifulSoup(html, "html.parser")
-    _check_deadline(deadline)
+    check = _stopper(deadline, stop)
+    soup = _parse(html, check)
+    check()
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     base = soup.find("base", href=True)
     if base_url and base is not None and isinstance(base.get("href"), str):
@@ -524,12 +566,16 @@ def html_to_markdown(html: str, base_url: str | None = None, deadline: float | N
             base_url = joined
     for tag in soup(_DROP_TAGS):
         tag.decompose()
+    check()
     _bound_depth(soup)  # before any pass that walks each table's (or element's) whole subtree
+    check()
     _unwrap_numbered_code(soup)
+    check()
     for a in soup.find_all("a", class_="headerlink"):
         a.decompose()  # Sphinx / MkDocs "¶" permalinks beside every heading
     for node in soup.find_all(string=lambda s: isinstance(s, Comment | Declaration | Doctype | ProcessingInstruction)):
         node.extract()  # <?xml ...?>, <!DOCTYPE>, comments: not page text
+    check()
     for tag, attr in (("a", "href"), ("img", "src")):
         for el in soup.find_all(tag):
             value = el.get(attr)
@@ -544,8 +590,8 @@ def html_to_markdown(html: str, base_url: str | None = None, deadline: float | N
                     el[attr] = urljoin(base_url, value)
                 except ValueError:
                     pass
-    _check_deadline(deadline)
-    text = _tidy(_converter(deadline).convert_soup(soup)).strip()
+    check()
+    text = _tidy(_converter(check).convert_soup(soup)).strip()
     if title and not text.startswith("# "):
         text = f"# {title}\n\n{text}"
     return text + "\n"

@@ -10,6 +10,7 @@ backoff; every other failure is an error result naming the problem.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
@@ -126,9 +127,10 @@ class WebfetchTool(Tool):
         # The call's timeout covers the conversion too: a hostile (or merely huge) page took minutes
         # of markdownify after the fetch had finished inside its timeout.
         deadline = max(started + timeout_ms / 1000, time.monotonic() + CONVERT_FLOOR_S)
+        stop = threading.Event()  # set when this call stops waiting: the worker thread stops too
         try:
             text, charset, converted = await asyncio.wait_for(
-                asyncio.to_thread(_convert, got, args.format, deadline), deadline - time.monotonic()
+                asyncio.to_thread(_convert, got, args.format, deadline, stop), deadline - time.monotonic()
             )
         except (ConversionTimeout, TimeoutError):
             return ToolOutput.failure(
@@ -139,6 +141,8 @@ class WebfetchTool(Tool):
                 f"(at most {limits.WEBFETCH_MAX_TIMEOUT_MS}).",
                 category="timeout",
             )
+        finally:
+            stop.set()
         return self._render(got, text, charset, converted, notices, time.monotonic() - started)
 
     def _render(
@@ -173,10 +177,12 @@ class WebfetchTool(Tool):
         return ToolOutput(text=text, head="\n".join(head_lines), metadata=metadata)
 
 
-def _convert(got: Fetched, fmt: str, deadline: float | None = None) -> tuple[str, str, bool]:
+def _convert(
+    got: Fetched, fmt: str, deadline: float | None = None, stop: threading.Event | None = None
+) -> tuple[str, str, bool]:
     text, charset = decode(got.body, got.content_type)
     if got.content_type.is_html and fmt == "markdown":
-        return html_to_markdown(text, got.final_url, deadline), charset, True
+        return html_to_markdown(text, got.final_url, deadline, stop), charset, True
     return text, charset, False
 
 
