@@ -21,6 +21,9 @@ from conftest import zuno_env
 
 # An SGR colour, a carriage return that would overwrite the line, a right-to-left override.
 HOSTILE = "a\x1b[31mred\x1b[0m\rX\u202eabc\n"
+# What read gives the model of it: the lone CR shown as U+240D (read's own sign for it, with a
+# footer line saying so, docs/safe-paths.md); the other controls as the file holds them.
+READ_LINE = "1\t" + HOSTILE.replace("\r", "\u240d").removesuffix("\n")
 
 
 def on_a_pty(root: Path, *args: str) -> tuple[int, bytes, str]:
@@ -77,7 +80,9 @@ def test_call_on_a_terminal_shows_a_files_controls_and_never_hands_them_to_the_t
     # The terminal turns the child's "\n" into "\r\n" (onlcr): that is the only carriage return.
     out = seen.replace(b"\r\n", b"\n")
     assert b"\x1b" not in out and b"\r" not in out and "\u202e".encode() not in out
-    assert out == "1\ta\u241b[31mred\u241b[0m\u240dX<U+202E>abc\n".encode()
+    first, _, footer = out.partition(b"\n")
+    assert first == "1\ta\u241b[31mred\u241b[0m\u240dX<U+202E>abc".encode()
+    assert b"lone carriage return" in footer
     assert "zuno: session ses_" in err
 
 
@@ -85,7 +90,9 @@ def test_call_into_a_pipe_keeps_the_exact_text(workspace: Path) -> None:
     (workspace / "hostile.txt").write_text(HOSTILE)
     p = piped(workspace, "call", "read", '{"path": "hostile.txt"}')
     assert p.returncode == 0, p.stderr
-    assert p.stdout == ("1\t" + HOSTILE).encode()  # the model's text and the line's end, byte for byte
+    first, _, footer = p.stdout.partition(b"\n")
+    assert first == READ_LINE.encode()  # the model's text, byte for byte: ESC and the override raw
+    assert b"lone carriage return" in footer
 
 
 def test_call_json_is_the_same_record_on_a_terminal_and_in_a_pipe(workspace: Path) -> None:
@@ -97,7 +104,8 @@ def test_call_json_is_the_same_record_on_a_terminal_and_in_a_pipe(workspace: Pat
     assert p.returncode == 0, p.stderr
     in_pipe = json.loads(p.stdout)
     # The record's text (the model's, with no final newline), escapes and all, in both.
-    assert on_terminal["text"] == in_pipe["text"] == "1\t" + HOSTILE.removesuffix("\n")
+    assert on_terminal["text"] == in_pipe["text"]
+    assert in_pipe["text"].startswith(READ_LINE + "\n")
     assert on_terminal["outcome"] == in_pipe["outcome"] == "ok"
 
 
