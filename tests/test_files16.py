@@ -247,6 +247,26 @@ async def test_a_file_that_holds_the_sign_itself_gets_its_cr_raw_and_the_sign_li
     assert f.read_bytes() == f"SIGN {CR} here\ncr\rhere\n".encode()
 
 
+async def test_the_sign_far_past_the_window_is_still_found_when_a_shown_row_holds_a_lone_cr(
+    chord: Z,
+) -> None:
+    """read searches the rest of a file for U+240D only when a row it shows holds a lone CR (a large
+    file's scan no longer searches every chunk for it); the sign 3 MiB on, past several of read's
+    1 MiB chunks and split across two of them, still makes the CR go raw."""
+    filler = b"x" * 1023 + b"\n"
+    seam = 3 * 1024 * 1024 - 1  # the sign's three bytes straddle the end of the third chunk
+    head = b"cr\rhere\n" + filler * ((seam - 8) // len(filler))
+    head += b"y" * (seam - len(head))
+    f = chord.root / "far.txt"
+    f.write_bytes(head + CR.encode() + b"\n")
+    shown = (await chord.call("read", path="far.txt", limit=1))["text"]
+    assert "1\tcr\rhere" in shown and "sent as the raw character" in shown, shown[:300]
+    f.write_bytes(head + b"no sign\n")  # the same file without it: the sign stands for the CR
+    await chord.read("far.txt")
+    shown = (await chord.call("read", path="far.txt", limit=1))["text"]
+    assert f"1\tcr{CR}here" in shown, shown[:300]
+
+
 async def test_a_move_keeps_the_sources_owner_acl_and_tags(patcher: Z) -> None:
     """apply_patch's '*** Move to:' wrote the destination as a new file: it kept the source's mode
     but lost its owner, ACL and user.* tags (as mv would not). Now it takes them from the source

@@ -64,7 +64,9 @@ class Scan:
     lines: int = 0
     head: bytes = b""
     rows: list[Row] = field(default_factory=list)
-    cr_symbol: bool = False  # the file holds U+240D (read's sign for a lone CR) itself
+    # The file holds U+240D (read's sign for a lone CR) itself; searched for only while it matters:
+    # before the window is read, and after it when a row of it holds a lone CR.
+    cr_symbol: bool = False
 
 
 # read's sign for a lone CR, U+240D (``textfile.CR_SHOWN``; that package imports this module).
@@ -91,6 +93,7 @@ def scan_window(
     held = bytearray()
     real = 0
     last = b""
+    look_for_symbol = True  # whether cr_symbol may still matter (see below)
 
     def finish(at_break: bool = True) -> None:
         nonlocal used, done, held, real
@@ -117,11 +120,15 @@ def scan_window(
             break
         h.update(chunk)
         out.size += len(chunk)
-        out.cr_symbol = out.cr_symbol or _CR_SHOWN_BYTES in last + chunk
+        if look_for_symbol and not out.cr_symbol:  # no copy of the chunk: it and its seam with the last
+            out.cr_symbol = _CR_SHOWN_BYTES in chunk or _CR_SHOWN_BYTES in last + chunk[:2]
         last = chunk[-2:]
         if len(head) < limits.READ_BINARY_SNIFF_BYTES:
             head += chunk[: limits.READ_BINARY_SNIFF_BYTES - len(head)]
         if done:
+            # cr_symbol matters only for rows holding a lone CR: once the window is read without
+            # one, the rest of a large file is not searched for the sign (it cost 40% of the scan).
+            look_for_symbol = look_for_symbol and any("\r" in row.text for row in out.rows)
             cur += chunk.count(b"\n")
             continue
         i, n = 0, len(chunk)
