@@ -21,9 +21,9 @@ import json
 import sqlite3
 import time
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from zuno.store import Store
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
@@ -60,11 +60,20 @@ GOAL_QUESTION_MAX_CHARS = 1000
 REQUEST_PREFIX = "gi_"
 
 
+def _short_question(value: str) -> str:
+    if len(value) > GOAL_QUESTION_MAX_CHARS:
+        raise ValueError(
+            f"is {len(value):,} characters; a question holds at most {GOAL_QUESTION_MAX_CHARS:,}"
+            " (GOAL_QUESTION_MAX_CHARS): ask for one thing, briefly"
+        )
+    return value
+
+
 class RequestInputArgs(ToolArgs):
     expected_revision: int = Field(ge=1)
-    # The choices, if any, are written in the question: a separate options list cost the wire schema
-    # bytes the built-in surface does not have (schema_export.BUILTIN_SURFACE_BUDGET_BYTES).
-    question: Text = Field(min_length=1, max_length=GOAL_QUESTION_MAX_CHARS)
+    # Bounded, checked not declared, and the choices (if any) are written in the question: the wire
+    # schema's bytes are what the built-in surface has least of (schema_export.BUILTIN_SURFACE_BUDGET_BYTES).
+    question: Annotated[Text, AfterValidator(_short_question)] = Field(min_length=1)
 
 
 def waiting_request(body: Any) -> str | None:
