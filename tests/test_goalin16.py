@@ -196,6 +196,8 @@ async def test_the_agent_loop_ends_the_turn_after_the_request(workspace: Path) -
             assert result.stop_reason == "waiting_input", (result.stop_reason, result.detail)
             assert "gi_" in result.detail and "zuno goal resume" in result.detail
             assert len(fake.requests) == 2 and fake.pending == 1
+            system = fake.requests[0].body["messages"][0]
+            assert system["role"] == "system" and "call goal_request_input" in str(system["content"])
             # a resume without a prompt does not bypass the wait
             try:
                 await agent.run()
@@ -209,3 +211,14 @@ async def test_the_agent_loop_ends_the_turn_after_the_request(workspace: Path) -
     assert now["goal"]["status"] == "paused" and now["goal"]["pause_reason"]["kind"] == "waiting_input"
     (row,) = _requests(workspace)
     assert row["status"] == "pending" and row["session_id"] == sid
+
+
+async def test_only_the_goal_owner_asks(workspace: Path) -> None:
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        assert (await call(s, "goal_update", CREATE)).outcome == "ok"
+        sid = s.id
+    child = {"agent": {"name": "reviewer"}}
+    async with zuno.Runtime(root=workspace, config_overrides=child) as rt, rt.session(sid) as s:
+        rec = await call(s, "goal_request_input", {"expected_revision": 1, "question": QUESTION})
+        assert rec.outcome == "error" and "NotGoalOwner" in rec.text and "'main'" not in rec.text
+    assert _goal(workspace, sid)["goal"]["status"] == "active" and _requests(workspace) == []

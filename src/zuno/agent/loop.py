@@ -395,6 +395,7 @@ class AgentLoop(Reconciliation):
                 plan_mutated=bool(self.transcript.state().data.get("plan_mutated"))
                 or any(s.name == "plan" for s in sections),
                 goal_tool=any(t.name == "goal_update" for t in tools),
+                input_tool=any(t.name == "goal_request_input" for t in tools),
             )
             request = ModelRequest(
                 model=self.provider.id.split("/", 1)[-1],

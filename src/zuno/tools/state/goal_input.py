@@ -29,7 +29,7 @@ from zuno.store import Store
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import docstore
 from zuno.tools.state.actions import MUTATION, ActionTool, Text, delivery
-from zuno.tools.state.docstore import Also, Doc, StateRefusal, check_revision
+from zuno.tools.state.docstore import Also, Doc, StateRefusal, check_revision, named
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -84,11 +84,23 @@ def waiting_request(body: Any) -> str | None:
     return str(pause["request"]) if pause.get("kind") == "waiting_input" and pause.get("request") else None
 
 
-def apply_request(doc: Doc, a: RequestInputArgs, request_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The Goal paused for ``request_id``, or a refusal (nothing written)."""
+def apply_request(
+    doc: Doc, a: RequestInputArgs, request_id: str, agent: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Goal paused for ``request_id``, or a refusal (nothing written). Goal-owned: only the agent
+    that owns the Goal asks (a delegated agent reports its blocker to its parent instead)."""
     check_revision(doc, a.expected_revision, "Goal", "goal_get")
     body = json.loads(json.dumps(doc.body))
     status = body["status"]
+    owner = body.get("owner")
+    if owner and owner != agent:
+        raise StateRefusal(
+            "NotGoalOwner",
+            f"the Goal is owned by {named(str(owner))}, not {named(agent)}: only its owner asks the user for "
+            "required input.",
+            "Report what blocks you to the agent that owns the Goal (your parent) in your answer.",
+            owner=named(str(owner)),
+        )
     if status != "active":
         pause = body.get("pause_reason") or {}
         pending = waiting_request(body)
@@ -204,7 +216,7 @@ class GoalRequestInputTool(ActionTool):
     declarations = MUTATION
 
     async def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
-        from zuno.tools.state.plan import scope_of
+        from zuno.tools.state.plan import agent_of, scope_of
 
         a: RequestInputArgs = args
         rid = REQUEST_PREFIX + uuid.uuid4().hex[:20]
@@ -214,7 +226,7 @@ class GoalRequestInputTool(ActionTool):
                 scope_of(ctx.session_id),
                 KIND,
                 delivery(ctx, a),
-                lambda d: apply_request(d, a, rid),
+                lambda d: apply_request(d, a, rid, agent_of(ctx)),
                 record_wait(ctx.session_id, a, rid, ctx.call_id),
             )
         except StateRefusal as r:
