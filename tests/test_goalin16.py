@@ -211,6 +211,12 @@ async def test_the_agent_loop_ends_the_turn_after_the_request(workspace: Path) -
     assert now["goal"]["status"] == "paused" and now["goal"]["pause_reason"]["kind"] == "waiting_input"
     (row,) = _requests(workspace)
     assert row["status"] == "pending" and row["session_id"] == sid
+    # zuno resume without a prompt: refused before any model is asked (the port is closed)
+    provider = {"api": "openai-chat", "options": {"baseURL": "http://127.0.0.1:9/v1", "apiKey": "k"},
+                "models": {"m1": {"context": 65536, "output": 2048}}}
+    (workspace / "zuno.json").write_text(json.dumps({"model": "fake/m1", "provider": {"fake": provider}}))
+    p = zuno_cli(workspace, "resume", sid)
+    assert p.returncode == 2 and f"waits for your input (required-input request {row['id']}" in p.stderr, p
 
 
 async def test_only_the_goal_owner_asks(workspace: Path) -> None:
