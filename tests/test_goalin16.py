@@ -146,8 +146,10 @@ async def test_nothing_but_the_answer_resumes_it(workspace: Path) -> None:
 
 async def test_the_answer_resumes_it_once_and_the_model_reads_it(workspace: Path) -> None:
     sid, rid = await _asked(workspace)
-    p = zuno_cli(workspace, "goal", "resume", "--session", sid, "--input", "postgres 16", "--request", rid)
-    assert p.returncode == 0 and f"Goal resumed with your answer to {rid}" in p.stdout, p
+    p = zuno_cli(workspace, "goal", "resume", "--session", sid, "--input", "postgres 16", "--request", rid, "--json")
+    assert p.returncode == 0, p
+    out = json.loads(p.stdout)
+    assert out["resumed"] and out["request"] == rid and f"Goal resumed with your answer to {rid}" in out["message"]
     now = _goal(workspace, sid)
     assert now["revision"] == 3 and now["goal"]["status"] == "active"
     assert now["goal"]["input_answer"] == {"asked": QUESTION, "answer": "postgres 16", "request": rid}

@@ -30,6 +30,7 @@ class Resumed:
     ok: bool
     message: str
     revision: int = 0
+    request: str | None = None  # the required-input request the answer answered
 
 
 def answer_problem(answer: str | None) -> str | None:
@@ -85,7 +86,7 @@ def resume_paused_goal(
     if answer is not None:
         with_answer = f" with your answer to {answered}" if answered else " with your answer"
     done = f"Goal resumed{with_answer} (it was paused: {why}; now revision {result['revision']})."
-    return Resumed(True, done, result["revision"])
+    return Resumed(True, done, result["revision"], answered)
 
 
 def request_problem(answer: str | None, request: str | None) -> str | None:
@@ -148,7 +149,10 @@ def run(args: argparse.Namespace) -> int:
         assert sid is not None  # continue_latest: a session, or SessionNotFound
         done = resume_paused_goal(rt.store, sid, args.input, args.request)
         if args.json:
-            print_json({"session": sid, "resumed": done.ok, "revision": done.revision, "message": done.message})
+            answered = {"request": done.request} if done.request else {}
+            print_json(
+                {"session": sid, "resumed": done.ok, "revision": done.revision, "message": done.message, **answered}
+            )
         elif done.ok:
             print(f"session {sid}: {done.message} Continue it with: zuno resume {sid} --mode goal")
         else:
