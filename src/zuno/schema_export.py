@@ -47,8 +47,11 @@ __all__ = [
 # surface's built-in tools may cost together. Issue 11's target is a visible surface >= 85%
 # smaller with deferred schemas: with the bench's 100 connected tools (86568 bytes), tool_search
 # (646) and the two MCP resource tools (847) visible either way, the built-ins must stay under
-# (0.15 * 86568 - 646 - 0.85 * 847) / 0.85 = 13670 bytes; 13 KiB keeps a margin.
-BUILTIN_SURFACE_BUDGET_BYTES = 13 * 1024
+# (0.15 * 86568 - 646 - 0.85 * 847) / 0.85 = 13670 bytes. 13 KiB kept a margin until the spec's
+# goal_request_input (sixteenth round, 439 bytes, with goal_get's and goal_update's descriptions
+# shortened to pay for part of it) was added: the budget is now just under the target itself, so any
+# further byte on the default surface has to be paid for elsewhere.
+BUILTIN_SURFACE_BUDGET_BYTES = 13660
 
 # The cross-cutting arguments every tool takes (admission strips them before validation; see
 # zuno.admitting.CROSS_CUTTING). They are on every tool, so they carry no description: intent is a

@@ -50,6 +50,7 @@ PROFILE_DEFAULTS: dict[str, list[str]] = {
         "todo_update",
         "goal_get",
         "goal_update",
+        "goal_request_input",
     ],
     "chord": [
         "read",

@@ -68,6 +68,26 @@ def nothing_to_resume(runtime: Runtime, session_id: str | None) -> NothingToResu
     )
 
 
+class WaitingForInput(ValueError):
+    """A run without a prompt of a session whose Goal waits for the user's answer to a required-input
+    request (goal_request_input): a resume cannot bypass that wait; only the answer ends it."""
+
+
+def waiting_for_input(runtime: Runtime, session_id: str | None) -> WaitingForInput | None:
+    """The WaitingForInput for continuing ``session_id`` without a prompt while a required-input
+    request is pending; None when none is."""
+    from zuno.tools.state import goal_input
+
+    pending = goal_input.pending_for(runtime.store, session_id) if session_id is not None else None
+    if pending is None:
+        return None
+    return WaitingForInput(
+        f"session {session_id} waits for your input (required-input request {pending['id']}: "
+        f"{pending['question']!r}); a resume does not answer it. Answer it: zuno goal resume --session "
+        f"{session_id} --input 'your answer', then zuno resume {session_id}."
+    )
+
+
 def build_provider_for(
     runtime: Runtime,
     model: str | None,
@@ -218,9 +238,11 @@ class Agent:
         self, prompt: str | None = None, *, on_event: Callable[[AgentEvent], None] | None = None
     ) -> RunResult:
         """Run the session until it stops. ``prompt`` None continues it where it stopped (a resume);
-        NothingToResume when the session has no agent conversation to continue."""
+        NothingToResume when the session has no agent conversation to continue; WaitingForInput while
+        its Goal waits for the answer to a required-input request."""
         if prompt is None:
-            err = nothing_to_resume(self.runtime, self.session.id if self.session else self._session_id)
+            sid = self.session.id if self.session else self._session_id
+            err = nothing_to_resume(self.runtime, sid) or waiting_for_input(self.runtime, sid)
             if err is not None:
                 raise err
         elif not isinstance(prompt, str):

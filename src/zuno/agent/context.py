@@ -49,6 +49,13 @@ GOAL_MISSING = (
 )
 
 
+# Goal mode with goal_request_input on the surface: required input is its own control, not a question.
+GOAL_INPUT = (
+    "Goal: required input. When the Goal cannot go on without the user's answer, call goal_request_input: "
+    "it pauses the Goal and ends the turn until they answer. Otherwise go on with stated assumptions."
+)
+
+
 # A user message past the block's budget whose text a compaction summarised away.
 SOURCE_SUMMARISED_TEXT = (
     f"(text not shown: past this block's {limits.USER_SOURCES_MAX_CHARS}-character budget, and summarised "
@@ -108,6 +115,7 @@ def build_system(
     extra: str | None = None,
     plan_mutated: bool = False,
     goal_tool: bool = True,
+    input_tool: bool = False,
 ) -> tuple[str, str]:
     """The system text of one request and the digest of its dynamic part."""
     dynamic = "\n\n".join(p for p in (sections_text(sections), user_sources_text(sources, in_window)) if p)
@@ -116,6 +124,8 @@ def build_system(
         parts.append(PLAN_MAINTAIN if plan_mutated else PLAN_REQUIRED)
     if mode == "goal" and goal_tool and not any(s.name == "goal" for s in sections):
         parts.append(GOAL_MISSING)
+    if mode == "goal" and input_tool:
+        parts.append(GOAL_INPUT)
     if extra:
         parts.append(extra)
     if dynamic:

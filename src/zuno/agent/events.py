@@ -11,6 +11,7 @@ StopReason = Literal[
     "final",
     "interrupted",
     "waiting_background",
+    "waiting_input",
     "step_limit",
     "token_limit",
     "time_limit",

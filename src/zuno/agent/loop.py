@@ -94,6 +94,10 @@ OUTPUT_LIMIT_CALL_TEXT = (
     "file in parts, send a shorter patch)."
 )
 WAKE_TEXT = "The session was woken by a background completion: continue from the state shown."
+WAITING_INPUT_TEXT = (
+    "the Goal waits for the user's input (required-input request {request}); answer it with zuno goal resume "
+    "--input 'your answer' (in zuno run: /goal resume your answer)"
+)
 
 
 @dataclass(slots=True)
@@ -391,6 +395,7 @@ class AgentLoop(Reconciliation):
                 plan_mutated=bool(self.transcript.state().data.get("plan_mutated"))
                 or any(s.name == "plan" for s in sections),
                 goal_tool=any(t.name == "goal_update" for t in tools),
+                input_tool=any(t.name == "goal_request_input" for t in tools),
             )
             request = ModelRequest(
                 model=self.provider.id.split("/", 1)[-1],
@@ -610,6 +615,17 @@ class AgentLoop(Reconciliation):
                 data["plan_mutated"] = True
                 self.transcript.save_data(data)
         self._check_stagnant(result.results)
+        self._check_waiting_input(result.results)
+
+    def _check_waiting_input(self, results: Sequence[CallRecord]) -> None:
+        """A successful goal_request_input paused the Goal for the user's answer and recorded the
+        session's wait: the turn ends here, with no further request and no automatic continuation
+        (only the answer to that request resumes the Goal)."""
+        waits = [str(r.metadata["waitingInput"]) for r in results if _ok(r) and r.metadata.get("waitingInput")]
+        if not waits:
+            return
+        self.store.add_event(self.session.id, "waiting-input", {"requests": waits})
+        raise _Stop("waiting_input", WAITING_INPUT_TEXT.format(request=waits[-1]))
 
     def _result_rows(self, calls: Sequence[ToolCall], records: Sequence[CallRecord]) -> list[ToolResultRow]:
         rows = []
@@ -648,6 +664,10 @@ class AgentLoop(Reconciliation):
                 f"{count} consecutive single-read steps of {results[0].name} returned an unchanged "
                 "progress fingerprint",
             )
+
+
+def _ok(rec: CallRecord) -> bool:
+    return str(rec.outcome) == "ok"
 
 
 def _read_only(tool: Tool) -> bool:

@@ -2,11 +2,14 @@
 paused Goal (a model pause, or the host's ``no_progress``). The model can never resume a Goal;
 this is the one way a person does, at the revision they see, recorded like any other mutation.
 
-    zuno goal resume [--session ID | --continue] [--input ANSWER] [--json]
+    zuno goal resume [--session ID | --continue] [--input ANSWER [--request GI_ID]] [--json]
 
 A Goal paused ``waiting_input`` waits for the user's input: a plain resume is refused (saying so, and
 how to give it); ``--input ANSWER`` gives it and resumes the Goal, the answer recorded in the Goal
-(goal_get's ``input_answer``, and the dynamic context) for the model to read.
+(goal_get's ``input_answer``, and the dynamic context) for the model to read. A Goal paused by
+goal_request_input waits for exactly that request: the answer closes its wait (``answered``) in the
+same transaction; ``--request GI_ID`` names it, and is refused if the Goal waits for another. A
+second answer to an answered request is refused (not taken again, not replaced).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class Resumed:
     ok: bool
     message: str
     revision: int = 0
+    request: str | None = None  # the required-input request the answer answered
 
 
 def answer_problem(answer: str | None) -> str | None:
@@ -42,30 +46,80 @@ def answer_problem(answer: str | None) -> str | None:
     return None
 
 
-def resume_paused_goal(store: Any, session_id: str, answer: str | None = None) -> Resumed:
+def resume_paused_goal(
+    store: Any, session_id: str, answer: str | None = None, request: str | None = None
+) -> Resumed:
     """Resume the session's Goal if it is paused; otherwise say why nothing was done. A Goal waiting
-    for input resumes only with ``answer`` (the input), and ``answer`` answers only such a Goal."""
+    for input resumes only with ``answer`` (the input), and ``answer`` answers only such a Goal.
+    ``request``: the required-input request (gi_…) the answer answers; refused unless it is the one
+    the Goal waits for. An answered request is not answered again (refused, naming its answer)."""
     from zuno.tools.state import docstore, goal
 
-    problem = answer_problem(answer)
+    problem = answer_problem(answer) or request_problem(answer, request)
     if problem is not None:
         return Resumed(False, problem)
     doc = docstore.read(store, goal.scope_of(session_id), goal.KIND)
     if doc.body is None:
         return Resumed(False, f"session {session_id} has no Goal: nothing to resume.")
+    closed = closed_request(store, session_id, request)
+    if closed is not None:
+        return Resumed(False, closed, doc.revision)
     status = doc.body["status"]
     if status != "paused":
-        return Resumed(False, f"the Goal is {status}, not paused: nothing to resume.", doc.revision)
+        nothing = f"the Goal is {status}, not paused: nothing to resume.{_answered(doc.body)}"
+        return Resumed(False, nothing, doc.revision)
     why = (doc.body.get("pause_reason") or {}).get("kind", "paused")
+    delivery = f"user-goal-resume-{uuid.uuid4().hex}"
     try:
-        result = goal.resume_goal(store, session_id, doc.revision, f"user-goal-resume-{uuid.uuid4().hex}", answer)
+        result = goal.resume_goal(store, session_id, doc.revision, delivery, answer, request)
     except docstore.StateRefusal as r:  # waiting for input; or it changed meanwhile (another process)
         return Resumed(False, refusal_for_a_person(r, session_id), doc.revision)
-    facts = {"revision": result["revision"], "was": why, **({"answered": True} if answer is not None else {})}
+    answered = (doc.body.get("pause_reason") or {}).get("request") if answer is not None else None
+    facts = {
+        "revision": result["revision"],
+        "was": why,
+        **({"answered": True} if answer is not None else {}),
+        **({"request": answered} if answered else {}),
+    }
     store.add_event(session_id, "goal-resumed", facts)
-    with_answer = " with your answer" if answer is not None else ""
+    with_answer = ""
+    if answer is not None:
+        with_answer = f" with your answer to {answered}" if answered else " with your answer"
     done = f"Goal resumed{with_answer} (it was paused: {why}; now revision {result['revision']})."
-    return Resumed(True, done, result["revision"])
+    return Resumed(True, done, result["revision"], answered)
+
+
+def request_problem(answer: str | None, request: str | None) -> str | None:
+    """Why ``--request`` cannot be used as given (without an answer), or None."""
+    if request is not None and answer is None:
+        return f"--request {request} names the request to answer: give the answer with --input 'your answer'."
+    return None
+
+
+def closed_request(store: Any, session_id: str, request: str | None) -> str | None:
+    """Why the named request cannot be answered (unknown, already answered, cancelled), or None."""
+    if request is None:
+        return None
+    from zuno.tools.state import goal_input
+
+    row = goal_input.request_row(store, session_id, request)
+    if row is None:
+        return f"session {session_id} has no required-input request {request}. Run 'zuno goal' to see the pending one."
+    if row["status"] == "answered":
+        return (
+            f"request {request} was already answered ({row['answer']!r}); a request is answered once, and the "
+            "Goal has that answer. Say anything more as the next prompt."
+        )
+    if row["status"] == "cancelled":
+        return f"request {request} was cancelled (the Goal stopped waiting for it): there is nothing to answer."
+    return None
+
+
+def _answered(body: dict[str, Any]) -> str:
+    got = body.get("input_answer") or {}
+    if not got.get("request"):
+        return ""
+    return f" Its request {got['request']} was already answered; a request is answered once."
 
 
 def refusal_for_a_person(r: Any, session_id: str) -> str:
@@ -81,7 +135,7 @@ def refusal_for_a_person(r: Any, session_id: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    problem = answer_problem(args.input)
+    problem = answer_problem(args.input) or request_problem(args.input, args.request)
     if problem is not None:
         print(f"zuno: {problem}", file=sys.stderr)
         return EXIT_USAGE
@@ -93,9 +147,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"zuno: {e}", file=sys.stderr)
             return EXIT_USAGE
         assert sid is not None  # continue_latest: a session, or SessionNotFound
-        done = resume_paused_goal(rt.store, sid, args.input)
+        done = resume_paused_goal(rt.store, sid, args.input, args.request)
         if args.json:
-            print_json({"session": sid, "resumed": done.ok, "revision": done.revision, "message": done.message})
+            answered = {"request": done.request} if done.request else {}
+            print_json(
+                {"session": sid, "resumed": done.ok, "revision": done.revision, "message": done.message, **answered}
+            )
         elif done.ok:
             print(f"session {sid}: {done.message} Continue it with: zuno resume {sid} --mode goal")
         else:

@@ -185,9 +185,9 @@ def _run_agent(
         if args.model is None and getattr(rt.config, "model", None) in (None, ""):
             raise UsageError(NO_MODEL_HELP)
         if prompt is None and not interactive:
-            from zuno.agent.api import nothing_to_resume
+            from zuno.agent.api import nothing_to_resume, waiting_for_input
 
-            if (err := nothing_to_resume(rt, sid)) is not None:
+            if (err := nothing_to_resume(rt, sid) or waiting_for_input(rt, sid)) is not None:
                 raise UsageError(str(err))
         # The SDK loads in a thread (the prompt shows meanwhile; the first request waits for it),
         # and the collector is settled when it is loaded.

@@ -13,6 +13,7 @@ import argparse
 import os
 import sqlite3
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,18 @@ def _stale_evidence(store: Any, session_id: str) -> dict[str, Any]:
     return {"stale_evidence": stale} if stale else {}
 
 
+def _input_request(store: Any, session_id: str) -> dict[str, Any]:
+    """The session's pending required-input request (goal_request_input): what the Goal waits for."""
+    from zuno.tools.state import goal_input
+
+    pending = goal_input.pending_for(store, session_id)
+    return {"input_request": pending} if pending else {}
+
+
+def _asked_at(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+
+
 def _goal_text(view: dict[str, Any]) -> list[str]:
     g = view["goal"]
     pause = g.get("pause_reason") or {}
@@ -120,10 +133,15 @@ def _goal_text(view: dict[str, Any]) -> list[str]:
                 lines.append(f"      no longer counts ({m['reason']}): {m.get('detail') or ''}".rstrip())
     if g.get("input_answer"):
         asked = g["input_answer"].get("asked")
-        lines.append(f"  your input{f' to {asked!r}' if asked else ''}: {g['input_answer']['answer']}")
+        to = f" ({g['input_answer']['request']})" if g["input_answer"].get("request") else ""
+        lines.append(f"  your input{f' to {asked!r}' if asked else ''}{to}: {g['input_answer']['answer']}")
+    req = view.get("input_request")
+    if req is not None:
+        lines.append(f"  required input {req['id']} (asked {_asked_at(req['asked_at'])}): {req['question']}")
     if g["status"] == "paused" and pause.get("kind") == "waiting_input":
+        named = f" --request {req['id']}" if req is not None else ""
         lines.append(
-            "  it waits for your input: zuno goal resume --input 'your answer'"
+            f"  it waits for your input: zuno goal resume --input 'your answer'{named}"
             " (or /goal resume your answer in zuno run)"
         )
     elif g["status"] == "paused":
@@ -180,8 +198,8 @@ def state_summary(store: Any, session_id: str) -> list[str]:
 def _run(kind: str, args: argparse.Namespace) -> int:
     from zuno.tools.state import api
 
-    if getattr(args, "input", None) is not None:
-        return _fail("--input goes with resume: zuno goal resume --input 'your answer'.")
+    if getattr(args, "input", None) is not None or getattr(args, "request", None) is not None:
+        return _fail("--input and --request go with resume: zuno goal resume --input 'your answer'.")
 
     root = Path(args.root).resolve()
     if args.session is not None:
@@ -214,7 +232,7 @@ def _run(kind: str, args: argparse.Namespace) -> int:
         reader = {"plan": api.read_plan, "goal": api.read_goal, "todo": api.read_todo}[kind]
         view = reader(store, sid)  # type: ignore[arg-type]
         if kind == "goal":
-            view = {**view, **_stale_evidence(store, sid)}
+            view = {**view, **_stale_evidence(store, sid), **_input_request(store, sid)}
     finally:
         store.close()
     if args.json:
@@ -254,6 +272,13 @@ def add_parser(sub: Any) -> None:
                 default=None,
                 metavar="ANSWER",
                 help="resume: the input a Goal paused waiting_input waits for (it resumes only with it)",
+            )
+            p.add_argument(
+                "--request",
+                default=None,
+                metavar="GI_ID",
+                help="resume --input: the required-input request (gi_…) the answer answers; refused if it is not "
+                "the pending one",
             )
         p.set_defaults(func=lambda a, k=kind: _goal_op(a) if getattr(a, "op", None) else _run(k, a))
 

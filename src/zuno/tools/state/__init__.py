@@ -16,6 +16,8 @@ from zuno.surface import Registry
 from zuno.tools.state.api import plan_instruction, read_goal, read_plan, read_state, read_todo
 from zuno.tools.state.docstore import MIGRATIONS as _DOC_MIGRATIONS
 from zuno.tools.state.goal import GoalGetTool, GoalUpdateTool
+from zuno.tools.state.goal_input import MIGRATIONS as _GOAL_INPUT_MIGRATIONS
+from zuno.tools.state.goal_input import GoalRequestInputTool
 from zuno.tools.state.history import HistoryTool, record_compaction
 from zuno.tools.state.memory import MIGRATIONS as _MEMORY_MIGRATIONS
 from zuno.tools.state.memory import MemoryReadTool, MemoryUpdateTool, accept_proposal, reject_proposal
@@ -29,7 +31,13 @@ from zuno.tools.state.sources import lookup_message, record_message, source_dige
 from zuno.tools.state.task_context import TaskContextTool
 from zuno.tools.state.todo import TodoGetTool, TodoUpdateTool, TodoWriteTool
 
-MIGRATIONS = [*_DOC_MIGRATIONS, *_SOURCE_MIGRATIONS, *_NOTES_MIGRATIONS, *_MEMORY_MIGRATIONS]
+MIGRATIONS = [
+    *_DOC_MIGRATIONS,
+    *_SOURCE_MIGRATIONS,
+    *_NOTES_MIGRATIONS,
+    *_MEMORY_MIGRATIONS,
+    *_GOAL_INPUT_MIGRATIONS,
+]
 
 
 def register(registry: Registry) -> None:
@@ -39,6 +47,7 @@ def register(registry: Registry) -> None:
     registry.add("todo_update", TodoUpdateTool, profiles=("zuno",))
     registry.add("goal_get", GoalGetTool, profiles=("zuno",))
     registry.add("goal_update", GoalUpdateTool, profiles=("zuno",))
+    registry.add("goal_request_input", GoalRequestInputTool, profiles=("zuno",))
     registry.add("todo_write", TodoWriteTool, profiles=("chord",))
     registry.add("task_context", TaskContextTool, profiles=("zuno",))
     registry.add("history", HistoryTool, profiles=("zuno",))

@@ -122,12 +122,13 @@ def mutate_for_call(
     kind: str,
     apply: Callable[[Doc], tuple[dict[str, Any], dict[str, Any]]],
     render: Callable[[dict[str, Any], bool, Doc], ToolOutput],
+    also: docstore.Also | None = None,
 ) -> ToolOutput:
     """One model call's revisioned mutation of a state document: applied once per delivery (a
     repeated delivery returns the stored result), a refusal as its typed output, else ``render``
     of the result, whether it was a repeated delivery, and the document as it now is."""
     try:
-        result, replayed = docstore.mutate(ctx.store, scope, kind, delivery(ctx, args), apply)
+        result, replayed = docstore.mutate(ctx.store, scope, kind, delivery(ctx, args), apply, also)
     except StateRefusal as r:
         return r.to_output()
     return render(result, replayed, docstore.read(ctx.store, scope, kind))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -130,13 +131,19 @@ class Delivery:
 # apply(current_doc) -> (new_body, result) — or raise StateRefusal. new_body None: nothing to write
 # (and a body equal to the stored one is not written either: the revision stays).
 Apply = Callable[[Doc], tuple[Any, dict[str, Any]]]
+# also(db, before, after_body, revision): more rows a change writes in its own transaction (the
+# Goal's required-input wait), called only when the document was written (never on a replay).
+Also = Callable[[sqlite3.Connection, Doc, Any, int], None]
 
 
-def mutate(store: Store, scope: str, kind: str, delivery: Delivery, apply: Apply) -> tuple[dict[str, Any], bool]:
+def mutate(
+    store: Store, scope: str, kind: str, delivery: Delivery, apply: Apply, also: Also | None = None
+) -> tuple[dict[str, Any], bool]:
     """Run ``apply`` against the current document and commit its result atomically.
 
     Returns (result, replayed). ``result`` is JSON-safe and is stored with the delivery; it gets
-    ``revision`` set to the committed revision. Raises StateRefusal (nothing written)."""
+    ``revision`` set to the committed revision. Raises StateRefusal (nothing written). ``also``
+    writes what goes with the change in the same transaction (a refusal there writes nothing)."""
     req_digest = digest(delivery.request)
     with store.transaction() as db:
         prior = db.execute(
@@ -176,6 +183,8 @@ def mutate(store: Store, scope: str, kind: str, delivery: Delivery, apply: Apply
                     "INSERT INTO work_state (scope, kind, revision, body, updated_at) VALUES (?, ?, ?, ?, ?)",
                     (scope, kind, revision, canonical(new_body), now),
                 )
+            if also is not None:
+                also(db, doc, new_body, revision)
         result = {**result, "revision": revision}
         db.execute(
             "INSERT INTO work_state_deliveries (scope, kind, call_id, request_digest, base_revision, result, at)"

@@ -17,7 +17,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, RootModel
 
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
-from zuno.tools.state import docstore, evidence, fits
+from zuno.tools.state import docstore, evidence, fits, goal_input
 from zuno.tools.state.actions import (
     MUTATION,
     READ,
@@ -124,6 +124,8 @@ class Resume(ToolArgs):
     action: Literal["resume"]
     expected_revision: int = Field(ge=1)
     answer: Text | None = Field(None, min_length=1, max_length=GOAL_INPUT_MAX_CHARS)
+    # The required-input request (goal_request_input's gi_…) the answer answers; None: the pending one.
+    request: str | None = None
 
 
 class HostPause(ToolArgs):
@@ -348,9 +350,14 @@ def _apply_update(store: Any, session_id: str, doc: Doc, a: Any, agent: str) -> 
                 status=status,
                 pauseReason=pause.get("kind"),
             )
+        pending = pause.get("request") if waiting else None
+        if a.request is not None and a.request != pending:
+            raise wrong_request(a.request, pending)
         body.update(status="active", pause_reason=None)
         if waiting:
             body["input_answer"] = {"asked": pause.get("detail"), "answer": a.answer}
+            if pending:  # the answer to exactly this request (goal_input.settle_wait closes its wait)
+                body["input_answer"]["request"] = pending
     elif a.action == "complete":
         if status != "active":
             raise StateRefusal(
@@ -392,6 +399,20 @@ def waiting_for_input(detail: str | None) -> StateRefusal:
     )
 
 
+def wrong_request(named_id: str, pending: str | None) -> StateRefusal:
+    """An answer naming a required-input request the Goal does not wait for."""
+    now = f"it waits for request {pending}" if pending else "it waits for no required-input request"
+    return StateRefusal(
+        "WrongRequest",
+        f"the answer names request {named(named_id)}, but {now}: an answer answers exactly the request it names.",
+        "Answer the pending request (zuno goal shows it): zuno goal resume --input 'your answer'"
+        + (f" --request {pending}" if pending else "")
+        + ".",
+        request=named(named_id),
+        pendingRequest=pending,
+    )
+
+
 def view(doc: Doc) -> dict[str, Any]:
     if doc.body is None:
         return {"goal": None, "revision": 0}
@@ -414,8 +435,7 @@ def fingerprint(doc: Doc) -> str:
 class GoalGetTool(ActionTool):
     name = "goal_get"
     description = (
-        "The Goal (objective, criteria, status: active, paused and why, completed, abandoned) and its revision; "
-        "goal null when none."
+"The Goal (objective, criteria, status and why, input_answer) and its revision; goal null when none."
     )
     Args = ToolArgs
     declarations = READ  # goal status: ReadOnly, Safe, ParallelSafe
@@ -436,9 +456,9 @@ class GoalGetTool(ActionTool):
 class GoalUpdateTool(ActionTool):
     name = "goal_update"
     description = (
-        "Change the Goal. A requires_evidence criterion is satisfied only by a receipt rcp_… that passed "
-        "authoritative in this session after the last write. complete is refused while a criterion is "
-        "unsatisfied or its receipt stale. Only the user resumes a paused Goal. expected_revision: goal_get's."
+        "Change the Goal. A requires_evidence criterion needs a receipt rcp_… that passed after the last write; "
+        "complete is refused while a criterion is unsatisfied or stale. Only the user resumes a paused Goal. "
+        "expected_revision: goal_get's."
     )
     Args = GoalUpdateArgs
     declarations = MUTATION
@@ -457,7 +477,8 @@ class GoalUpdateTool(ActionTool):
         def apply(d: Doc) -> tuple[dict[str, Any], dict[str, Any]]:
             return apply_update(ctx.store, ctx.session_id, d, a, agent, budget)
 
-        return mutate_for_call(ctx, args, scope_of(ctx.session_id), KIND, apply, render)
+        also = goal_input.settle_wait(ctx.session_id)
+        return mutate_for_call(ctx, args, scope_of(ctx.session_id), KIND, apply, render, also)
 
 
 def host_update(store: Any, session_id: str, args: Resume | HostPause, delivery_id: str) -> dict[str, Any]:
@@ -471,14 +492,21 @@ def host_update(store: Any, session_id: str, args: Resume | HostPause, delivery_
         KIND,
         docstore.Delivery(delivery_id, ["host", args.model_dump(mode="json")]),
         lambda d: apply_update(store, session_id, d, args, owner),
+        goal_input.settle_wait(session_id),
     )
     return result
 
 
 def resume_goal(
-    store: Any, session_id: str, expected_revision: int, delivery_id: str, answer: str | None = None
+    store: Any,
+    session_id: str,
+    expected_revision: int,
+    delivery_id: str,
+    answer: str | None = None,
+    request: str | None = None,
 ) -> dict[str, Any]:
     """/goal resume: the user's explicit resumption of a paused Goal at the revision they saw; ``answer``
-    the input a ``waiting_input`` Goal waits for (required then, refused otherwise)."""
-    resume = Resume(action="resume", expected_revision=expected_revision, answer=answer)
+    the input a ``waiting_input`` Goal waits for (required then, refused otherwise); ``request`` the
+    required-input request it answers (refused unless it is the pending one)."""
+    resume = Resume(action="resume", expected_revision=expected_revision, answer=answer, request=request)
     return host_update(store, session_id, resume, delivery_id)

@@ -51,13 +51,17 @@ def goal_section(store: Store, session_id: str, agent: str | None = None) -> Con
     active = b["status"] == "active" and owned
     lines = [f"Goal (revision {doc.revision}, {b['status']}): {b['objective']}"]
     if b.get("pause_reason"):
+        request = b["pause_reason"].get("request")
         lines.append(
             f"  paused: {b['pause_reason']['kind']}"
+            + (f" (request {request}, waiting for the user's answer)" if request else "")
             + (f" — {b['pause_reason']['detail']}" if b["pause_reason"].get("detail") else "")
         )
     if b.get("input_answer"):
-        asked = b["input_answer"].get("asked")
-        lines.append(f"  the user's input{f' to {asked!r}' if asked else ''}: {b['input_answer']['answer']}")
+        got = b["input_answer"]
+        asked = got.get("asked")
+        to = f" (request {got['request']})" if got.get("request") else ""
+        lines.append(f"  the user's input{f' to {asked!r}' if asked else ''}{to}: {got['answer']}")
     for c in b["criteria"]:
         mark = "x" if c["satisfied"] else " "
         ev = (
