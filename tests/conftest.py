@@ -162,3 +162,21 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         state = f"installed at {where}" if where else "NOT installed (scripts/test installs zsh, ksh and dash)"
         files = sorted({i.split("::")[0] for i in ids})
         terminalreporter.write_line(f"{name}: {len(ids)} tests in {', '.join(files)}; {state}")
+
+
+@pytest.fixture
+async def chord(workspace: Path) -> Any:
+    """A one-call-per-step client (tests/stepclient.py) in a session of the chord profile."""
+    from stepclient import step_client
+
+    async for c in step_client(workspace, "chord"):
+        yield c
+
+
+@pytest.fixture
+async def patcher(workspace: Path) -> Any:
+    """The same in a session of the zuno profile (apply_patch)."""
+    from stepclient import step_client
+
+    async for c in step_client(workspace, "zuno"):
+        yield c

@@ -5,32 +5,9 @@ lone CR is text inside a line and every byte outside a change stays as it was.""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
-
-import zuno
 from stepclient import StepClient
 
-
-class Z(StepClient):
-    async def read(self, path: str) -> str:
-        r = await self.call("read", path=path)
-        assert r["outcome"] == "ok", r["text"]
-        return str(r["text"])
-
-
-@pytest.fixture
-async def chord(workspace: Path) -> AsyncIterator[Z]:
-    async with zuno.Runtime(root=workspace, profile="chord") as rt, rt.session() as s:
-        yield Z(s, workspace)
-
-
-@pytest.fixture
-async def patcher(workspace: Path) -> AsyncIterator[Z]:
-    async with zuno.Runtime(root=workspace, profile="zuno") as rt, rt.session() as s:
-        yield Z(s, workspace)
+Z = StepClient
 
 
 async def test_a_lone_cr_file_is_one_line_and_edit_keeps_every_other_byte(chord: Z) -> None:

@@ -8,36 +8,13 @@ import os
 import shutil
 import struct
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-import zuno
 from stepclient import StepClient
 
-
-class Z(StepClient):
-    async def read(self, path: str) -> str:
-        r = await self.call("read", path=path)
-        assert r["outcome"] == "ok", r["text"]
-        return str(r["text"])
-
-    async def ok(self, name: str, **arguments: object) -> None:
-        r = await self.call(name, **arguments)
-        assert r["outcome"] == "ok", r["text"]
-
-
-@pytest.fixture
-async def chord(workspace: Path) -> AsyncIterator[Z]:
-    async with zuno.Runtime(root=workspace, profile="chord") as rt, rt.session() as s:
-        yield Z(s, workspace)
-
-
-@pytest.fixture
-async def patcher(workspace: Path) -> AsyncIterator[Z]:
-    async with zuno.Runtime(root=workspace, profile="zuno") as rt, rt.session() as s:
-        yield Z(s, workspace)
+Z = StepClient
 
 
 # --- ACLs, capabilities, labels through the rewrite ---------------------------------------------
