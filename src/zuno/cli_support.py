@@ -34,6 +34,19 @@ EXIT_HANGUP = 129  # zuno run: its terminal hung up (SIGHUP)
 RUNTIME_IMPORTS = ("zuno.runtime",)
 
 
+def status_of_interrupted_wait(e: BaseException) -> int | None:
+    """The exit status of an error that a signal caused: a store's busy wait ended by Ctrl-C (130)
+    or SIGTERM (143) (``StoreWaitInterrupted.signum``); None for any other error."""
+    import signal
+
+    signum = getattr(e, "signum", None)
+    if signum == signal.SIGINT:
+        return EXIT_INTERRUPTED
+    if signum == signal.SIGTERM:
+        return EXIT_TERMINATED
+    return None
+
+
 class UsageError(Exception):
     """Unusable input: one clear line naming the problem and the fix; exit 2, nothing run."""
 

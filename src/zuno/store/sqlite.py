@@ -96,6 +96,7 @@ class Store:
         db = self._tx.db
         if isinstance(db, StoreConnection):  # (a wrapper recording the statements has no flag)
             db.locked_out = False
+            db.interrupted = None
 
     @property
     def _db(self) -> sqlite3.Connection:
