@@ -17,6 +17,7 @@ import json
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,11 +25,12 @@ from pathlib import Path
 import pytest
 
 from test_store_locked_midcall import CLI, Holder
+from zuno.store import Store, StoreLocked, connection
 
 from conftest import zuno_env
 
 WAIT_MS = 4000  # the busy wait of the command under test: an interrupted one ends in under half
-SHORT_MS = 1200  # the busy wait of the one left to run out
+SHORT_MS = 800  # the busy wait of the one left to run out
 
 
 @pytest.fixture
@@ -117,3 +119,77 @@ def test_a_wait_not_interrupted_lasts_the_whole_configured_time(workspace: Path,
     assert child.returncode == 2, err
     assert f"it stayed locked for the whole {SHORT_MS / 1000:g} s Zuno waits" in err, err
     assert took >= SHORT_MS / 1000, f"{took:.2f} s for a busy wait of {SHORT_MS} ms"
+
+
+# -- after a lock, a short write of another process is waited for ---------------------------------
+
+LOCK_MS = 600  # the busy wait of the store under test (in this process)
+
+SHORT_WRITER = textwrap.dedent(
+    """
+    import os, sqlite3, sys, time
+    db, go, held = sys.argv[1:4]
+    deadline = time.monotonic() + 60
+    while not os.path.exists(go) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    c = sqlite3.connect(db, isolation_level=None, timeout=10)
+    c.execute("BEGIN IMMEDIATE")  # another process's own short write
+    open(held, "w").close()
+    time.sleep(0.03)
+    c.execute("INSERT INTO sessions (id, created_at, root, profile) VALUES ('ses_other', 0, '/other', 'zuno')")
+    c.execute("COMMIT")
+    c.close()
+    """
+)
+
+
+@pytest.fixture
+def locked_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Store, Holder, str]]:
+    """A store of this process (busy wait ``LOCK_MS``) whose last write found it locked for a whole
+    busy wait by the holder, still holding it."""
+    monkeypatch.setattr(connection, "BUSY_TIMEOUT_MS", LOCK_MS)
+    db = tmp_path / "zuno.db"
+    store = Store(db)
+    sid = store.ensure_session(None, str(tmp_path), "zuno")
+    holder = Holder(tmp_path, db)
+    try:
+        holder.take()
+        with pytest.raises(StoreLocked):
+            store.add_event(sid, "first", {})
+        yield store, holder, sid
+    finally:
+        holder.stop()
+        store.close()
+
+
+def test_after_a_lock_another_processs_short_write_is_waited_for_not_reported(
+    tmp_path: Path, locked_store: tuple[Store, Holder, str]
+) -> None:
+    store, holder, sid = locked_store
+    holder.release()
+    go, held = tmp_path / "go2", tmp_path / "held2"
+    writer = subprocess.Popen([sys.executable, "-c", SHORT_WRITER, str(store.path), str(go), str(held)])
+    try:
+        go.touch()
+        while not held.exists():  # the other process is in its short write now
+            assert writer.poll() is None
+            time.sleep(0.001)
+        store.add_event(sid, "second", {})  # waits for that write, then goes through
+        assert writer.wait(30) == 0
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
+    assert [e["kind"] for e in store.events(sid)][-1] == "second"
+
+
+def test_after_a_lock_a_lock_still_held_is_reported_without_a_second_busy_wait(
+    locked_store: tuple[Store, Holder, str],
+) -> None:
+    store, _holder, sid = locked_store
+    began = time.monotonic()
+    with pytest.raises(StoreLocked) as caught:
+        store.add_event(sid, "second", {})
+    took = time.monotonic() - began
+    assert took < LOCK_MS / 1000 / 2, f"{took:.2f} s after a lock, with a busy wait of {LOCK_MS} ms"
+    assert f"it stayed locked for the whole {LOCK_MS / 1000:g} s Zuno waits" in str(caught.value)
