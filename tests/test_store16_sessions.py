@@ -12,7 +12,6 @@ All real: the CLI in processes of its own, one SQLite store shared by two real r
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import subprocess
 import sys
@@ -34,15 +33,15 @@ def _zuno(root: Path, db: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def shared(tmp_path: Path) -> tuple[Path, Path, Path, str]:
-    """Roots a and b, the store they share, and a session of a."""
+async def shared(tmp_path: Path) -> tuple[Path, Path, Path, str]:
+    """Roots a and b, the store they share, and a session of a (made in this process)."""
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
     db = tmp_path / "shared.db"
-    first = _zuno(a, db, "call", "read", '{"path": "."}', "--json")
-    assert first.returncode == 0, first.stderr
-    return a, b, db, str(json.loads(first.stdout)["session"])
+    async with zuno.Runtime(root=a, db=db) as rt, rt.session() as s:
+        assert (await s.step([{"name": "read", "arguments": {"path": "."}}])).results[0].outcome == "ok"
+        return a, b, db, s.id
 
 
 def _rows(db: Path) -> tuple[int, int, int]:
@@ -57,33 +56,43 @@ def _refused(done: subprocess.CompletedProcess[str], sid: str, its_root: Path) -
     assert f"--root {its_root}" in done.stderr, done.stderr
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ("call", "read", '{"path": "."}', "--session", "{sid}"),
-        ("batch", "{batch}", "--session", "{sid}"),
-        ("steps", "{steps}", "--session", "{sid}"),
-        ("show", "{sid}"),
-        ("events", "--session", "{sid}"),
-        ("resume", "{sid}", "go on"),
-        ("run", "--session", "{sid}", "go on"),
-        ("plan", "--session", "{sid}"),
-        ("todo", "--session", "{sid}"),
-        ("goal", "--session", "{sid}"),
-        ("goal", "resume", "--session", "{sid}"),
-    ],
-    ids=lambda a: "-".join(x for x in a if not x.startswith(("{", "-")) and '"' not in x)[:30],
-)
-def test_each_command_refuses_a_session_of_another_workspace(
-    shared: tuple[Path, Path, Path, str], args: tuple[str, ...]
-) -> None:
+COMMANDS = [
+    ("call", "read", '{"path": "."}', "--session", "{sid}"),
+    ("batch", "{batch}", "--session", "{sid}"),
+    ("steps", "{steps}", "--session", "{sid}"),
+    ("show", "{sid}"),
+    ("events", "--session", "{sid}"),
+    ("resume", "{sid}", "go on"),
+    ("run", "--session", "{sid}", "go on"),
+    ("plan", "--session", "{sid}"),
+    ("todo", "--session", "{sid}"),
+    ("goal", "--session", "{sid}"),
+    ("goal", "resume", "--session", "{sid}"),
+]
+
+
+def test_each_command_refuses_a_session_of_another_workspace(shared: tuple[Path, Path, Path, str]) -> None:
     a, b, db, sid = shared
     (b.parent / "batch.json").write_text('[{"name": "read", "arguments": {"path": "."}}]')
     (b.parent / "steps.jsonl").write_text('[{"name": "read", "arguments": {"path": "."}}]\n')
     named = {"{sid}": sid, "{batch}": str(b.parent / "batch.json"), "{steps}": str(b.parent / "steps.jsonl")}
     before = _rows(db)
-    done = _zuno(b, db, *(named.get(x, x) for x in args))
-    _refused(done, sid, a)
+    children = [  # all at once (each is a process of its own; the file stays fast)
+        (args, subprocess.Popen(
+            [sys.executable, "-m", "zuno", *(named.get(x, x) for x in args), "--root", str(b), "--db", str(db)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=zuno_env({"NO_COLOR": "1"}),
+        ))
+        for args in COMMANDS
+    ]
+    for args, child in children:
+        out, err = child.communicate(timeout=60)
+        assert child.args is not None
+        done = subprocess.CompletedProcess(child.args, child.returncode, out, err)
+        try:
+            _refused(done, sid, a)
+        except AssertionError as e:
+            raise AssertionError(f"zuno {' '.join(args)}: {e}") from None
     assert _rows(db) == before  # nothing written
 
 
