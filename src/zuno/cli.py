@@ -37,6 +37,7 @@ from zuno.cli_support import (
     hoist_common_options,
     print_json,
     runtime_from_args,
+    status_of_interrupted_wait,
 )
 from zuno.commands import command_modules
 from zuno.commands.version import zuno_version
@@ -429,6 +430,8 @@ def _run_parsed(argv: list[str] | None, startup: StartupCollection) -> int:
         return int(args.func(args))
     except _usage_errors() as e:
         print(f"zuno: {e}", file=sys.stderr)
+        if (status := status_of_interrupted_wait(e)) is not None:  # Ctrl-C during a store's busy wait
+            return status
         return EXIT_NOT_OK if getattr(e, "ran", False) else EXIT_USAGE  # ran: a locked store, mid-call
     except sqlite3.Error as e:
         where = getattr(args, "db", None) or os.environ.get("ZUNO_DB") or "the store"

@@ -15,7 +15,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from zuno.session_ids import SessionNotFound, validate_session_id
+from zuno.session_ids import SessionNotFound, SessionOfAnotherWorkspace, validate_session_id
 
 if TYPE_CHECKING:  # imported when a command builds its runtime: `zuno --version` needs neither
     from zuno.permissions import Approver
@@ -32,6 +32,19 @@ EXIT_HANGUP = 129  # zuno run: its terminal hung up (SIGHUP)
 # modules after parsing and before it installs its SIGTERM handler, so a signal never lands in the
 # middle of an import (the other commands start without them: ``zuno --version`` loads no config).
 RUNTIME_IMPORTS = ("zuno.runtime",)
+
+
+def status_of_interrupted_wait(e: BaseException) -> int | None:
+    """The exit status of an error that a signal caused: a store's busy wait ended by Ctrl-C (130)
+    or SIGTERM (143) (``StoreWaitInterrupted.signum``); None for any other error."""
+    import signal
+
+    signum = getattr(e, "signum", None)
+    if signum == signal.SIGINT:
+        return EXIT_INTERRUPTED
+    if signum == signal.SIGTERM:
+        return EXIT_TERMINATED
+    return None
 
 
 class UsageError(Exception):
@@ -143,8 +156,14 @@ def session_from_args(rt: Runtime, args: argparse.Namespace) -> str | None:
     if new is not None:
         validate_session_id(new)
         store = rt.existing_store()
-        if store is not None and store.session_exists(new):
+        its_root = store.session_root(new) if store is not None else None
+        if its_root == str(rt.root):
             raise UsageError(f"session {new!r} already exists: continue it with --session {new}, or choose another id.")
+        if its_root is not None:
+            raise UsageError(
+                f"session {new!r} already exists in the store {rt.db_path}, as a session of the workspace "
+                f"{its_root}: choose another id (or continue it from its own workspace, --root {its_root})."
+            )
         return new
     return resolve_or_start(rt, getattr(args, "session", None), getattr(args, "continue_latest", False))
 
@@ -154,6 +173,8 @@ def resolve_or_start(rt: Runtime, session_id: str | None, continue_latest: bool)
     missing ``--session`` says so, as the way to start one."""
     try:
         return rt.resolve_session(session_id, continue_latest=continue_latest)
+    except SessionOfAnotherWorkspace:
+        raise  # (it says what to do)
     except SessionNotFound as e:
         if session_id is None:  # -c with no session yet
             no_session = f"there is no session to continue in {rt.db_path}: leave out --continue to start one."

@@ -22,7 +22,7 @@ from zuno.declarations import Declarations, Outcome
 from zuno.dispatch import Dispatcher
 from zuno.permissions import Approver, NoApprover, decide, denied_outright
 from zuno.records import StepResult, StepWrites
-from zuno.session_ids import SessionNotFound, validate_session_id
+from zuno.session_ids import SessionNotFound, SessionOfAnotherWorkspace, validate_session_id
 from zuno.store import Store
 from zuno.store.paths import StoreUnusable, check_store_path
 from zuno.surface import Registry, Surface, build_surface, default_registry
@@ -173,7 +173,8 @@ class Runtime:
 
     def session(self, session_id: str | None = None) -> Session:
         """A session: a new one, or the one named (continued, or created with that id). The id is
-        validated first (InvalidSessionId); nothing is written until ``open()``."""
+        validated first (InvalidSessionId); nothing is written until ``open()``, which refuses a
+        session of another workspace root (``SessionOfAnotherWorkspace``: a store shared with --db)."""
         if session_id is not None:
             validate_session_id(session_id)
         return Session(self, session_id)
@@ -181,14 +182,18 @@ class Runtime:
     def resolve_session(self, session_id: str | None = None, *, continue_latest: bool = False) -> str | None:
         """The id an entry point (CLI, MCP, agent) continues: ``session_id`` when given (validated,
         and it must exist), else the workspace's most recent session with ``continue_latest``, else
-        None (a new session). Raises InvalidSessionId or SessionNotFound; writes nothing."""
+        None (a new session). Raises InvalidSessionId or SessionNotFound (SessionOfAnotherWorkspace:
+        the session is another workspace root's, in a store shared with --db); writes nothing."""
         if session_id is not None:
             validate_session_id(session_id)
             store = self.existing_store()
-            if store is None or not store.session_exists(session_id):
+            its_root = store.session_root(session_id) if store is not None else None
+            if its_root is None:
                 raise SessionNotFound(
                     f"no session {session_id!r} in {self.db_path}. Run 'zuno sessions' to list them."
                 )
+            if its_root != str(self.root):
+                raise SessionOfAnotherWorkspace(session_id, its_root, str(self.root), self.db_path)
             return session_id
         if continue_latest:
             store = self.existing_store()

@@ -20,6 +20,19 @@ class SessionNotFound(LookupError):
     """A session id that names no session in this store: nothing was written."""
 
 
+class SessionOfAnotherWorkspace(SessionNotFound):
+    """A session id that names a session of another workspace root sharing this store (``--db``):
+    refused, so one session never mixes two workspaces; nothing was written."""
+
+    def __init__(self, session_id: str, its_root: str, root: str, db: object) -> None:
+        self.session_id, self.its_root, self.root = session_id, its_root, root
+        super().__init__(
+            f"session {session_id!r} belongs to the workspace {its_root}, not to {root} (both use the store "
+            f"{db}): continue it from its own workspace (--root {its_root}), or leave out the session id to "
+            "start a session of this one."
+        )
+
+
 def validate_session_id(value: object) -> str:
     if not isinstance(value, str) or SESSION_ID_PATTERN.fullmatch(value) is None:
         shown = value if isinstance(value, str) else type(value).__name__

@@ -40,6 +40,7 @@ from zuno.cli_support import (
     print_json,
     resolve_or_start,
     runtime_from_args,
+    status_of_interrupted_wait,
 )
 from zuno.limits import RUN_HISTORY_LINES
 from zuno.session_ids import InvalidSessionId, SessionNotFound
@@ -248,6 +249,8 @@ def _store_unusable(e: StoreUnusable, session: str, ran: bool) -> int:
     else:
         then = f"Nothing was run in session {session}: no request went to the model and no call started."
     print(f"zuno: {e} {then}", file=sys.stderr)
+    if (status := status_of_interrupted_wait(e)) is not None:  # Ctrl-C during the store's busy wait
+        return status
     return EXIT_NOT_OK if ran else EXIT_USAGE
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from zuno.cli_support import EXIT_OK, EXIT_USAGE, add_common_arguments, print_json
-from zuno.session_ids import InvalidSessionId, validate_session_id
+from zuno.session_ids import InvalidSessionId, SessionOfAnotherWorkspace, validate_session_id
 
 
 class ReadOnlyStore:
@@ -227,8 +227,10 @@ def _run(kind: str, args: argparse.Namespace) -> int:
             if not rows:
                 return _fail(f"there is no session of {root} in {path}; name one with --session.")
             sid = str(rows[0][0])
-        elif not store.query("SELECT 1 FROM sessions WHERE id = ?", (sid,)):
+        elif not (found := store.query("SELECT root FROM sessions WHERE id = ?", (sid,))):
             return _fail(f"no session {sid!r} in {path}. Run 'zuno sessions' to list them.")
+        elif str(found[0][0]) != str(root):
+            return _fail(str(SessionOfAnotherWorkspace(sid, str(found[0][0]), str(root), path)))
         reader = {"plan": api.read_plan, "goal": api.read_goal, "todo": api.read_todo}[kind]
         view = reader(store, sid)  # type: ignore[arg-type]
         if kind == "goal":

@@ -3,12 +3,20 @@ opened read-only; closed with a checkpoint.
 
 The connection is opened in autocommit mode (``isolation_level=None``): the store begins and
 commits every transaction itself (``zuno.store.transaction``).
+
+The busy wait for a lock another process holds is spent in slices: SQLite waits ``SLICE_MS`` at a
+time, and the statement is tried again until the whole wait (``BUSY_TIMEOUT_MS``) is spent. Between
+tries a signal is handled (the wait runs on the event loop's thread, where a handler that only
+wakes the loop would otherwise run after the whole wait): a SIGINT or SIGTERM that comes during the
+wait ends it (``StoreWaitInterrupted``), its handler having run as usual.
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +27,10 @@ from zuno.store.paths import StoreUnusable, check_store_path
 WAL_AUTOCHECKPOINT_PAGES = 10_000
 WAL_SIZE_LIMIT_BYTES = 64 << 20
 BUSY_TIMEOUT_MS = 30_000  # read at each open (a test shortens it)
+# One SQLite busy wait: the statement is tried again after each until the whole wait is spent, so a
+# signal is handled within this long. A signal in the first slice of a wait is seen when it ends.
+SLICE_MS = 25
+WAIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def locked_text(path: Path, waited_ms: int) -> str:
@@ -72,60 +84,191 @@ class StoreLocked(StoreUnusable, sqlite3.OperationalError):
         return StoreLocked(self.path, self.waited_ms, done, ran=ran)
 
 
+class StoreWaitInterrupted(StoreLocked):
+    """The busy wait for a lock another process holds was ended by a signal (``signum``: SIGINT for
+    Ctrl-C, SIGTERM) after ``waited_ms``; the handler of that signal ran as usual (it cancels the
+    step). What became of the work is said as for ``StoreLocked``; a command exits with the status
+    of the signal (130 for Ctrl-C)."""
+
+    def __init__(
+        self, path: Path, waited_ms: int, done: str = "", *, ran: bool = False, signum: int = signal.SIGINT
+    ) -> None:
+        self.signum = signum
+        super().__init__(path, waited_ms, done, ran=ran)
+
+    def __str__(self) -> str:
+        done = f" {self.done}" if self.done else " Nothing was written."
+        why = "interrupted" if self.signum == signal.SIGINT else f"{signal.Signals(self.signum).name} came"
+        return (
+            f"store {self.path} is locked by another process: Zuno stopped waiting for it after "
+            f"{_seconds(self.waited_ms)} ({why}).{done} Let that program finish (or end it), then go on."
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.path, self.waited_ms, self.done), {"ran": self.ran, "signum": self.signum})
+
+    def having(self, done: str, *, ran: bool = False) -> StoreLocked:
+        return StoreWaitInterrupted(self.path, self.waited_ms, done, ran=ran, signum=self.signum)
+
+
+@contextlib.contextmanager
+def _signals_noted() -> Iterator[list[int]]:
+    """The SIGINT / SIGTERM that come during the block, noted (their handlers run too, as before:
+    one that raises, as Python's default SIGINT handler does, ends the block with its exception).
+    Only in the main thread, where signal handlers run; a signal whose handler is not a Python
+    function (ignored, or the default action) is left alone."""
+    noted: list[int] = []
+    before: dict[int, Callable[[int, Any], Any]] = {}
+
+    def note(signum: int, frame: Any) -> None:
+        noted.append(signum)
+        before[signum](signum, frame)
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in WAIT_SIGNALS:
+            handler = signal.getsignal(sig)
+            if callable(handler):
+                with contextlib.suppress(ValueError):
+                    signal.signal(sig, note)
+                    before[sig] = handler
+    try:
+        yield noted
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
 class StoreConnection(sqlite3.Connection):
     """Zuno's connection to its store: a statement that finds the store locked by another process
     (SQLITE_BUSY / SQLITE_LOCKED after the busy wait) raises ``StoreLocked`` naming the file. Only
-    statements run on this connection are mapped: an error from any other database passes as it is."""
+    statements run on this connection are mapped: an error from any other database passes as it is.
+
+    The busy wait is spent in slices (``SLICE_MS`` in SQLite, then the statement tried again, until
+    ``busy_ms``, or the block's ``waiting(ms)``, is spent), so a signal is handled during it. Only a
+    statement that can be tried again is: one outside a transaction (BEGIN, an autocommit statement)
+    and COMMIT; any other inside a transaction is mapped after its slice, and ``executemany`` /
+    ``executescript`` outside one wait the whole wait in SQLite (a retry could repeat a part)."""
 
     store_path: Path = Path()
     busy_ms: int = BUSY_TIMEOUT_MS
+    wait_ms: int | None = None  # the whole wait of the statements of a ``waiting(ms)`` block
 
     # A statement found the store locked for a whole busy wait, and no statement since showed the
     # write lock free again (a write that changed rows, or one run in a transaction: BEGIN
     # IMMEDIATE took the lock). A read does not clear it: in WAL mode reads go on while another
-    # process holds the write lock.
+    # process holds the write lock. A wait a signal ended sets it too, and is ``interrupted``:
+    # a lock met again before the lock was free is reported as that interrupted wait.
     locked_out = False
+    interrupted: StoreWaitInterrupted | None = None
 
-    def _run(self, method: Callable[..., sqlite3.Cursor], *args: Any) -> sqlite3.Cursor:
-        """One of sqlite3.Connection's statement methods, a lock it met mapped (``_mapped``)."""
+    def _run(self, method: Callable[..., sqlite3.Cursor], *args: Any, again: bool = True) -> sqlite3.Cursor:
+        """One of sqlite3.Connection's statement methods, a lock it met waited for in slices
+        (``_waited``; ``again``: the statement may be tried again) or mapped (``_mapped``)."""
         changes = self.total_changes
+        again = again and not self.in_transaction
+        began = time.monotonic()
         try:
             cur = method(self, *args)
         except sqlite3.OperationalError as e:
-            raise self._mapped(e) from None
+            if not is_locked(e) or not (again or _is_commit(args)):
+                raise self._mapped(e) from None
+            cur = self._waited(method, args, began)
         if self.locked_out and (self.in_transaction or self.total_changes != changes):
             self.locked_out = False
+            self.interrupted = None
         return cur
+
+    def _waited(self, method: Callable[..., sqlite3.Cursor], args: tuple[Any, ...], began: float) -> sqlite3.Cursor:
+        """The statement tried again, a slice of busy wait at a time, until the whole wait since
+        ``began`` is spent (``StoreLocked``) or a signal comes (``StoreWaitInterrupted``)."""
+        whole = self._whole_ms()
+        deadline = began + whole / 1000
+        if time.monotonic() >= deadline:  # (a wait of 0: tried once)
+            raise self._locked()
+        try:
+            with _signals_noted() as noted:
+                while not noted and (left := deadline - time.monotonic()) > 0:
+                    slice_ms = max(1, min(SLICE_MS, int(left * 1000)))
+                    self._busy_timeout(slice_ms)
+                    try:
+                        return method(self, *args)
+                    except sqlite3.OperationalError as e:
+                        if not is_locked(e):
+                            raise self._mapped(e) from None
+            if noted:
+                waited = int((time.monotonic() - began) * 1000)
+                self.interrupted = StoreWaitInterrupted(self.store_path, waited, signum=noted[0])
+                raise self.interrupted.having("")
+            raise self._locked()
+        except BaseException as e:
+            if not isinstance(e, sqlite3.Error) or is_locked(e):  # (a handler's own, as KeyboardInterrupt, too)
+                self.locked_out = True
+            raise
+        finally:
+            self._busy_timeout(min(SLICE_MS, whole))
+
+    def _whole_ms(self) -> int:
+        return self.busy_ms if self.wait_ms is None else self.wait_ms
+
+    def _busy_timeout(self, ms: int) -> None:
+        sqlite3.Connection.execute(self, f"PRAGMA busy_timeout={ms}")
 
     def execute(self, *args: Any) -> sqlite3.Cursor:
         return self._run(sqlite3.Connection.execute, *args)
 
     def executemany(self, *args: Any) -> sqlite3.Cursor:
-        return self._run(sqlite3.Connection.executemany, *args)
+        return self._whole(sqlite3.Connection.executemany, *args)
 
     def executescript(self, *args: Any) -> sqlite3.Cursor:
-        return self._run(sqlite3.Connection.executescript, *args)
+        return self._whole(sqlite3.Connection.executescript, *args)
+
+    def _whole(self, method: Callable[..., sqlite3.Cursor], *args: Any) -> sqlite3.Cursor:
+        """Statements that a retry could run twice in part: outside a transaction, the whole wait in
+        SQLite (as before the slices); inside one (where the write lock is held), as they are."""
+        if self.in_transaction:
+            return self._run(method, *args)
+        whole = self._whole_ms()
+        self._busy_timeout(whole)
+        try:
+            return self._run(method, *args, again=False)
+        finally:
+            self._busy_timeout(min(SLICE_MS, whole))
 
     def _mapped(self, e: sqlite3.OperationalError) -> sqlite3.OperationalError:
-        if not is_locked(e):
-            return e
+        return self._locked() if is_locked(e) else e
+
+    def _locked(self) -> StoreLocked:
+        """The lock met, for the whole wait (or as the wait a signal ended, not yet over)."""
         self.locked_out = True
+        if self.interrupted is not None:
+            return self.interrupted.having("")
         return StoreLocked(self.store_path, self.busy_ms)
 
     @contextlib.contextmanager
     def waiting(self, ms: int) -> Iterator[None]:
         """The busy wait set to ``ms`` for the statements of the block (``locked_out`` untouched)."""
-        sqlite3.Connection.execute(self, f"PRAGMA busy_timeout={ms}")
+        self.wait_ms = ms
+        self._busy_timeout(min(SLICE_MS, ms))
         try:
             yield
         finally:
-            sqlite3.Connection.execute(self, f"PRAGMA busy_timeout={self.busy_ms}")
+            self.wait_ms = None
+            self._busy_timeout(min(SLICE_MS, self.busy_ms))
+
+
+def _is_commit(args: tuple[Any, ...]) -> bool:
+    return bool(args) and isinstance(args[0], str) and args[0].strip().upper().startswith(("COMMIT", "END"))
 
 
 def _connect(target: str, path: Path, *, uri: bool = False) -> StoreConnection:
     busy = BUSY_TIMEOUT_MS
     db = sqlite3.connect(
-        target, uri=uri, isolation_level=None, check_same_thread=False, timeout=busy / 1000, factory=StoreConnection
+        target,
+        uri=uri,
+        isolation_level=None,
+        check_same_thread=False,
+        timeout=min(SLICE_MS, busy) / 1000,
+        factory=StoreConnection,
     )
     assert isinstance(db, StoreConnection)
     db.store_path = path
@@ -145,7 +288,6 @@ def open_db(path: Path, migrations: list[tuple[str, str]], *, readonly: bool) ->
         if readonly:
             db = _connect(f"{path.absolute().as_uri()}?mode=ro", path, uri=True)
             db.row_factory = sqlite3.Row
-            db.execute(f"PRAGMA busy_timeout={db.busy_ms}")
             db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
             return db
         db = _connect(str(path), path)
@@ -156,6 +298,8 @@ def open_db(path: Path, migrations: list[tuple[str, str]], *, readonly: bool) ->
         if db is not None:
             with contextlib.suppress(Exception):
                 db.close()
+        if isinstance(e, StoreWaitInterrupted):
+            raise  # (its own words: how long Zuno waited before the signal came)
         if isinstance(e, StoreLocked) or is_locked(e):
             raise StoreUnusable(
                 f"{locked_text(path, BUSY_TIMEOUT_MS)}. Let that program finish, or name another file with --db."
@@ -170,7 +314,6 @@ def _configure(db: StoreConnection) -> None:
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
     db.execute("PRAGMA foreign_keys=ON")
-    db.execute(f"PRAGMA busy_timeout={db.busy_ms}")
     # Commits in WAL mode with synchronous=NORMAL do not fsync; checkpoints do. Checkpointing every
     # ~40 MB of WAL instead of every 4 MB keeps those fsyncs off the per-call path (about 10% of a
     # durable call); the WAL is truncated back after a checkpoint, and checkpointed on close.

@@ -92,6 +92,12 @@ def session_exists(tx: Transactions, session_id: str) -> bool:
     return bool(tx.query("SELECT 1 FROM sessions WHERE id = ?", (session_id,)))
 
 
+def session_root(tx: Transactions, session_id: str) -> str | None:
+    """The workspace root a session belongs to, or None when there is no such session."""
+    rows = tx.query("SELECT root FROM sessions WHERE id = ?", (session_id,))
+    return str(rows[0][0]) if rows else None
+
+
 def latest_session(tx: Transactions, root: str | None = None) -> str | None:
     """The most recently active session (of this workspace root, when given), or None."""
     where, params = ("WHERE s.root = ?", (root,)) if root is not None else ("", ())

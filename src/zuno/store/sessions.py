@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from zuno.session_ids import SessionOfAnotherWorkspace
 from zuno.store.locks import hold_lock_file, release_lock_file
 from zuno.store.transaction import Transactions
 
@@ -31,9 +32,15 @@ class Sessions:
         self._tx = tx
         self._locks_dir = locks_dir
 
-    def ensure(self, session_id: str | None, root: str, profile: str) -> str:
+    def ensure(self, session_id: str | None, root: str, profile: str, db: object = "") -> str:
+        """The session, made when new; one of another workspace root (a store shared with --db) is
+        ``SessionOfAnotherWorkspace``, and nothing is written."""
         sid = session_id or f"ses_{uuid.uuid4().hex[:16]}"
         with self._tx.lock:
+            if session_id is not None:
+                rows = self._tx.query("SELECT root FROM sessions WHERE id = ?", (sid,))
+                if rows and str(rows[0][0]) != root:
+                    raise SessionOfAnotherWorkspace(sid, str(rows[0][0]), root, db)
             self._tx.db.execute(INSERT_SESSION, (sid, time.time(), root, profile))
         return sid
 

@@ -96,6 +96,7 @@ class Store:
         db = self._tx.db
         if isinstance(db, StoreConnection):  # (a wrapper recording the statements has no flag)
             db.locked_out = False
+            db.interrupted = None
 
     @property
     def _db(self) -> sqlite3.Connection:
@@ -194,10 +195,16 @@ class Store:
         return pruning.session_activity(self._tx, root)
 
     def ensure_session(self, session_id: str | None, root: str, profile: str) -> str:
-        return self._sessions.ensure(session_id, root, profile)
+        """The session (made when new); one of another workspace root is refused
+        (``SessionOfAnotherWorkspace``), nothing written."""
+        return self._sessions.ensure(session_id, root, profile, self.path)
 
     def session_exists(self, session_id: str) -> bool:
         return queries.session_exists(self._tx, session_id)
+
+    def session_root(self, session_id: str) -> str | None:
+        """The workspace root the session belongs to (None: no such session)."""
+        return queries.session_root(self._tx, session_id)
 
     def latest_session(self, root: str | None = None) -> str | None:
         """The most recently active session (of this workspace root, when given), or None."""

@@ -45,14 +45,22 @@ class Rider(Protocol):
         """The transaction that wrote the pending rows committed: they are no longer pending."""
 
 
+# The busy wait of a write that follows a lock met for a whole busy wait: short, so another
+# process's own short write at that very moment is waited for, not reported as the lock.
+AFTER_LOCK_MS = 100
+
+
 def once_if_locked(db: sqlite3.Connection) -> AbstractContextManager[None]:
-    """The busy wait for a write: none when the store's last statement already found it locked by
-    another process for a whole busy wait (``StoreConnection.locked_out``), so a write that follows
-    (the settle of a call whose tool met the lock, the run's own records, the close) tries once
-    instead of waiting again: one busy wait per lock, then the lock is reported. The full wait
-    otherwise (and again once a write went through: the lock was gone)."""
+    """The busy wait for a write: a short one (``AFTER_LOCK_MS``) when the store's last statement
+    already found it locked by another process for a whole busy wait (``StoreConnection.locked_out``),
+    so a write that follows (the settle of a call whose tool met the lock, the run's own records,
+    the close) does not wait the whole busy wait again: one busy wait per lock, then the lock is
+    reported. None at all after a wait a signal ended (``interrupted``: the user stops waiting). The
+    full wait otherwise (and again once a write went through: the lock was gone)."""
     waiting = getattr(db, "waiting", None)  # (a wrapper recording the statements may have none)
-    return waiting(0) if waiting is not None and getattr(db, "locked_out", False) else nullcontext()
+    if waiting is None or not getattr(db, "locked_out", False):
+        return nullcontext()
+    return waiting(0 if getattr(db, "interrupted", None) is not None else AFTER_LOCK_MS)
 
 
 def write_events(db: sqlite3.Connection, events: Events) -> None:
