@@ -9,7 +9,6 @@ zuno memory accept MP_ID | reject MP_ID [--json]
 from __future__ import annotations
 
 import argparse
-import asyncio
 import re
 import sqlite3
 import sys
@@ -19,10 +18,10 @@ from zuno.cli_support import (
     EXIT_NOT_OK,
     EXIT_OK,
     EXIT_USAGE,
-    RUNTIME_IMPORTS,
+    STORE_IMPORTS,
     add_common_arguments,
     print_json,
-    runtime_from_args,
+    store_from_args,
 )
 
 # The shape of a proposal id (``mp_`` and ASCII letters/digits, as `zuno memory` lists them). Anything
@@ -78,7 +77,7 @@ def _run(args: argparse.Namespace) -> int:
     if malformed is not None:
         print(f"zuno: {malformed}", file=sys.stderr)
         return EXIT_USAGE
-    rt = runtime_from_args(args)
+    rt = store_from_args(args)
     try:
         root = str(rt.root)
         if args.op in ("accept", "reject"):
@@ -148,7 +147,7 @@ def _run(args: argparse.Namespace) -> int:
             print("no memory")
         return EXIT_OK
     finally:
-        asyncio.run(rt.aclose())
+        rt.close_stores()
 
 
 def add_parser(sub: Any) -> None:
@@ -157,4 +156,4 @@ def add_parser(sub: Any) -> None:
     p.add_argument("proposal", nargs="?", default=None, metavar="MP_ID")
     p.add_argument("--json", action="store_true")
     add_common_arguments(p, session=False)
-    p.set_defaults(func=_run, imports=RUNTIME_IMPORTS)
+    p.set_defaults(func=_run, imports=STORE_IMPORTS)
