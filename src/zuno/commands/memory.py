@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import sqlite3
 import sys
 from typing import Any
 
@@ -44,6 +43,8 @@ def _undecidable_without_writing(rt: Any, proposal: str, root: str) -> Any:
     """Why ``proposal`` cannot be decided, read from the store as it is (read-only), or None when it
     is pending and the decision may go ahead. No store yet, or one from before the memory tables, has
     no proposal: that is said without creating the store (or migrating it) only to refuse."""
+    import sqlite3
+
     from zuno.tools.state.memory import not_pending
 
     store = rt.existing_store()
@@ -69,6 +70,8 @@ def _refused(args: argparse.Namespace, r: Any) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    import sqlite3
+
     from zuno.tools.state import fits
     from zuno.tools.state.docstore import StateRefusal
     from zuno.tools.state.memory import accept_proposal, proposals, reject_proposal
