@@ -102,14 +102,28 @@ def test_listing_the_store_builds_no_tool_surface(
 
 @pytest.mark.parametrize(
     ("args", "status"),
-    [(("memory",), 0), (("receipt", "rcp_none"), 2), (("sessions", "prune", "--keep", "5", "--dry-run"), 0)],
+    [
+        (("memory",), 0),
+        (("receipt", "rcp_none"), 2),
+        (("sessions", "prune", "--keep", "5", "--dry-run"), 0),
+        (("show", "s1"), 0),  # opens the store for writing: the families' migrations, not the families
+        (("goal", "resume", "--session", "s1"), 1),  # (no Goal to resume)
+    ],
 )
-def test_memory_receipt_and_prune_build_no_tool_surface(
+def test_store_commands_build_no_tool_surface(
     tmp_path: Path, with_session: Path, args: tuple[str, ...], status: int
 ) -> None:
     got, _out, modules, _err = _loaded(tmp_path, with_session, *args)
     assert got == status
     assert _hits(modules, TOOL_SURFACE) == []
+
+
+def test_the_family_migrations_are_the_registrys() -> None:
+    """What a store command migrates without the tool families is what the registry collects."""
+    from zuno.family_migrations import family_migrations
+    from zuno.surface import default_registry
+
+    assert family_migrations() == default_registry().migrations
 
 
 def test_a_bad_config_is_refused_by_a_listing_as_by_the_surface(tmp_path: Path, with_session: Path) -> None:

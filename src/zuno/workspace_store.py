@@ -6,7 +6,7 @@ all that the commands that only look at the store use (``zuno sessions``, ``even
 module and its pydantic models), MCP and sessions. A command that only reads the store builds a
 ``WorkspaceStore`` with ``check_surface=True``: the config is checked as the surface would check
 it (the same errors, in the same order), but no tool module is imported. The store's migrations
-(the tool families' tables) are collected only when the store is opened for writing.
+(the tool families' tables, ``zuno.family_migrations``) are applied when it is opened for writing.
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ from zuno.workspace import Workspace
 Migrations = list[tuple[str, str]]
 
 
-def registry_migrations() -> Migrations:
-    """The tool families' migrations (``zuno.surface.default_registry``): importing them all."""
-    from zuno.surface import default_registry
+def tool_family_migrations() -> Migrations:
+    """The tool families' migrations, as the default registry collects them, without importing a
+    tool family (``zuno.family_migrations``)."""
+    from zuno.family_migrations import family_migrations
 
-    return default_registry().migrations
+    return family_migrations()
 
 
 class WorkspaceStore:
@@ -45,7 +46,7 @@ class WorkspaceStore:
         config_overrides: Mapping[str, Any] | None = None,
         profile: str | None = None,
         db: str | os.PathLike[str] | None = None,
-        migrations: Callable[[], Migrations] = registry_migrations,
+        migrations: Callable[[], Migrations] = tool_family_migrations,
         check_surface: bool = False,
     ) -> None:
         self.root = Path(root).resolve()
