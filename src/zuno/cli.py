@@ -11,25 +11,23 @@ prints a traceback: an unusable input is one line naming the file, the problem a
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import importlib
 import json
 import os
 import signal
-import sqlite3
 import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zuno.cli_session import StopSignals, decode_utf8, parse_json, read_calls, run
 from zuno.cli_support import (
     EXIT_INTERRUPTED,
     EXIT_NOT_OK,
     EXIT_OK,
     EXIT_USAGE,
     RUNTIME_IMPORTS,
+    STORE_IMPORTS,
     Terminated,
     UsageError,
     add_common_arguments,
@@ -38,6 +36,7 @@ from zuno.cli_support import (
     print_json,
     runtime_from_args,
     status_of_interrupted_wait,
+    store_from_args,
 )
 from zuno.commands import command_modules
 from zuno.commands.version import zuno_version
@@ -45,6 +44,7 @@ from zuno.declarations import Outcome
 from zuno.startup_gc import StartupCollection
 
 if TYPE_CHECKING:  # loaded by the commands that build a runtime; `zuno --version` needs none of them
+    from zuno.cli_session import StopSignals
     from zuno.records import StepResult
     from zuno.runtime import Session
 
@@ -65,6 +65,12 @@ def _usage_errors() -> tuple[type[BaseException], ...]:
     return tuple(getattr(sys.modules[m], name) for m, name in USAGE_ERRORS if m in sys.modules)
 
 
+def _sqlite_errors() -> tuple[type[BaseException], ...]:
+    """sqlite3.Error once sqlite3 is loaded (only then can one be raised; `zuno --version` never loads it)."""
+    sqlite3 = sys.modules.get("sqlite3")
+    return (sqlite3.Error,) if sqlite3 is not None else ()
+
+
 _print_json = print_json
 _runtime = runtime_from_args
 _common = add_common_arguments
@@ -74,7 +80,13 @@ def _step_status(result: StepResult) -> int:
     return EXIT_OK if all(r.outcome is Outcome.ok for r in result.results) else EXIT_NOT_OK
 
 
+# The commands that run calls drive a session (zuno.cli_session, and asyncio): imported with the runtime.
+SESSION_IMPORTS = (*RUNTIME_IMPORTS, "zuno.cli_session")
+
+
 def cmd_batch(args: argparse.Namespace) -> int:
+    from zuno.cli_session import read_calls, run
+
     calls = read_calls(args.file)
 
     async def body(session: Session, stop: StopSignals) -> int:
@@ -89,6 +101,10 @@ def cmd_steps(args: argparse.Namespace) -> int:
     """JSON Lines in, one step (a JSON array of calls) per line; one single-line JSON object out per
     step, in the batch shape. One session, one process: background jobs live until the input ends,
     then their groups are stopped and their end recorded (the session's close)."""
+    import asyncio
+
+    from zuno.cli_session import decode_utf8, parse_json, run
+
     fd = sys.stdin.fileno() if args.file in (None, "-") else -1
     if args.file not in (None, "-"):
         p = Path(args.file)
@@ -201,6 +217,8 @@ def _print_line(obj: Any) -> None:
 
 
 def cmd_call(args: argparse.Namespace) -> int:
+    from zuno.cli_session import parse_json, run
+
     arguments = parse_json(args.arguments, "ARGS_JSON") if args.arguments else {}
     call = {"name": args.name, "arguments": arguments}
 
@@ -239,6 +257,8 @@ def _is_terminal(stream: Any) -> bool:
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
+    import asyncio
+
     from zuno.permissions import denied_outright
 
     rt = _runtime(args)
@@ -291,7 +311,7 @@ def _print_tool_rows(rows: list[dict[str, Any]], disabled: dict[str, str]) -> No
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    rt = _runtime(args)
+    rt = store_from_args(args)  # only the store: no tool surface
     try:
         sid = rt.resolve_session(args.session, continue_latest=args.continue_latest)
         store = rt.existing_store()
@@ -310,7 +330,7 @@ def cmd_events(args: argparse.Namespace) -> int:
                 print(visible_controls(line))
         return EXIT_OK
     finally:
-        asyncio.run(rt.aclose())
+        rt.close_stores()
 
 
 def cmd_receipt(args: argparse.Namespace) -> int:
@@ -318,7 +338,7 @@ def cmd_receipt(args: argparse.Namespace) -> int:
 
     if not args.receipt_id.startswith("rcp_"):
         raise UsageError(f"{args.receipt_id!r} is not a verification receipt id (they look like rcp_…).")
-    rt = _runtime(args)
+    rt = store_from_args(args)  # only the store: no tool surface
     try:
         r = rt.receipt(args.receipt_id)
         if r is None:
@@ -329,7 +349,7 @@ def cmd_receipt(args: argparse.Namespace) -> int:
             print(render_receipt(r))
         return EXIT_OK
     finally:
-        asyncio.run(rt.aclose())
+        rt.close_stores()
 
 
 class _VersionAction(argparse.Action):
@@ -352,13 +372,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", default="-", help="a JSON file, or - for standard input")
     _common(p, session=False)
     add_session_arguments(p, new=True)
-    p.set_defaults(func=cmd_batch, imports=RUNTIME_IMPORTS)
+    p.set_defaults(func=cmd_batch, imports=SESSION_IMPORTS)
 
     p = sub.add_parser("steps", help="run JSON Lines, one step (array of calls) per line, in one session")
     p.add_argument("file", nargs="?", default="-", help="a JSON Lines file, or - for standard input")
     _common(p, session=False)
     add_session_arguments(p, new=True)
-    p.set_defaults(func=cmd_steps, imports=RUNTIME_IMPORTS)
+    p.set_defaults(func=cmd_steps, imports=SESSION_IMPORTS)
 
     p = sub.add_parser("call", help="run one call")
     p.add_argument("name", metavar="NAME", help="the tool to call")
@@ -366,7 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the whole record as JSON")
     _common(p, session=False)
     add_session_arguments(p, new=True)
-    p.set_defaults(func=cmd_call, imports=RUNTIME_IMPORTS)
+    p.set_defaults(func=cmd_call, imports=SESSION_IMPORTS)
 
     p = sub.add_parser("tools", help="list the tool surface with declarations")
     p.add_argument("--json", action="store_true")
@@ -377,13 +397,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     _common(p, session=False)
     add_session_arguments(p, required=True)
-    p.set_defaults(func=cmd_events, imports=RUNTIME_IMPORTS)
+    p.set_defaults(func=cmd_events, imports=STORE_IMPORTS)
 
     p = sub.add_parser("receipt", help="show a stored verification receipt (rcp_…) of a shell call")
     p.add_argument("receipt_id", metavar="RCP_ID")
     p.add_argument("--json", action="store_true")
     _common(p, session=False)
-    p.set_defaults(func=cmd_receipt, imports=RUNTIME_IMPORTS)
+    p.set_defaults(func=cmd_receipt, imports=STORE_IMPORTS)
 
     # Commands that live in their own modules (zuno.commands.*): each adds its parser.
     for module in command_modules():
@@ -433,7 +453,7 @@ def _run_parsed(argv: list[str] | None, startup: StartupCollection) -> int:
         if (status := status_of_interrupted_wait(e)) is not None:  # Ctrl-C during a store's busy wait
             return status
         return EXIT_NOT_OK if getattr(e, "ran", False) else EXIT_USAGE  # ran: a locked store, mid-call
-    except sqlite3.Error as e:
+    except _sqlite_errors() as e:
         where = getattr(args, "db", None) or os.environ.get("ZUNO_DB") or "the store"
         print(f"zuno: {where} cannot be used ({e}). Check the file, or name another with --db.", file=sys.stderr)
         return EXIT_USAGE

@@ -20,6 +20,7 @@ from zuno.session_ids import SessionNotFound, SessionOfAnotherWorkspace, validat
 if TYPE_CHECKING:  # imported when a command builds its runtime: `zuno --version` needs neither
     from zuno.permissions import Approver
     from zuno.runtime import Runtime
+    from zuno.workspace_store import WorkspaceStore
 
 EXIT_OK = 0
 EXIT_NOT_OK = 1
@@ -32,6 +33,9 @@ EXIT_HANGUP = 129  # zuno run: its terminal hung up (SIGHUP)
 # modules after parsing and before it installs its SIGTERM handler, so a signal never lands in the
 # middle of an import (the other commands start without them: ``zuno --version`` loads no config).
 RUNTIME_IMPORTS = ("zuno.runtime",)
+# A command that only reads (or writes) the store, and runs no tool, builds a WorkspaceStore
+# (store_from_args): the config and the store without the tool surface.
+STORE_IMPORTS = ("zuno.workspace_store",)
 
 
 def status_of_interrupted_wait(e: BaseException) -> int | None:
@@ -88,6 +92,16 @@ def runtime_from_args(args: argparse.Namespace, approver: Approver | None = None
         profile=args.profile,
         db=args.db,
         approver=approver if approver is not None else approver_from_args(args),
+    )
+
+
+def store_from_args(args: argparse.Namespace) -> WorkspaceStore:
+    """The workspace's config and store, as ``runtime_from_args`` would build them (the same config
+    errors), without the tool surface: for the commands that only look at the store."""
+    from zuno.workspace_store import WorkspaceStore
+
+    return WorkspaceStore(
+        root=args.root, config_file=args.config, profile=args.profile, db=args.db, check_surface=True
     )
 
 

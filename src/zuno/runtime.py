@@ -10,24 +10,21 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from pydantic import ValidationError
 
 from zuno.admitting import CROSS_CUTTING, subject_forms
-from zuno.config import Config, ConfigError, load_config
+from zuno.config import Config
 from zuno.declarations import Declarations, Outcome
 from zuno.dispatch import Dispatcher
 from zuno.permissions import Approver, NoApprover, decide, denied_outright
 from zuno.records import StepResult, StepWrites
-from zuno.session_ids import SessionNotFound, SessionOfAnotherWorkspace, validate_session_id
-from zuno.store import Store
-from zuno.store.paths import StoreUnusable, check_store_path
+from zuno.session_ids import validate_session_id
 from zuno.surface import Registry, Surface, build_surface, default_registry
 from zuno.tool import Services, Tool
-from zuno.workspace import Workspace
+from zuno.workspace_store import WorkspaceStore
 
 UNCERTAIN_RECOVERY_TEXT = (
     "[uncertain] This call was interrupted before it settled: the process driving the session stopped "
@@ -47,7 +44,7 @@ def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
     )
 
 
-class Runtime:
+class Runtime(WorkspaceStore):
     """The wiring of one workspace: config, surface, store, approver.
 
     ``tools`` adds tools to the surface next to the profile's and the config's extensions: functions
@@ -55,7 +52,8 @@ class Runtime:
     ``agent.tools`` allowlist apply to them as to any extension.
 
     The store is opened on first use: building a Runtime writes nothing, so a command that only
-    looks (``zuno tools``) leaves no ``.zuno/`` behind.
+    looks (``zuno tools``) leaves no ``.zuno/`` behind. (What only reads the store needs no surface:
+    ``zuno.workspace_store.WorkspaceStore``.)
     """
 
     def __init__(
@@ -71,26 +69,19 @@ class Runtime:
         registry: Registry | None = None,
         tools: Sequence[Tool | Callable[..., Any]] | None = None,
     ) -> None:
-        self.root = Path(root).resolve()
-        if not self.root.is_dir():
-            raise ConfigError(f"root {self.root} is not a directory. Pass an existing directory as the root (--root).")
-        self.config = config if config is not None else load_config(self.root, config_file, config_overrides)
-        if profile is not None:
-            self.config = self.config.model_copy(update={"profile": profile})
-        granted = [Path(g) if Path(g).is_absolute() else self.root / g for g in self.config.workspace.granted_dirs]
-        self.workspace = Workspace(self.root, granted)
+        super().__init__(
+            root,
+            config=config,
+            config_file=config_file,
+            config_overrides=config_overrides,
+            profile=profile,
+            db=db,
+            migrations=lambda: self.registry.migrations,
+        )
         registry = registry or default_registry()
         self.registry = registry
         extra = [_as_tool(t) for t in tools or ()]
         self.surface: Surface = build_surface(self.config, self.root, registry, extra_tools=extra)
-        named = db or os.environ.get("ZUNO_DB") or None
-        # The default store lives in the workspace's state directory, made when the store is first
-        # written; a named one must be in a directory that exists (a typo never creates folders).
-        self._default_db = named is None
-        self.db_path = Path(named).absolute() if named else self.workspace.state_dir / "zuno.db"
-        self._migrations = registry.migrations
-        self._store: Store | None = None
-        self._reader: Store | None = None
         self.approver: Approver = approver or NoApprover()
         # The user's MCP servers (config "mcp"): connected when the first session opens.
         self.mcp: Any = None
@@ -116,61 +107,6 @@ class Runtime:
             self.deferred = frozenset(t.name for t in connected)
             self.surface.tools["tool_search"] = ToolSearchTool(lambda: [self.surface.tools[n] for n in self.deferred])
 
-    @property
-    def store(self) -> Store:
-        """The store, opened (and created, with the state directory) on first use."""
-        if self._store is None:
-            if self._default_db:
-                try:
-                    self.workspace.ensure_state_dir()
-                except OSError as e:
-                    raise StoreUnusable(
-                        f"the state directory {self.workspace.state_dir} cannot be made ({e.strerror}). "
-                        "Make the workspace writable, or name a store elsewhere with --db."
-                    ) from None
-            self._store = Store(self.db_path, self._migrations)
-            if self._reader is not None:  # the writer answers reads from now on
-                self._reader.close()
-                self._reader = None
-        return self._store
-
-    def existing_store(self) -> Store | None:
-        """The store if it exists, for reading: the open one, else the database opened read-only
-        (nothing is created or migrated), else None when there is none yet."""
-        if self._store is not None:
-            return self._store
-        if self._reader is None:
-            if self._default_db and not self.db_path.exists() and not self.db_path.is_symlink():
-                return None
-            if not check_store_path(self.db_path, create=False):
-                return None
-            self._reader = Store(self.db_path, self._migrations, readonly=True)
-        return self._reader
-
-    def sessions(self) -> list[dict[str, Any]]:
-        """This workspace's sessions, most recently active first (see ``Store.list_sessions``)."""
-        store = self.existing_store()
-        if store is None:
-            return []
-        rows = store.list_sessions(str(self.root))
-        if any(r["open_jobs"] for r in rows):
-            from zuno.jobs.liveness import open_jobs
-
-            for r in rows:  # a row left open by a process that died is not a running job
-                if r["open_jobs"]:
-                    r["open_jobs"] = open_jobs(store, r["id"])
-        return rows
-
-    def prune_sessions(
-        self, *, older_than_s: float | None = None, keep: int | None = None, dry_run: bool = False
-    ) -> Any:
-        """Delete this workspace's old sessions — by age, and/or all but the ``keep`` most recently
-        active — with their logs and saved outputs (never their reports); a session another process
-        drives is skipped. A ``zuno.session_pruning.PruneReport``."""
-        from zuno.session_pruning import prune_sessions
-
-        return prune_sessions(self, older_than_s=older_than_s, keep=keep, dry_run=dry_run)
-
     def session(self, session_id: str | None = None) -> Session:
         """A session: a new one, or the one named (continued, or created with that id). The id is
         validated first (InvalidSessionId); nothing is written until ``open()``, which refuses a
@@ -178,32 +114,6 @@ class Runtime:
         if session_id is not None:
             validate_session_id(session_id)
         return Session(self, session_id)
-
-    def resolve_session(self, session_id: str | None = None, *, continue_latest: bool = False) -> str | None:
-        """The id an entry point (CLI, MCP, agent) continues: ``session_id`` when given (validated,
-        and it must exist), else the workspace's most recent session with ``continue_latest``, else
-        None (a new session). Raises InvalidSessionId or SessionNotFound (SessionOfAnotherWorkspace:
-        the session is another workspace root's, in a store shared with --db); writes nothing."""
-        if session_id is not None:
-            validate_session_id(session_id)
-            store = self.existing_store()
-            its_root = store.session_root(session_id) if store is not None else None
-            if its_root is None:
-                raise SessionNotFound(
-                    f"no session {session_id!r} in {self.db_path}. Run 'zuno sessions' to list them."
-                )
-            if its_root != str(self.root):
-                raise SessionOfAnotherWorkspace(session_id, its_root, str(self.root), self.db_path)
-            return session_id
-        if continue_latest:
-            store = self.existing_store()
-            latest = store.latest_session(str(self.root)) if store is not None else None
-            if latest is None:
-                raise SessionNotFound(
-                    f"there is no session to continue in {self.db_path}: 'zuno run' or 'zuno call' starts one."
-                )
-            return latest
-        return None
 
     def agent(self, model: str | None = None, **options: Any) -> Any:
         """An agent session driven by a model (``zuno.agent.api.Agent``; options: mode, session_id,
@@ -216,31 +126,12 @@ class Runtime:
 
         return Agent(self, model=model, **options)
 
-    def receipt(self, receipt_id: str) -> dict[str, Any] | None:
-        """A stored verification receipt of a shell call (``rcp_…``), or None."""
-        from zuno.tools.shell.receipts import get_receipt
-
-        store = self.existing_store()
-        return get_receipt(store, receipt_id) if store is not None else None
-
-    def state(self, session_id: str) -> dict[str, Any]:
-        """A session's durable work state: its Goal, Plan and Todo list, as the get tools return them.
-        Raises InvalidSessionId, or SessionNotFound when the store has no such session."""
-        from zuno.tools.state.api import read_state
-
-        sid = self.resolve_session(session_id)
-        assert sid is not None
-        return read_state(self.store, sid)
-
     async def aclose(self) -> None:
         try:
             if self.mcp is not None:
                 await self.mcp.aclose()
         finally:
-            for store in (self._reader, self._store):
-                if store is not None:
-                    store.close()
-            self._reader = self._store = None
+            self.close_stores()
 
     async def __aenter__(self) -> Runtime:
         return self

@@ -24,7 +24,7 @@ from zuno.session_ids import InvalidSessionId, validate_session_id
 from zuno.store import SessionBusy
 
 if TYPE_CHECKING:
-    from zuno.runtime import Runtime
+    from zuno.workspace_store import WorkspaceStore
 
 # A session's own directories under the state directory: its jobs' logs (jobs.manager,
 # tools.shell) and its saved outputs (output.Artifacts).
@@ -83,7 +83,7 @@ def _remove(path: Path) -> None:
 
 
 def prune_sessions(
-    runtime: Runtime,
+    runtime: WorkspaceStore,
     *,
     older_than_s: float | None = None,
     keep: int | None = None,

@@ -18,11 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from zuno import limits
 from zuno.config import Config, ConfigError, json_repr
-from zuno.projection import GoalObserver, Refresher
-from zuno.tool import Tool
+
+if TYPE_CHECKING:  # (a command that only checks the config, zuno sessions, loads no tool machinery)
+    from zuno.projection import GoalObserver, Refresher
+    from zuno.tool import Tool
 
 # The spec's names, in the spec's order. Default surface first, then registered slots.
 PROFILE_DEFAULTS: dict[str, list[str]] = {
@@ -106,7 +109,7 @@ GATED_SLOTS: dict[str, tuple[Callable[[Config], bool], str]] = {
 # register(registry) is registered, and its MIGRATIONS (if any) are applied by the store.
 TOOLS_PACKAGE = "zuno.tools"
 
-ToolFactory = Callable[[], Tool]
+ToolFactory = Callable[[], "Tool"]
 
 
 @dataclass
@@ -236,6 +239,43 @@ def _extension_tools(found: list[tuple[Tool, str]], known: set[str]) -> dict[str
     return tools
 
 
+def _checked(
+    config: Config, root: Path, profile: str, extra_tools: list[Tool] | None
+) -> tuple[set[str], dict[str, Tool]]:
+    """The profile's known tool names and the extension tools, once every name the config gives
+    (agent.tools, permission rules and hooks, tools.<name>) is checked: a ConfigError otherwise.
+    Imports the config's extensions, not the tool families (no registry)."""
+    if profile not in PROFILE_DEFAULTS:
+        raise ConfigError(f"unknown profile {profile!r}: choose one of {', '.join(sorted(PROFILE_DEFAULTS))}.")
+    known = set(PROFILE_DEFAULTS[profile]) | set(PROFILE_SLOTS[profile])
+    extensions = _extension_tools(
+        [(t, "config key extensions") for t in load_extensions(config.extensions, root)]
+        + [(t, "Runtime(tools=...)") for t in extra_tools or []],
+        known,
+    )
+    for name in config.agent.tools or ():
+        if name not in known and name not in extensions:
+            raise ConfigError(
+                f"config key agent.tools: {name!r} is not a tool of profile {profile!r}. "
+                f"Known: {', '.join(sorted(known | set(extensions)))}."
+            )
+    check_rule_tools(config, set(extensions))
+    for name in config.tools:
+        if name not in known and name not in extensions:
+            raise ConfigError(
+                f"config key tools.{name}: not a tool of profile {profile!r}. "
+                f"Known: {', '.join(sorted(known | set(extensions)))}."
+            )
+    return known, extensions
+
+
+def check_surface_config(config: Config, root: Path) -> None:
+    """What ``build_surface`` refuses in the config (the same ConfigError), without building the
+    surface: a command that only reads the store (``zuno sessions``) checks the config as every
+    command does, but imports no tool family."""
+    _checked(config, root, config.profile, None)
+
+
 def build_surface(
     config: Config,
     root: Path,
@@ -250,22 +290,11 @@ def build_surface(
         raise ConfigError(f"unknown profile {profile!r}: choose one of {', '.join(sorted(PROFILE_DEFAULTS))}.")
     registry = registry or default_registry()
     built = registry.built(profile)
-    known = set(PROFILE_DEFAULTS[profile]) | set(PROFILE_SLOTS[profile])
-    extensions = _extension_tools(
-        [(t, "config key extensions") for t in load_extensions(config.extensions, root)]
-        + [(t, "Runtime(tools=...)") for t in extra_tools or []],
-        known,
-    )
+    known, extensions = _checked(config, root, profile, extra_tools)
     disabled: dict[str, str] = {}
 
     allow = config.agent.tools
     if allow is not None:
-        for name in allow:
-            if name not in known and name not in extensions:
-                raise ConfigError(
-                    f"config key agent.tools: {name!r} is not a tool of profile {profile!r}. "
-                    f"Known: {', '.join(sorted(known | set(extensions)))}."
-                )
         wanted = list(allow)
     else:
         wanted = [*PROFILE_DEFAULTS[profile], *extensions]
@@ -279,13 +308,6 @@ def build_surface(
                     disabled[name] = (
                         f"hidden by editing.style = {config.editing.style!r} (chord shows one editing style)"
                     )
-    check_rule_tools(config, set(extensions))
-    for name in config.tools:
-        if name not in known and name not in extensions:
-            raise ConfigError(
-                f"config key tools.{name}: not a tool of profile {profile!r}. "
-                f"Known: {', '.join(sorted(known | set(extensions)))}."
-            )
     if allow is None:
         wanted += [n for n, (on, _key) in GATED_SLOTS.items() if n in known and on(config) and n not in wanted]
     for name, (on, key) in GATED_SLOTS.items():

@@ -3,17 +3,20 @@
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import fcntl
 import os
 import stat
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from zuno import limits, safefs
 from zuno.declarations import BlockKind
 from zuno.errors import Refused
+
+if TYPE_CHECKING:
+    import asyncio
 
 STATE_DIR = ".zuno"
 _STATE_GITIGNORE = "# Zuno's durable state: never committed.\n*\n"
@@ -29,13 +32,23 @@ class MutationLock:
 
     def __init__(self, workspace: Workspace) -> None:
         self._workspace = workspace
-        self._local = asyncio.Lock()
+        self._lock: asyncio.Lock | None = None  # made when first taken: a command that only reads loads no asyncio
         self._fd: int | None = None
 
+    @property
+    def _local(self) -> asyncio.Lock:
+        if self._lock is None:
+            import asyncio
+
+            self._lock = asyncio.Lock()
+        return self._lock
+
     def locked(self) -> bool:
-        return self._local.locked()
+        return self._lock is not None and self._lock.locked()
 
     async def __aenter__(self) -> MutationLock:
+        import asyncio
+
         await self._local.acquire()
         try:
             d = self._workspace.ensure_state_dir() / "locks"

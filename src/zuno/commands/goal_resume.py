@@ -15,13 +15,12 @@ second answer to an answered request is refused (not taken again, not replaced).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from zuno.cli_support import EXIT_NOT_OK, EXIT_OK, EXIT_USAGE, print_json, runtime_from_args
+from zuno.cli_support import EXIT_NOT_OK, EXIT_OK, EXIT_USAGE, print_json, store_from_args
 from zuno.session_ids import InvalidSessionId, SessionNotFound
 
 
@@ -139,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"zuno: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    rt = runtime_from_args(args)
+    rt = store_from_args(args)
     try:
         try:
             sid = rt.resolve_session(args.session, continue_latest=True)
@@ -159,4 +158,4 @@ def run(args: argparse.Namespace) -> int:
             print(f"zuno: {done.message}", file=sys.stderr)
         return EXIT_OK if done.ok else EXIT_NOT_OK
     finally:
-        asyncio.run(rt.aclose())
+        rt.close_stores()

@@ -7,7 +7,6 @@ zuno mcp --http 127.0.0.1:PORT [--token TOKEN]
 from __future__ import annotations
 
 import argparse
-import asyncio
 import signal
 import sys
 from typing import Any
@@ -53,6 +52,8 @@ def _fail(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    import asyncio
+
     from zuno.config import ConfigError
     from zuno.serve.mcp.approvals import McpApprover
 
@@ -79,6 +80,8 @@ def _parse_http(value: str, allow_remote: bool) -> tuple[str, int]:
 async def _serve(
     rt: Any, session_id: str | None, approver: Any, http: tuple[str, int] | None, token: list[str] | None
 ) -> int:
+    import asyncio
+
     from zuno.config import ConfigError
     from zuno.serve.mcp.server import Frontend
     from zuno.store import SessionBusy

@@ -9,9 +9,7 @@ zuno memory accept MP_ID | reject MP_ID [--json]
 from __future__ import annotations
 
 import argparse
-import asyncio
 import re
-import sqlite3
 import sys
 from typing import Any
 
@@ -19,10 +17,10 @@ from zuno.cli_support import (
     EXIT_NOT_OK,
     EXIT_OK,
     EXIT_USAGE,
-    RUNTIME_IMPORTS,
+    STORE_IMPORTS,
     add_common_arguments,
     print_json,
-    runtime_from_args,
+    store_from_args,
 )
 
 # The shape of a proposal id (``mp_`` and ASCII letters/digits, as `zuno memory` lists them). Anything
@@ -45,6 +43,8 @@ def _undecidable_without_writing(rt: Any, proposal: str, root: str) -> Any:
     """Why ``proposal`` cannot be decided, read from the store as it is (read-only), or None when it
     is pending and the decision may go ahead. No store yet, or one from before the memory tables, has
     no proposal: that is said without creating the store (or migrating it) only to refuse."""
+    import sqlite3
+
     from zuno.tools.state.memory import not_pending
 
     store = rt.existing_store()
@@ -70,6 +70,8 @@ def _refused(args: argparse.Namespace, r: Any) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    import sqlite3
+
     from zuno.tools.state import fits
     from zuno.tools.state.docstore import StateRefusal
     from zuno.tools.state.memory import accept_proposal, proposals, reject_proposal
@@ -78,7 +80,7 @@ def _run(args: argparse.Namespace) -> int:
     if malformed is not None:
         print(f"zuno: {malformed}", file=sys.stderr)
         return EXIT_USAGE
-    rt = runtime_from_args(args)
+    rt = store_from_args(args)
     try:
         root = str(rt.root)
         if args.op in ("accept", "reject"):
@@ -148,7 +150,7 @@ def _run(args: argparse.Namespace) -> int:
             print("no memory")
         return EXIT_OK
     finally:
-        asyncio.run(rt.aclose())
+        rt.close_stores()
 
 
 def add_parser(sub: Any) -> None:
@@ -157,4 +159,4 @@ def add_parser(sub: Any) -> None:
     p.add_argument("proposal", nargs="?", default=None, metavar="MP_ID")
     p.add_argument("--json", action="store_true")
     add_common_arguments(p, session=False)
-    p.set_defaults(func=_run, imports=RUNTIME_IMPORTS)
+    p.set_defaults(func=_run, imports=STORE_IMPORTS)

@@ -15,7 +15,6 @@ with what became of the run: 1 when anything ran (a request to the model, a call
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import errno
 import os
@@ -46,7 +45,9 @@ from zuno.limits import RUN_HISTORY_LINES
 from zuno.session_ids import InvalidSessionId, SessionNotFound
 from zuno.startup_gc import StartupCollection
 
-if TYPE_CHECKING:  # the agent loads when the command runs, not when the parser is built
+if TYPE_CHECKING:  # the agent (and asyncio) load when the command runs, not when the parser is built
+    import asyncio
+
     from zuno.agent.api import Agent, RunResult
     from zuno.agent.events import AgentEvent
     from zuno.commands.run_view import InlineApprover, View
@@ -160,6 +161,8 @@ def _run_agent(
     startup: StartupCollection,
     starts: bool,
 ) -> int:
+    import asyncio
+
     from zuno.agent.api import Agent
     from zuno.commands.run_view import InlineApprover, PausingApprover, View
     from zuno.store.paths import StoreUnusable
@@ -283,6 +286,8 @@ async def _one_shot(
     startup: StartupCollection,
     ran: _Ran,
 ) -> int:
+    import asyncio
+
     await _open(agent, startup)
     sig = _Interrupts()
     sig.install()
@@ -416,6 +421,8 @@ class _Interrupts:
 
     @contextlib.contextmanager
     def turn(self, agent: Agent) -> Any:
+        import asyncio
+
         self.agent, self.main, self.loop, self.count = agent, asyncio.current_task(), asyncio.get_running_loop(), 0
         try:
             yield self
@@ -476,6 +483,8 @@ def _interactive(
     """A line editor with history; each line is one turn. /mode plan|work|goal switches the mode,
     /goal resume resumes a paused Goal, /exit (or Ctrl-D) leaves. A store locked by another
     process ends the turn only (``_turn_lost_to_lock``); the next prompt goes on from there."""
+    import asyncio
+
     from zuno.store.paths import StoreUnusable
 
     try:

@@ -8,7 +8,6 @@ the store read-only and creates nothing (no store yet: no sessions).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import re
 import sys
 import time
@@ -17,11 +16,11 @@ from typing import Any
 from zuno.cli_support import (
     EXIT_NOT_OK,
     EXIT_OK,
-    RUNTIME_IMPORTS,
+    STORE_IMPORTS,
     UsageError,
     add_common_arguments,
     print_json,
-    runtime_from_args,
+    store_from_args,
 )
 
 
@@ -30,7 +29,7 @@ def _when(t: float | None) -> str:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    rt = runtime_from_args(args)
+    rt = store_from_args(args)
     try:
         rows = rt.sessions()
         if args.json:
@@ -45,7 +44,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             print(f"{r['id']:<22} {_when(r['started_at']):<19} {last:<25} {r['calls']:>5} {r['open_jobs']:>9}")
         return EXIT_OK
     finally:
-        asyncio.run(rt.aclose())
+        rt.close_stores()
 
 
 def _age_seconds(text: str) -> float:
@@ -87,7 +86,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
             "zuno sessions prune: say which sessions go: --older-than AGE (e.g. 30d), --keep N (all but the N "
             "most recent), or both; add --dry-run to see them first."
         )
-    rt = runtime_from_args(args)
+    rt = store_from_args(args)
     try:
         report = rt.prune_sessions(older_than_s=args.older_than, keep=args.keep, dry_run=args.dry_run)
         if args.json:
@@ -107,7 +106,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         )
         return EXIT_OK if not report.skipped else EXIT_NOT_OK
     finally:
-        asyncio.run(rt.aclose())
+        rt.close_stores()
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -139,4 +138,4 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--dry-run", action="store_true", help="prune: list what would go, delete nothing")
     add_common_arguments(p, session=False)
-    p.set_defaults(func=_dispatch, imports=RUNTIME_IMPORTS)
+    p.set_defaults(func=_dispatch, imports=STORE_IMPORTS)

@@ -8,10 +8,9 @@ provider time (the wire attempts) apart from the turn's elapsed time, and usage.
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import TYPE_CHECKING, Any
 
-from zuno.cli_support import EXIT_OK, RUNTIME_IMPORTS, UsageError, add_common_arguments, print_json, runtime_from_args
+from zuno.cli_support import EXIT_OK, STORE_IMPORTS, UsageError, add_common_arguments, print_json, store_from_args
 from zuno.session_ids import InvalidSessionId, SessionNotFound
 
 if TYPE_CHECKING:
@@ -28,13 +27,13 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="the transcript as JSON")
     add_common_arguments(p, session=False)
-    p.set_defaults(func=cmd_show, imports=(*RUNTIME_IMPORTS, "zuno.agent.transcript"))
+    p.set_defaults(func=cmd_show, imports=(*STORE_IMPORTS, "zuno.agent.transcript"))
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     from zuno.agent.transcript import Transcript
 
-    rt = runtime_from_args(args)
+    rt = store_from_args(args)
     try:
         if (args.session_id is None) == (not args.continue_latest):
             raise UsageError(
@@ -60,7 +59,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                 print(visible_controls(line))
         return EXIT_OK
     finally:
-        asyncio.run(rt.aclose())
+        rt.close_stores()
 
 
 def no_conversation(calls: int, sid: str) -> str:

@@ -11,25 +11,31 @@ from __future__ import annotations
 
 import argparse
 import os
-import sqlite3
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zuno.cli_support import EXIT_OK, EXIT_USAGE, add_common_arguments, print_json
 from zuno.session_ids import InvalidSessionId, SessionOfAnotherWorkspace, validate_session_id
+
+if TYPE_CHECKING:  # loaded when a store is read: every start builds this parser (zuno --version too)
+    import sqlite3
 
 
 class ReadOnlyStore:
     """Just enough of a Store for the read API, over a read-only connection."""
 
     def __init__(self, path: Path) -> None:
+        import sqlite3
+
         self.path = path
         self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         self._db.row_factory = sqlite3.Row
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        import sqlite3
+
         try:
             return list(self._db.execute(sql, params))
         except sqlite3.OperationalError as e:

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import Field
 
-from zuno import safefs
+from zuno import family_migrations, safefs
 from zuno.declarations import BlockKind, Declarations
 from zuno.permissions import decide
 from zuno.receipts import Conflict, check_fresh, read_call, record_read, sha256_hex
@@ -43,25 +43,7 @@ from zuno.workspace import STATE_DIR
 
 ABSENT = "absent"
 
-MIGRATIONS = [
-    (
-        "0600_patch_ops",
-        """
-        CREATE TABLE patch_ops (
-            session_id TEXT NOT NULL,
-            resource TEXT NOT NULL,
-            op_digest TEXT NOT NULL,
-            content_sha256 TEXT NOT NULL,
-            role TEXT NOT NULL,
-            outcome TEXT NOT NULL,
-            tool TEXT NOT NULL,
-            call_seq INTEGER,
-            at REAL NOT NULL,
-            PRIMARY KEY (session_id, resource, op_digest, content_sha256)
-        );
-        """,
-    )
-]
+MIGRATIONS = family_migrations.PATCH  # (the SQL: zuno.family_migrations)
 
 
 # -- the durable table of operation digests ---------------------------------------------------

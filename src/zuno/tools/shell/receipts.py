@@ -17,28 +17,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from zuno import family_migrations
 from zuno.store import Store
 from zuno.tools.shell.policy import Authority, Limitation
 
-MIGRATIONS: list[tuple[str, str]] = [
-    (
-        "0400_shell_receipts",
-        """
-        CREATE TABLE shell_receipts (
-            id TEXT PRIMARY KEY,
-            session_id TEXT NOT NULL,
-            call_id TEXT NOT NULL,
-            call_seq INTEGER,
-            created_at REAL NOT NULL,
-            authority TEXT NOT NULL,
-            decision TEXT NOT NULL,
-            exit_code INTEGER,
-            body TEXT NOT NULL
-        );
-        CREATE INDEX shell_receipts_session ON shell_receipts(session_id, call_seq);
-        """,
-    )
-]
+MIGRATIONS = family_migrations.SHELL_RECEIPTS  # (the SQL: zuno.family_migrations)
 
 
 def new_receipt_id() -> str:

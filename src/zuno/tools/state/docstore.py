@@ -20,34 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from zuno import family_migrations
 from zuno.store import Store
 from zuno.tool import ToolOutput
 
-MIGRATIONS: list[tuple[str, str]] = [
-    (
-        "1400_work_state",
-        """
-        CREATE TABLE work_state (
-            scope TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            revision INTEGER NOT NULL,
-            body TEXT NOT NULL,
-            updated_at REAL NOT NULL,
-            PRIMARY KEY (scope, kind)
-        );
-        CREATE TABLE work_state_deliveries (
-            scope TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            call_id TEXT NOT NULL,
-            request_digest TEXT NOT NULL,
-            base_revision INTEGER,
-            result TEXT NOT NULL,
-            at REAL NOT NULL,
-            PRIMARY KEY (scope, kind, call_id)
-        )
-        """,
-    )
-]
+MIGRATIONS = family_migrations.STATE_DOCUMENTS  # (the SQL: zuno.family_migrations)
 
 
 def canonical(value: Any) -> str:

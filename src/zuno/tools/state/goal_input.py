@@ -25,34 +25,14 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
+from zuno import family_migrations
 from zuno.store import Store
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import docstore
 from zuno.tools.state.actions import MUTATION, ActionTool, Text, delivery
 from zuno.tools.state.docstore import Also, Doc, StateRefusal, check_revision, named
 
-MIGRATIONS: list[tuple[str, str]] = [
-    (
-        "1410_goal_input_requests",
-        """
-        CREATE TABLE goal_input_requests (
-            id TEXT PRIMARY KEY,
-            session_id TEXT NOT NULL,
-            goal_revision INTEGER NOT NULL,
-            paused_revision INTEGER NOT NULL,
-            question TEXT NOT NULL,
-            options TEXT,
-            status TEXT NOT NULL CHECK (status IN ('pending', 'answered', 'cancelled')),
-            answer TEXT,
-            call_id TEXT NOT NULL,
-            asked_at REAL NOT NULL,
-            closed_at REAL,
-            closed_revision INTEGER
-        );
-        CREATE INDEX goal_input_requests_session ON goal_input_requests (session_id, status)
-        """,
-    )
-]
+MIGRATIONS = family_migrations.STATE_GOAL_INPUT  # (the SQL: zuno.family_migrations)
 
 KIND = "goal"  # the document the request pauses (goal.KIND; not imported: goal imports this module)
 # What the model may ask in one request: a question as long as a criterion.

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, RootModel, field_validator
 
-from zuno import limits
+from zuno import family_migrations, limits
 from zuno.store import Store
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state import fits
@@ -25,66 +25,7 @@ from zuno.tools.state.actions import MUTATION, READ, ActionTool, Text, action_un
 from zuno.tools.state.docstore import StateRefusal, named
 from zuno.tools.state.plan import agent_of
 
-MIGRATIONS: list[tuple[str, str]] = [
-    (
-        "1403_state_memory",
-        """
-        CREATE TABLE state_memory (
-            root TEXT NOT NULL,
-            agent TEXT NOT NULL,
-            key TEXT NOT NULL,
-            content TEXT NOT NULL,
-            size INTEGER NOT NULL,
-            revision INTEGER NOT NULL,
-            updated_at REAL NOT NULL,
-            PRIMARY KEY (root, agent, key)
-        );
-        CREATE TABLE state_memory_proposals (
-            id TEXT PRIMARY KEY,
-            root TEXT NOT NULL,
-            agent TEXT NOT NULL,
-            op TEXT NOT NULL CHECK (op IN ('set', 'delete')),
-            key TEXT NOT NULL,
-            content TEXT,
-            status TEXT NOT NULL CHECK (status IN ('pending', 'accepted', 'rejected')),
-            session_id TEXT,
-            call_id TEXT,
-            created_at REAL NOT NULL,
-            decided_at REAL
-        )
-        """,
-    ),
-    (
-        # Two pending proposals for one key: accepting one supersedes the others (status
-        # 'superseded', superseded_by the accepted id). base_revision: the entry's revision when the
-        # proposal was made (0: no entry), so an accept never silently overwrites a change made since.
-        "1404_state_memory_superseded",
-        """
-        CREATE TABLE state_memory_proposals_next (
-            id TEXT PRIMARY KEY,
-            root TEXT NOT NULL,
-            agent TEXT NOT NULL,
-            op TEXT NOT NULL CHECK (op IN ('set', 'delete')),
-            key TEXT NOT NULL,
-            content TEXT,
-            status TEXT NOT NULL CHECK (status IN ('pending', 'accepted', 'rejected', 'superseded')),
-            session_id TEXT,
-            call_id TEXT,
-            created_at REAL NOT NULL,
-            decided_at REAL,
-            superseded_by TEXT,
-            base_revision INTEGER
-        );
-        INSERT INTO state_memory_proposals_next
-            (id, root, agent, op, key, content, status, session_id, call_id, created_at, decided_at)
-            SELECT id, root, agent, op, key, content, status, session_id, call_id, created_at, decided_at
-            FROM state_memory_proposals;
-        DROP TABLE state_memory_proposals;
-        ALTER TABLE state_memory_proposals_next RENAME TO state_memory_proposals;
-        CREATE INDEX state_memory_proposals_by_key ON state_memory_proposals (root, agent, key, status)
-        """,
-    ),
-]
+MIGRATIONS = family_migrations.STATE_MEMORY  # (the SQL: zuno.family_migrations)
 
 # fullmatch, not match with "$": "$" also matches before a trailing newline, so "k\n" was a key.
 _KEY = re.compile(r"[A-Za-z0-9_.\-/]{1,100}")

@@ -18,30 +18,14 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, RootModel, field_validator
 
-from zuno import limits
+from zuno import family_migrations, limits
 from zuno.declarations import Declarations
 from zuno.tool import ToolArgs, ToolContext, ToolOutput
 from zuno.tools.state.actions import MUTATION, READ, ActionTool, action_union, inner
 from zuno.tools.state.docstore import StateRefusal, canonical, digest
 from zuno.tools.state.plan import agent_of
 
-MIGRATIONS: list[tuple[str, str]] = [
-    (
-        "1402_state_notes",
-        """
-        CREATE TABLE state_notes (
-            session_id TEXT NOT NULL,
-            agent TEXT NOT NULL,
-            name TEXT NOT NULL,
-            revision INTEGER NOT NULL,
-            content TEXT NOT NULL,
-            size INTEGER NOT NULL,
-            updated_at REAL NOT NULL,
-            PRIMARY KEY (session_id, agent, name)
-        )
-        """,
-    )
-]
+MIGRATIONS = family_migrations.STATE_NOTES  # (the SQL: zuno.family_migrations)
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
 

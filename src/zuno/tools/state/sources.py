@@ -28,28 +28,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from zuno import family_migrations
 from zuno.store import Store
 from zuno.tools.state.docstore import digest
 
 Origin = Literal["user", "runtime_report", "compaction_marker", "synthetic_prompt"]
 
-MIGRATIONS: list[tuple[str, str]] = [
-    (
-        "1401_state_transcript",
-        """
-        CREATE TABLE state_transcript (
-            id TEXT PRIMARY KEY,
-            session_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
-            origin TEXT NOT NULL CHECK (origin IN ('user', 'runtime_report', 'compaction_marker', 'synthetic_prompt')),
-            parts TEXT NOT NULL,
-            created_at REAL NOT NULL
-        );
-        CREATE INDEX state_transcript_by_session ON state_transcript (session_id, seq)
-        """,
-    )
-]
+MIGRATIONS = family_migrations.STATE_SOURCES  # (the SQL: zuno.family_migrations)
 
 # Part types: {"type": "text", "text"}, {"type": "image", "media_type", "data_b64"},
 # {"type": "attachment", "name", "media_type", "size", "sha256"}, and assistant-only
