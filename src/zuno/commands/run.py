@@ -440,7 +440,10 @@ class _Interrupts:
         if main is None or loop is None or agent is None or main.done():
             self.exit = self.exit or (ending if signum != signal.SIGINT else EXIT_INTERRUPTED)
             return
+        from zuno.store.connection import note_deferred
+
         self.count += 1
+        note_deferred(signum, loop)  # its effect waits for the loop: a store wait holding it up ends
         if signum == signal.SIGINT and self.count == 1:
             print("\nzuno: interrupting (Ctrl-C again to exit)", file=sys.stderr, flush=True)
             loop.call_soon_threadsafe(agent.interrupt)

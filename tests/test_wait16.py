@@ -1,0 +1,99 @@
+"""Store waits, continued (sixteenth round).
+
+1. A Ctrl-C in the first slice of a store wait (its first 25 ms) was taken by the event loop's
+   handler before the wait's own was installed, so that wait ran to its end: now it ends the wait.
+   The first slice is made long here (``SLICE_MS`` in the child), so the signal lands in it for
+   certain; the child says when it opens the store, and one SIGINT is sent then.
+2. ``zuno plan`` / ``todo`` / ``goal`` read with a connection of their own, Python's 5 s timeout and
+   SQLite's bare "database is locked": now the store's read-only connection, its wait and words.
+3. ``/goal resume`` in interactive ``zuno run`` could not name the request (``--request GI_ID``).
+
+All real: the CLI in a process of its own, a second process holding the lock, a real SIGINT. Times
+are compared with the configured wait only.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from test_store_locked_midcall import Holder
+
+from conftest import zuno_env
+
+WAIT_MS = 8000  # the whole busy wait of the command under test
+FIRST_SLICE_MS = 1500  # its slices, long: a signal sent once the store opens lands in the first
+
+# The CLI with its waits set; it says on stderr when it opens the store (the first statement, and
+# its first slice, follow at once).
+CLI = (
+    "import sys; import zuno.store.connection as c; c.BUSY_TIMEOUT_MS = {ms}; c.SLICE_MS = {slice}\n"
+    "_connect = c._connect\n"
+    "def opening(*a, **k):\n"
+    "    print('test: opening the store', file=sys.stderr, flush=True)\n"
+    "    return _connect(*a, **k)\n"
+    "c._connect = opening\n"
+    "from zuno.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+@pytest.fixture
+def holder(workspace: Path, tmp_path: Path) -> Iterator[Holder]:
+    h = Holder(tmp_path, workspace / ".zuno" / "zuno.db")
+    yield h
+    h.stop()
+
+
+def _start(workspace: Path, *args: str, ms: int = WAIT_MS, slice_ms: int = FIRST_SLICE_MS) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", CLI.format(ms=ms, slice=slice_ms), *args, "--root", str(workspace)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=zuno_env({"NO_COLOR": "1"}),
+    )
+
+
+def _first_session(workspace: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "zuno", "call", "read", '{"path": "."}', "--root", str(workspace)],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, env=zuno_env(), timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def _interrupt_at_open(child: subprocess.Popen[str]) -> tuple[str, float]:
+    """One SIGINT as soon as the child opens the store; its stderr, and how long it took to exit."""
+    assert child.stderr is not None
+    seen = []
+    while "test: opening the store" not in (line := child.stderr.readline()):
+        assert line, f"the child ended before opening the store: {''.join(seen)}"
+        seen.append(line)
+    child.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    try:
+        _out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    return "".join(seen) + err, time.monotonic() - sent
+
+
+def test_ctrl_c_in_the_first_slice_of_the_wait_at_open_ends_it(workspace: Path, holder: Holder) -> None:
+    _first_session(workspace)
+    holder.take()
+    child = _start(workspace, "call", "read", '{"path": "."}', "-c")
+    err, after = _interrupt_at_open(child)
+    assert after < WAIT_MS / 1000 / 2, f"exited {after:.2f} s after Ctrl-C, with a busy wait of {WAIT_MS} ms"
+    assert child.returncode == 130, err
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert "Zuno stopped waiting for it after" in err and "(interrupted)" in err, err
+    assert "stayed locked for the whole" not in err, err
