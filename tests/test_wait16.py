@@ -27,18 +27,18 @@ from test_store_locked_midcall import Holder
 
 from conftest import zuno_env
 
-WAIT_MS = 8000  # the whole busy wait of the command under test
-FIRST_SLICE_MS = 1500  # its slices, long: a signal sent once the store opens lands in the first
+WAIT_MS = 6000  # the whole busy wait of the command under test
+FIRST_SLICE_MS = 1000  # its slices, long: a signal sent once the store opens lands in the first
 
 # The CLI with its waits set; it says on stderr when it opens the store (the first statement, and
 # its first slice, follow at once).
 CLI = (
-    "import sys; import zuno.store.connection as c; c.BUSY_TIMEOUT_MS = {ms}; c.SLICE_MS = {slice}\n"
-    "_connect = c._connect\n"
+    "import sqlite3, sys; import zuno.store.connection as c; c.BUSY_TIMEOUT_MS = {ms}; c.SLICE_MS = {slice}\n"
+    "_connect = sqlite3.connect\n"
     "def opening(*a, **k):\n"
     "    print('test: opening the store', file=sys.stderr, flush=True)\n"
     "    return _connect(*a, **k)\n"
-    "c._connect = opening\n"
+    "sqlite3.connect = opening\n"
     "from zuno.cli import main; sys.exit(main(sys.argv[1:]))"
 )
 
@@ -69,13 +69,15 @@ def _first_session(workspace: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def _interrupt_at_open(child: subprocess.Popen[str]) -> tuple[str, float]:
-    """One SIGINT as soon as the child opens the store; its stderr, and how long it took to exit."""
+def _interrupt_at_open(child: subprocess.Popen[str], into: float = 0.0) -> tuple[str, float]:
+    """One SIGINT as soon as the child opens the store (or ``into`` seconds later: into its wait);
+    its stderr, and how long it took to exit after the signal."""
     assert child.stderr is not None
     seen = []
     while "test: opening the store" not in (line := child.stderr.readline()):
         assert line, f"the child ended before opening the store: {''.join(seen)}"
         seen.append(line)
+    time.sleep(into)  # (into the wait: not a timing assertion)
     child.send_signal(signal.SIGINT)
     sent = time.monotonic()
     try:
@@ -97,3 +99,74 @@ def test_ctrl_c_in_the_first_slice_of_the_wait_at_open_ends_it(workspace: Path, 
     assert "Traceback" not in err and "internal error" not in err, err
     assert "Zuno stopped waiting for it after" in err and "(interrupted)" in err, err
     assert "stayed locked for the whole" not in err, err
+
+
+# -- 2. zuno plan / todo / goal read through the store's read-only connection ----------------------
+
+SHORT_MS = 800  # the busy wait of a read left to run out
+
+# Another program that holds the store in exclusive locking mode: in WAL mode the one lock that
+# keeps readers out (a plain BEGIN EXCLUSIVE does not: it is BEGIN IMMEDIATE there).
+EXCLUSIVE_HOLDER = (
+    "import sqlite3, sys, time\n"
+    "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+    "c.execute('PRAGMA locking_mode=EXCLUSIVE')\n"
+    "c.execute('BEGIN EXCLUSIVE')\n"
+    "c.execute('SELECT COUNT(*) FROM sessions').fetchone()\n"
+    "print('held', flush=True)\n"
+    "sys.stdin.read()\n"  # until the test closes its end
+)
+
+
+@pytest.fixture
+def exclusive_holder(workspace: Path) -> Iterator[subprocess.Popen[str]]:
+    _first_session(workspace)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", EXCLUSIVE_HOLDER, str(workspace / ".zuno" / "zuno.db")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_zuno_plan_reads_while_another_process_holds_begin_exclusive(workspace: Path, holder: Holder) -> None:
+    """WAL mode: a read never waits for another program's transaction, BEGIN EXCLUSIVE included."""
+    _first_session(workspace)
+    holder.take()
+    for kind in ("plan", "goal"):
+        began = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-c", CLI.format(ms=WAIT_MS, slice=25), kind, "--root", str(workspace)],
+            capture_output=True, text=True, stdin=subprocess.DEVNULL, env=zuno_env(), timeout=60,
+        )
+        took = time.monotonic() - began
+        assert done.returncode == 0, done.stderr
+        assert f"no {kind} yet" in done.stdout, done.stdout
+        assert took < WAIT_MS / 1000 / 2, f"{took:.2f} s for a read, with a busy wait of {WAIT_MS} ms"
+
+
+def test_zuno_plan_on_a_store_held_exclusively_waits_the_stores_wait_and_says_so(
+    workspace: Path, exclusive_holder: subprocess.Popen[str]
+) -> None:
+    began = time.monotonic()
+    child = _start(workspace, "plan", ms=SHORT_MS, slice_ms=25)
+    _out, err = child.communicate(timeout=60)
+    took = time.monotonic() - began
+    db = workspace / ".zuno" / "zuno.db"
+    assert child.returncode == 2, err
+    assert f"store {db} is locked by another process: it stayed locked for the whole {SHORT_MS / 1000:g} s" in err
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert took >= SHORT_MS / 1000, f"{took:.2f} s for a busy wait of {SHORT_MS} ms"
+
+
+def test_ctrl_c_ends_the_wait_of_zuno_goal_on_a_store_held_exclusively(
+    workspace: Path, exclusive_holder: subprocess.Popen[str]
+) -> None:
+    child = _start(workspace, "goal", slice_ms=25)
+    err, after = _interrupt_at_open(child, into=0.3)
+    assert after < WAIT_MS / 1000 / 2, f"exited {after:.2f} s after Ctrl-C, with a busy wait of {WAIT_MS} ms"
+    assert child.returncode == 130, err
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert "zuno: interrupted" in err, err

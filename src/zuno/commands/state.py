@@ -22,12 +22,16 @@ from zuno.session_ids import InvalidSessionId, SessionOfAnotherWorkspace, valida
 
 
 class ReadOnlyStore:
-    """Just enough of a Store for the read API, over a read-only connection."""
+    """Just enough of a Store for the read API, over the store's read-only connection: its busy
+    wait (interruptible by Ctrl-C) and its words for a store another program keeps locked. (In WAL
+    mode a read does not wait for another program's transaction, even ``BEGIN EXCLUSIVE``; it waits
+    for one that holds the file in exclusive locking mode.)"""
 
     def __init__(self, path: Path) -> None:
+        from zuno.store.connection import open_db
+
         self.path = path
-        self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        self._db.row_factory = sqlite3.Row
+        self._db = open_db(path, [], readonly=True)
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         try:
