@@ -15,6 +15,7 @@ are compared with the configured wait only.
 from __future__ import annotations
 
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -23,9 +24,15 @@ from pathlib import Path
 
 import pytest
 
+import zuno
+from test_run_terminal import Pty
+from test_state_outside import configure
 from test_store_locked_midcall import Holder
+from zuno.commands.goal_resume import parse_goal_line, resume_from_line
 
 from conftest import zuno_env
+from fake_provider import FakeProvider
+from statehelp import call
 
 WAIT_MS = 6000  # the whole busy wait of the command under test
 FIRST_SLICE_MS = 1000  # its slices, long: a signal sent once the store opens lands in the first
@@ -170,3 +177,79 @@ def test_ctrl_c_ends_the_wait_of_zuno_goal_on_a_store_held_exclusively(
     assert child.returncode == 130, err
     assert "Traceback" not in err and "internal error" not in err, err
     assert "zuno: interrupted" in err, err
+
+
+# -- 3. /goal resume --request GI_ID ANSWER in interactive zuno run --------------------------------
+
+
+async def _asked(workspace: Path) -> tuple[str, str]:
+    """A session whose Goal asked for required input: (session id, request id)."""
+    create = {"action": "create", "objective": "ship the service", "criteria": [{"text": "deployed"}]}
+    async with zuno.Runtime(root=workspace) as rt, rt.session() as s:
+        assert (await call(s, "goal_update", create)).outcome == "ok"
+        rec = await call(s, "goal_request_input", {"expected_revision": 1, "question": "Which database?"})
+        assert rec.outcome == "ok", rec.text
+        return s.id, str(rec.metadata["waitingInput"])
+
+
+def _goal_and_requests(workspace: Path, sid: str) -> tuple[dict[str, object], list[tuple[str, str | None]]]:
+    rt = zuno.Runtime(root=workspace)
+    try:
+        goal = rt.state(sid)["goal"]
+    finally:
+        rt.store.close()
+    db = sqlite3.connect(workspace / ".zuno" / "zuno.db")
+    try:
+        rows = [(str(r[0]), r[1]) for r in db.execute("SELECT status, answer FROM goal_input_requests")]
+    finally:
+        db.close()
+    return goal, rows
+
+
+async def test_goal_resume_line_names_the_request_and_is_refused_as_the_command_is(workspace: Path) -> None:
+    sid, rid = await _asked(workspace)
+    assert parse_goal_line(f"/goal resume --request {rid} postgres 16") == ("postgres 16", rid)
+    assert parse_goal_line(f"/goal resume --request={rid}   postgres") == ("postgres", rid)
+    assert parse_goal_line("/goal resume postgres 16") == ("postgres 16", None)
+    assert parse_goal_line("/goal resume") == (None, None)
+    rt = zuno.Runtime(root=workspace)
+    try:
+        said = resume_from_line(rt.store, sid, f"/goal resume --request {rid}")  # no answer
+        assert f"--request {rid} names the request to answer" in said and "/goal resume --request" in said, said
+        said = resume_from_line(rt.store, sid, "/goal resume --request")
+        assert "needs the request's id" in said, said
+        said = resume_from_line(rt.store, sid, "/goal resume --request gi_other postgres")
+        assert "no required-input request gi_other" in said, said
+        said = resume_from_line(rt.store, sid, "/goal resume")
+        assert "waiting for your input" in said, said
+        said = resume_from_line(rt.store, sid, "/goal stop")
+        assert said.startswith("/goal resume [--request GI_ID] [your answer]"), said
+    finally:
+        rt.store.close()
+    goal, rows = _goal_and_requests(workspace, sid)
+    assert goal["revision"] == 2 and rows == [("pending", None)]  # nothing of those changed anything
+    rt = zuno.Runtime(root=workspace)
+    try:
+        said = resume_from_line(rt.store, sid, f"/goal resume --request {rid} postgres 16")
+        assert f"Goal resumed with your answer to {rid}" in said, said
+        said = resume_from_line(rt.store, sid, f"/goal resume --request {rid} sqlite")  # answered once
+        assert f"request {rid} was already answered ('postgres 16')" in said, said
+    finally:
+        rt.store.close()
+    goal, rows = _goal_and_requests(workspace, sid)
+    assert goal["revision"] == 3 and rows == [("answered", "postgres 16")]
+
+
+async def test_slash_goal_resume_with_the_request_in_the_interactive_session(workspace: Path) -> None:
+    sid, rid = await _asked(workspace)
+    with FakeProvider() as fake:
+        configure(workspace, fake)
+        term = Pty(workspace, "--continue")
+        term.until(b"zuno> ")
+        term.write(f"/goal resume --request {rid} postgres 16\r".encode())
+        term.until(b"Goal resumed with your answer to " + rid.encode())
+        term.write(b"/exit\r")
+        assert term.finish() == 0
+        assert fake.requests == []  # nothing was sent to the model
+    goal, rows = _goal_and_requests(workspace, sid)
+    assert goal["revision"] == 3 and rows == [("answered", "postgres 16")]

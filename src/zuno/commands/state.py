@@ -146,7 +146,7 @@ def _goal_text(view: dict[str, Any]) -> list[str]:
         named = f" --request {req['id']}" if req is not None else ""
         lines.append(
             f"  it waits for your input: zuno goal resume --input 'your answer'{named}"
-            " (or /goal resume your answer in zuno run)"
+            f" (or /goal resume{named} your answer in zuno run)"
         )
     elif g["status"] == "paused":
         lines.append("  only you resume it: zuno goal resume (or /goal resume in zuno run)")
