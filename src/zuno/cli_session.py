@@ -149,11 +149,16 @@ def _deferring_sigint(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
 
 async def with_session(args: argparse.Namespace, body: Body) -> int:
     """Build the runtime, resolve and open the session, run body, close; the exit status is body's
-    unless a signal stopped it."""
+    unless a signal stopped it. (A Ctrl-C before the session's handlers are in, or after they are
+    gone, still ends a store wait: ``_deferring_sigint``; resolving ``-c`` reads the store.)"""
+    with _deferring_sigint(asyncio.get_running_loop()):
+        return await _with_session(args, body)
+
+
+async def _with_session(args: argparse.Namespace, body: Body) -> int:
     rt = runtime_from_args(args)
     try:
-        with _deferring_sigint(asyncio.get_running_loop()):  # (-c reads the store: it may wait)
-            session = rt.session(session_from_args(rt, args))
+        session = rt.session(session_from_args(rt, args))
         stop = StopSignals(session)
         with stop.installed(asyncio.get_running_loop()):
             await session.open()
