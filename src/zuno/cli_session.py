@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -102,6 +103,8 @@ class StopSignals:
 
     @contextlib.contextmanager
     def installed(self, loop: asyncio.AbstractEventLoop) -> Iterator[StopSignals]:
+        from zuno.store.connection import defer_to_loop
+
         signals = ((signal.SIGINT, EXIT_INTERRUPTED), (signal.SIGTERM, EXIT_TERMINATED))
         added = []
         for sig, status in signals:
@@ -109,6 +112,10 @@ class StopSignals:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self._on, status)
                 added.append((sig, before))
+                # (the loop's Python-level handler does nothing: its callback runs from its wakeup
+                # descriptor. This one also notes the signal, so a store wait that keeps the loop
+                # from running ends at once.)
+                signal.signal(sig, defer_to_loop(loop))
         try:
             yield self
         finally:
@@ -123,9 +130,32 @@ class StopSignals:
 Body = Callable[["Session", StopSignals], Awaitable[int]]
 
 
+@contextlib.contextmanager
+def _deferring_sigint(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """The SIGINT handler in place (asyncio.run's, whose first Ctrl-C cancels the main task on the
+    loop) chained with ``defer_to_loop`` for the block, so a store wait in it ends at once."""
+    from zuno.store.connection import defer_to_loop
+
+    before = signal.getsignal(signal.SIGINT)
+    if not callable(before) or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.signal(signal.SIGINT, defer_to_loop(loop, before))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 async def with_session(args: argparse.Namespace, body: Body) -> int:
     """Build the runtime, resolve and open the session, run body, close; the exit status is body's
-    unless a signal stopped it."""
+    unless a signal stopped it. (A Ctrl-C before the session's handlers are in, or after they are
+    gone, still ends a store wait: ``_deferring_sigint``; resolving ``-c`` reads the store.)"""
+    with _deferring_sigint(asyncio.get_running_loop()):
+        return await _with_session(args, body)
+
+
+async def _with_session(args: argparse.Namespace, body: Body) -> int:
     rt = runtime_from_args(args)
     try:
         session = rt.session(session_from_args(rt, args))

@@ -9,7 +9,8 @@ how to give it); ``--input ANSWER`` gives it and resumes the Goal, the answer re
 (goal_get's ``input_answer``, and the dynamic context) for the model to read. A Goal paused by
 goal_request_input waits for exactly that request: the answer closes its wait (``answered``) in the
 same transaction; ``--request GI_ID`` names it, and is refused if the Goal waits for another. A
-second answer to an answered request is refused (not taken again, not replaced).
+second answer to an answered request is refused (not taken again, not replaced). In ``zuno run``:
+``/goal resume [--request GI_ID] [ANSWER]`` (``resume_from_line``), refused as the command is.
 """
 
 from __future__ import annotations
@@ -86,6 +87,50 @@ def resume_paused_goal(
         with_answer = f" with your answer to {answered}" if answered else " with your answer"
     done = f"Goal resumed{with_answer} (it was paused: {why}; now revision {result['revision']})."
     return Resumed(True, done, result["revision"], answered)
+
+
+GOAL_LINE_USAGE = (
+    "/goal resume [--request GI_ID] [your answer] (resumes the paused Goal; --request names the "
+    "required-input request the answer answers; zuno goal shows it)"
+)
+
+
+def parse_goal_line(line: str) -> tuple[str | None, str | None] | str:
+    """The (answer, request) of an interactive ``/goal resume [--request GI_ID] [ANSWER]`` line
+    (``--request=GI_ID`` too), or why the line is not one (the usage, or what is missing)."""
+    words = line.split(None, 2)
+    if words[:1] != ["/goal"] or words[1:2] != ["resume"]:
+        return GOAL_LINE_USAGE
+    rest = words[2] if len(words) > 2 else ""
+    request: str | None = None
+    parts = rest.split(None, 1)
+    if parts and (parts[0] == "--request" or parts[0].startswith("--request=")):
+        if parts[0] == "--request":
+            parts = parts[1].split(None, 1) if len(parts) > 1 else [""]
+        else:
+            parts[0] = parts[0].removeprefix("--request=")
+        request = parts[0]
+        if not request:
+            return "/goal resume --request needs the request's id: /goal resume --request GI_ID your answer."
+        rest = parts[1] if len(parts) > 1 else ""
+    answer = rest.strip() or None
+    if request is not None and answer is None:
+        return (
+            f"--request {request} names the request to answer: give the answer after it "
+            f"(/goal resume --request {request} your answer)."
+        )
+    return answer, request
+
+
+def resume_from_line(store: Any, session_id: str, line: str) -> str:
+    """What interactive ``zuno run`` says for a ``/goal ...`` line: the usage, or the resume's outcome
+    (the same refusals as ``zuno goal resume --input ANSWER --request GI_ID``). A store locked by
+    another process raises (``StoreUnusable``), nothing resumed."""
+    parsed = parse_goal_line(line)
+    if isinstance(parsed, str):
+        return parsed
+    answer, request = parsed
+    return resume_paused_goal(store, session_id, answer, request).message
 
 
 def request_problem(answer: str | None, request: str | None) -> str | None:

@@ -447,7 +447,10 @@ class _Interrupts:
         if main is None or loop is None or agent is None or main.done():
             self.exit = self.exit or (ending if signum != signal.SIGINT else EXIT_INTERRUPTED)
             return
+        from zuno.store.connection import note_deferred
+
         self.count += 1
+        note_deferred(signum, loop)  # its effect waits for the loop: a store wait holding it up ends
         if signum == signal.SIGINT and self.count == 1:
             print("\nzuno: interrupting (Ctrl-C again to exit)", file=sys.stderr, flush=True)
             loop.call_soon_threadsafe(agent.interrupt)
@@ -481,7 +484,7 @@ def _interactive(
     agent: Agent, view: View, inline: InlineApprover | None, startup: StartupCollection, ran: _Ran
 ) -> int:
     """A line editor with history; each line is one turn. /mode plan|work|goal switches the mode,
-    /goal resume resumes a paused Goal, /exit (or Ctrl-D) leaves. A store locked by another
+    /goal resume [--request GI_ID] [answer] resumes a paused Goal, /exit (or Ctrl-D) leaves. A store locked by another
     process ends the turn only (``_turn_lost_to_lock``); the next prompt goes on from there."""
     import asyncio
 
@@ -549,19 +552,14 @@ def _interactive(
                     else:
                         print(f"zuno: mode {want[0]}")
                 continue
-            if line.split()[0] == "/goal":
-                words = line.split(None, 2)
-                if words[1:2] != ["resume"]:
-                    print("zuno: /goal resume [your answer] (resumes the paused Goal; zuno goal shows it)")
-                else:
-                    from zuno.commands.goal_resume import resume_paused_goal
+            if line.split()[0] == "/goal":  # /goal resume [--request GI_ID] [your answer]
+                from zuno.commands.goal_resume import resume_from_line
 
-                    answer = words[2] if len(words) > 2 else None  # the input a waiting_input Goal waits for
-                    try:
-                        print(f"zuno: {resume_paused_goal(agent.runtime.store, agent.id, answer).message}")
-                    except StoreUnusable as e:
-                        print(f"zuno: {e} The Goal was not resumed: give /goal resume again once the store is free.",
-                              file=sys.stderr)
+                try:
+                    print(f"zuno: {resume_from_line(agent.runtime.store, agent.id, line)}")
+                except StoreUnusable as e:
+                    print(f"zuno: {e} The Goal was not resumed: give /goal resume again once the store is free.",
+                          file=sys.stderr)
                 continue
 
             async def turn(text: str = line) -> None:

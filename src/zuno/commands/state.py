@@ -24,14 +24,16 @@ if TYPE_CHECKING:  # loaded when a store is read: every start builds this parser
 
 
 class ReadOnlyStore:
-    """Just enough of a Store for the read API, over a read-only connection."""
+    """Just enough of a Store for the read API, over the store's read-only connection: its busy
+    wait (interruptible by Ctrl-C) and its words for a store another program keeps locked. (In WAL
+    mode a read does not wait for another program's transaction, even ``BEGIN EXCLUSIVE``; it waits
+    for one that holds the file in exclusive locking mode.)"""
 
     def __init__(self, path: Path) -> None:
-        import sqlite3
+        from zuno.store.connection import open_db
 
         self.path = path
-        self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        self._db.row_factory = sqlite3.Row
+        self._db = open_db(path, [], readonly=True)
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         import sqlite3
@@ -148,7 +150,7 @@ def _goal_text(view: dict[str, Any]) -> list[str]:
         named = f" --request {req['id']}" if req is not None else ""
         lines.append(
             f"  it waits for your input: zuno goal resume --input 'your answer'{named}"
-            " (or /goal resume your answer in zuno run)"
+            f" (or /goal resume{named} your answer in zuno run)"
         )
     elif g["status"] == "paused":
         lines.append("  only you resume it: zuno goal resume (or /goal resume in zuno run)")

@@ -8,7 +8,10 @@ The busy wait for a lock another process holds is spent in slices: SQLite waits 
 time, and the statement is tried again until the whole wait (``BUSY_TIMEOUT_MS``) is spent. Between
 tries a signal is handled (the wait runs on the event loop's thread, where a handler that only
 wakes the loop would otherwise run after the whole wait): a SIGINT or SIGTERM that comes during the
-wait ends it (``StoreWaitInterrupted``), its handler having run as usual.
+wait ends it (``StoreWaitInterrupted``), its handler having run as usual. So does one that came
+just before the wait, or in its first slice (before the wait's own handler is installed), when its
+handler's effect waits for the event loop (``defer_to_loop``): the wait keeps the loop from running,
+so it would otherwise run to its end first.
 """
 
 from __future__ import annotations
@@ -20,15 +23,18 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zuno.store.paths import StoreUnusable, check_store_path
+
+if TYPE_CHECKING:
+    import asyncio
 
 WAL_AUTOCHECKPOINT_PAGES = 10_000
 WAL_SIZE_LIMIT_BYTES = 64 << 20
 BUSY_TIMEOUT_MS = 30_000  # read at each open (a test shortens it)
 # One SQLite busy wait: the statement is tried again after each until the whole wait is spent, so a
-# signal is handled within this long. A signal in the first slice of a wait is seen when it ends.
+# signal is handled within this long (one in the first slice, when the slice ends).
 SLICE_MS = 25
 WAIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -111,6 +117,40 @@ class StoreWaitInterrupted(StoreLocked):
         return StoreWaitInterrupted(self.path, self.waited_ms, done, ran=ran, signum=self.signum)
 
 
+# The SIGINT / SIGTERM whose handler ran but whose effect (a callback it scheduled) waits for the
+# event loop to run again: a store wait on the loop's thread ends at once while one is here.
+_deferred: list[int] = []
+
+
+def defer_to_loop(
+    loop: asyncio.AbstractEventLoop, handler: Callable[[int, Any], Any] | None = None
+) -> Callable[[int, Any], Any]:
+    """A Python-level handler of a stop signal whose effect ``loop`` carries out (``handler``,
+    chained, schedules it; None: the loop's own ``add_signal_handler`` callback, reached through its
+    wakeup descriptor, does). It notes the signal until the loop runs again (``deferred``): a store
+    wait on the loop's thread, which keeps the loop from running, ends at once, even one that began
+    after the signal or in whose first slice the signal came."""
+
+    def handle(signum: int, frame: Any) -> None:
+        note_deferred(signum, loop)
+        if handler is not None:
+            handler(signum, frame)
+
+    return handle
+
+
+def note_deferred(signum: int, loop: asyncio.AbstractEventLoop) -> None:
+    """A stop signal came whose effect waits for ``loop``: noted until the loop runs again."""
+    _deferred.append(signum)
+    with contextlib.suppress(RuntimeError):  # (a closed loop never runs its callbacks: nothing waits)
+        loop.call_soon_threadsafe(_deferred.clear)
+
+
+def deferred() -> int | None:
+    """The stop signal noted by ``note_deferred`` that the event loop has not run since, or None."""
+    return _deferred[0] if _deferred else None
+
+
 @contextlib.contextmanager
 def _signals_noted() -> Iterator[list[int]]:
     """The SIGINT / SIGTERM that come during the block, noted (their handlers run too, as before:
@@ -187,7 +227,7 @@ class StoreConnection(sqlite3.Connection):
             raise self._locked()
         try:
             with _signals_noted() as noted:
-                while not noted and (left := deadline - time.monotonic()) > 0:
+                while not noted and deferred() is None and (left := deadline - time.monotonic()) > 0:
                     slice_ms = max(1, min(SLICE_MS, int(left * 1000)))
                     self._busy_timeout(slice_ms)
                     try:
@@ -195,9 +235,9 @@ class StoreConnection(sqlite3.Connection):
                     except sqlite3.OperationalError as e:
                         if not is_locked(e):
                             raise self._mapped(e) from None
-            if noted:
+            if (signum := noted[0] if noted else deferred()) is not None:
                 waited = int((time.monotonic() - began) * 1000)
-                self.interrupted = StoreWaitInterrupted(self.store_path, waited, signum=noted[0])
+                self.interrupted = StoreWaitInterrupted(self.store_path, waited, signum=signum)
                 raise self.interrupted.having("")
             raise self._locked()
         except BaseException as e:
