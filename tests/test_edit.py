@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import batch
 
 import zuno
 from stepclient import StepClient
+
+from conftest import batch
 
 
 class Z(StepClient):

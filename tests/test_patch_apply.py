@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import batch
 
 import zuno
 from stepclient import StepClient
 from zuno.tools.patch import applier
+
+from conftest import batch
 
 
 class Z(StepClient):

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.conftest import RunZuno
+
+from conftest import RunZuno
 
 SECRETS = {
     "ZUNO_SECRET_TOKEN": "s3cr3t-upper",

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import batch
 
 import zuno
 from zuno import limits
 from zuno.tools.reports import name_problem
+
+from conftest import batch
 
 
 async def _call(root: Path, calls: list[dict[str, Any]], **kw: Any) -> list[dict[str, Any]]:

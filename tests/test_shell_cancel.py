@@ -12,10 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.conftest import zuno_env
 
 import zuno
 from zuno.process import RunningCommand
+
+from conftest import zuno_env
 
 
 def _exists(p: Path) -> bool:

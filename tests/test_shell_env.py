@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import RunZuno
 
 import zuno
 from zuno.tools.shell import EnvHookInfo, add_env_hook
 from zuno.tools.shell.env import build_environment, withheld
+
+from conftest import RunZuno
 
 WITHHELD = {
     "ZUNO_PID": "value-of-zuno-pid-4242",

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import RunZuno, batch
-
 import zuno
 from zuno.tools.shell import receipt as fetch_receipt
+
+from conftest import RunZuno, batch
 
 
 async def run_shell(root: Path, arguments: dict[str, Any], config: dict[str, Any] | None = None) -> zuno.CallRecord:
