@@ -10,29 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import zuno
-
-from conftest import zuno_env
-
-# The real entry point (python -m zuno); the loaded modules are written to a file when it ends.
-_PROBE = """
-import json, runpy, sys
-out, sys.argv = sys.argv[1], ["zuno", *sys.argv[2:]]
-try:
-    runpy.run_module("zuno", run_name="__main__", alter_sys=True)
-except SystemExit as e:
-    code = e.code
-else:
-    code = 0
-with open(out, "w") as f:
-    json.dump({"status": code, "modules": sorted(sys.modules)}, f)
-"""
+from test_cli_startup import hits, probe
 
 # The tool surface: the runtime, admission and dispatch, and the tool families' modules.
 TOOL_SURFACE = (
@@ -47,26 +30,6 @@ TOOL_SURFACE = (
 )
 # What only the store's listing does not need either (a session's tools, the event loop, TLS).
 NOT_FOR_A_LISTING = (*TOOL_SURFACE, "zuno.tools.shell.tool", "zuno.tool", "asyncio", "ssl")
-
-
-def _loaded(tmp: Path, cwd: Path, *args: str) -> tuple[object, str, list[str], str]:
-    out = tmp / "modules.json"
-    out.unlink(missing_ok=True)
-    proc = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(out), *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=zuno_env(),
-        timeout=120,
-    )
-    assert out.exists(), proc.stderr
-    data = json.loads(out.read_text())
-    return data["status"], proc.stdout, data["modules"], proc.stderr
-
-
-def _hits(modules: list[str], banned: tuple[str, ...]) -> list[str]:
-    return [m for m in modules if any(m == b or m.startswith(b + ".") for b in banned)]
 
 
 @pytest.fixture(scope="module")
@@ -94,10 +57,10 @@ def with_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_listing_the_store_builds_no_tool_surface(
     tmp_path: Path, with_session: Path, args: tuple[str, ...], shows: str
 ) -> None:
-    status, out, modules, _err = _loaded(tmp_path, with_session, *args)
+    status, out, modules, _err = probe(tmp_path, with_session, *args)
     assert status == 0 and shows in out  # the command really read the session
     assert "zuno.workspace_store" in modules
-    assert _hits(modules, NOT_FOR_A_LISTING) == []
+    assert hits(modules, NOT_FOR_A_LISTING) == []
 
 
 @pytest.mark.parametrize(
@@ -113,9 +76,9 @@ def test_listing_the_store_builds_no_tool_surface(
 def test_store_commands_build_no_tool_surface(
     tmp_path: Path, with_session: Path, args: tuple[str, ...], status: int
 ) -> None:
-    got, _out, modules, _err = _loaded(tmp_path, with_session, *args)
+    got, _out, modules, _err = probe(tmp_path, with_session, *args)
     assert got == status
-    assert _hits(modules, TOOL_SURFACE) == []
+    assert hits(modules, TOOL_SURFACE) == []
 
 
 def test_the_family_migrations_are_the_registrys() -> None:
@@ -131,13 +94,13 @@ def test_a_bad_config_is_refused_by_a_listing_as_by_the_surface(tmp_path: Path, 
     ws = tmp_path / "bad"
     ws.mkdir()
     (ws / "zuno.json").write_text(json.dumps({"tools": {"shel": True}}))
-    status, _out, modules, err = _loaded(tmp_path, ws, "sessions")
+    status, _out, modules, err = probe(tmp_path, ws, "sessions")
     assert status == 2
     assert err.startswith("zuno: config key tools.shel: not a tool of profile 'zuno'. Known: ")
-    assert _hits(modules, TOOL_SURFACE) == []
+    assert hits(modules, TOOL_SURFACE) == []
 
 
 def test_version_loads_no_event_loop_tls_sqlite_or_pydantic(tmp_path: Path, workspace: Path) -> None:
-    status, out, modules, _err = _loaded(tmp_path, workspace, "--version")
+    status, out, modules, _err = probe(tmp_path, workspace, "--version")
     assert status in (0, None) and out.startswith("zuno ")
-    assert _hits(modules, ("asyncio", "ssl", "sqlite3", "pydantic", "zuno.cli_session")) == []
+    assert hits(modules, ("asyncio", "ssl", "sqlite3", "pydantic", "zuno.cli_session")) == []

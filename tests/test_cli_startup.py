@@ -65,8 +65,11 @@ NOT_FOR_A_READ = (
 )
 
 
-def _loaded(tmp_path: Path, cwd: Path, *args: str, stdin: str | None = None) -> tuple[object, list[str]]:
+def probe(tmp_path: Path, cwd: Path, *args: str, stdin: str | None = None) -> tuple[object, str, list[str], str]:
+    """Run ``zuno ARGS`` through the real entry point: its exit status, stdout, the modules it had
+    loaded when it ended, and stderr."""
     out = tmp_path / "modules.json"
+    out.unlink(missing_ok=True)
     proc = subprocess.run(
         [sys.executable, "-c", _PROBE, str(out), *args],
         input=stdin,
@@ -78,10 +81,16 @@ def _loaded(tmp_path: Path, cwd: Path, *args: str, stdin: str | None = None) -> 
     )
     assert out.exists(), proc.stderr
     data = json.loads(out.read_text())
-    return data["status"], data["modules"]
+    return data["status"], proc.stdout, data["modules"], proc.stderr
 
 
-def _hits(modules: list[str], banned: tuple[str, ...]) -> list[str]:
+def _loaded(tmp_path: Path, cwd: Path, *args: str, stdin: str | None = None) -> tuple[object, list[str]]:
+    status, _out, modules, _err = probe(tmp_path, cwd, *args, stdin=stdin)
+    return status, modules
+
+
+def hits(modules: list[str], banned: tuple[str, ...]) -> list[str]:
+    """The modules of ``modules`` that are one of ``banned`` or inside one."""
     return [m for m in modules if any(m == b or m.startswith(b + ".") for b in banned)]
 
 
@@ -90,7 +99,7 @@ def test_printing_commands_load_no_config_runtime_or_tools(tmp_path: Path, works
     status, modules = _loaded(tmp_path, workspace, *args)
     assert status in (0, None)
     assert "zuno.cli" in modules and "argparse" in modules  # the probe ran the real command
-    assert _hits(modules, NOT_FOR_PRINTING) == []
+    assert hits(modules, NOT_FOR_PRINTING) == []
 
 
 def test_a_read_loads_no_agent_mcp_provider_or_http_client(tmp_path: Path, workspace: Path) -> None:
@@ -98,11 +107,11 @@ def test_a_read_loads_no_agent_mcp_provider_or_http_client(tmp_path: Path, works
     status, modules = _loaded(tmp_path, workspace, "call", "read", '{"path": "a.txt"}')
     assert status == 0
     assert "zuno.runtime" in modules and "zuno.tools.web.fetch_tool" in modules  # the whole surface was built
-    assert _hits(modules, NOT_FOR_A_READ) == []
+    assert hits(modules, NOT_FOR_A_READ) == []
     step = '[{"name": "read", "arguments": {"path": "a.txt"}}]'
     status, modules = _loaded(tmp_path, workspace, "batch", "-", stdin=step)
     assert status == 0
-    assert _hits(modules, NOT_FOR_A_READ) == []
+    assert hits(modules, NOT_FOR_A_READ) == []
 
 
 def test_run_spells_the_session_modes_of_the_agent() -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from test_store_locked_midcall import CLI, Holder
+from test_store_locked_midcall import Holder
 from test_wait16 import _interrupt_at_open
 from test_wait16 import _start as _start_announcing
 from zuno.store import Store, StoreLocked, connection
@@ -43,14 +43,8 @@ def holder(workspace: Path, tmp_path: Path) -> Iterator[Holder]:
 
 
 def _start(workspace: Path, ms: int, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-c", CLI.format(ms=ms), *args, "--root", str(workspace)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=zuno_env({"NO_COLOR": "1"}),
-    )
+    """The CLI with its busy wait set to ``ms`` (in the store's own slices)."""
+    return _start_announcing(workspace, *args, ms=ms, slice_ms=connection.SLICE_MS)
 
 
 def _first_session(workspace: Path) -> str:
@@ -83,8 +77,7 @@ def test_ctrl_c_ends_the_busy_wait_of_zuno_call_at_open(workspace: Path, holder:
     holder.take()
     # The signal goes 0.5 s after the child says it opens the store (not 0.5 s after its start: on a
     # loaded machine that could land in its imports), with the store's own 25 ms slices.
-    argv = ("call", "read", '{"path": "."}', "-c")
-    child = _start_announcing(workspace, *argv, ms=WAIT_MS, slice_ms=connection.SLICE_MS)
+    child = _start(workspace, WAIT_MS, "call", "read", '{"path": "."}', "-c")
     err, after = _interrupt_at_open(child, into=0.5)
     assert after < WAIT_MS / 1000 / 2, f"exited {after:.2f} s after Ctrl-C, with a busy wait of {WAIT_MS} ms"
     assert child.returncode == 130, err
