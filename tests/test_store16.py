@@ -14,7 +14,6 @@ configured wait, never with an absolute.
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import textwrap
@@ -25,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from test_store_locked_midcall import Holder
-from test_wait16 import _interrupt_at_open
+from test_wait16 import _interrupt_at_open, interrupt
 from test_wait16 import _start as _start_announcing
 from zuno.store import Store, StoreLocked, connection
 
@@ -61,15 +60,7 @@ def _interrupt_after(child: subprocess.Popen[str], seconds: float) -> tuple[str,
     after the signal."""
     time.sleep(seconds)  # (into the wait: not a timing assertion)
     assert child.poll() is None, child.communicate()
-    child.send_signal(signal.SIGINT)
-    sent = time.monotonic()
-    try:
-        _out, err = child.communicate(timeout=60)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    return err, time.monotonic() - sent
+    return interrupt(child)
 
 
 def test_ctrl_c_ends_the_busy_wait_of_zuno_call_at_open(workspace: Path, holder: Holder) -> None:

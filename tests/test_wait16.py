@@ -91,6 +91,12 @@ def _interrupt_at_open(child: subprocess.Popen[str], into: float = 0.0) -> tuple
         assert line, f"the child ended before opening the store: {''.join(seen)}"
         seen.append(line)
     time.sleep(into)  # (into the wait: not a timing assertion)
+    err, after = interrupt(child)
+    return "".join(seen) + err, after
+
+
+def interrupt(child: subprocess.Popen[str]) -> tuple[str, float]:
+    """One SIGINT to ``child`` now; its stderr, and how long it took to exit after the signal."""
     child.send_signal(signal.SIGINT)
     sent = time.monotonic()
     try:
@@ -99,7 +105,7 @@ def _interrupt_at_open(child: subprocess.Popen[str], into: float = 0.0) -> tuple
         if child.poll() is None:
             child.kill()
             child.wait()
-    return "".join(seen) + err, time.monotonic() - sent
+    return err, time.monotonic() - sent
 
 
 def test_ctrl_c_in_the_first_slice_of_the_wait_at_open_ends_it(workspace: Path, holder: Holder) -> None:
