@@ -1,6 +1,7 @@
 """Outside testing of the file tools' atomic write (fifteenth round): a temporary file renamed
 over the name. What the replacement keeps of the replaced file, on real files: its mode and its
-user.* extended attributes are kept; a hard link is broken (documented, not fixed)."""
+user.* extended attributes are kept. A file with hard links is rewritten in place since the
+seventeenth round (tests/test_files17_links.py)."""
 
 from __future__ import annotations
 
@@ -50,17 +51,3 @@ async def test_edit_and_write_keep_the_mode_and_user_xattrs(z: Z) -> None:
     assert r["outcome"] == "ok", r["text"]
     assert os.getxattr(f, "user.zuno-test") == b"kept"
     assert f.stat().st_mode & 0o777 == 0o640
-
-
-async def test_an_edit_of_a_hard_linked_file_breaks_the_link(z: Z) -> None:
-    """Documented behaviour (docs/spec-coverage.md, fifteenth round): the edited name gets a new
-    inode, the other name keeps the old content. This pins it so a change is deliberate."""
-    f = z.root / "f.txt"
-    f.write_text("one\n")
-    os.link(f, z.root / "other.txt")
-    assert (await z.call("read", path="f.txt"))["outcome"] == "ok"
-    r = await z.call("edit", path="f.txt", old_string="one", new_string="two")
-    assert r["outcome"] == "ok", r["text"]
-    assert f.read_text() == "two\n"
-    assert (z.root / "other.txt").read_text() == "one\n"
-    assert f.stat().st_nlink == 1

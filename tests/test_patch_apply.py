@@ -454,11 +454,11 @@ async def test_failure_after_the_first_write_is_uncertain_and_names_changed_path
     real = applier.safefs.atomic_write
     calls = {"n": 0}
 
-    def flaky(where: Any, data: bytes, mode: int | None) -> None:
+    def flaky(where: Any, data: bytes, mode: int | None, **kw: Any) -> Any:
         calls["n"] += 1
         if calls["n"] == 2:
             raise OSError(28, "No space left on device")
-        real(where, data, mode)
+        return real(where, data, mode, **kw)
 
     monkeypatch.setattr(applier.safefs, "atomic_write", flaky)
     r = await z.patch(P("*** Update File: a.txt", "@@", "-a", "+A", "*** Update File: b.txt", "@@", "-b", "+B"))

@@ -131,3 +131,17 @@ def check_fresh_digest(ctx: ToolContext, path: Path, current_digest: str, operat
             suggested_call=read_call(shown),
         )
     return None
+
+
+def changed_on_write(ctx: ToolContext, path: Path, current_digest: str, operation_digest: str) -> Conflict:
+    """StaleRead for a file that passed check_fresh but was found changed on the descriptor about
+    to be written (another process wrote it in between): nothing was written."""
+    shown = ctx.workspace.display(path)
+    return Conflict(
+        "StaleRead",
+        shown,
+        operation_digest,
+        current_digest,
+        detail="the file changed between the check and the write (another writer); nothing was written",
+        suggested_call=read_call(shown),
+    )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import hashlib
 import os
 import secrets
 import stat
@@ -24,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from zuno import limits
+from zuno import inplace, limits
 from zuno.declarations import BlockKind
 from zuno.errors import Refused
 
@@ -389,6 +390,68 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
+MISSING = "absent"  # ``expect`` for a target that must not exist (the patch tool's digest of nothing)
+
+
+class Changed(Exception):
+    """The file is no longer what the caller checked (``expect``): found on the descriptor that
+    was about to be replaced or rewritten, so nothing was written. ``digest`` is what is there now
+    (MISSING when nothing is)."""
+
+    def __init__(self, digest: str) -> None:
+        super().__init__("the file changed after it was checked; nothing was written")
+        self.digest = digest
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """How atomic_write replaced the file: ``in_place`` when it kept the inode (the file had more
+    than one name, ``links`` of them, and every name shows the new content); else renamed over the
+    name (``links`` > 1 then means the other names kept the old content)."""
+
+    in_place: bool = False
+    links: int = 1
+
+
+def _temp_name(name: str) -> str:
+    """A fresh hidden name beside ``name`` that says whose copy it is (``.NAME.HEX.zuno-tmp``),
+    or a bare random one when that would be over a file name's length."""
+    tag = secrets.token_hex(8)
+    named = f".{name}.{tag}{TMP_SUFFIX}"
+    return named if len(os.fsencode(named)) <= limits.PATH_NAME_MAX_BYTES else f".{tag}{TMP_SUFFIX}"
+
+
+def _open_current(t: Target, pfd: int, writable: bool) -> tuple[int, bool] | None:
+    """The existing target opened without following a link (and without blocking on a FIFO), and
+    whether it is open for writing: ``writable`` asks for read-write, and falls back to read-only
+    where the kernel refuses a write open (a running executable, a read-only mount or mode). None
+    when nothing is there. A symbolic link swapped in is refused; anything not regular raises."""
+    flags = _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC
+    for rw in (True, False) if writable else (False,):
+        try:
+            fd = os.open(t.name, flags | (os.O_RDWR if rw else os.O_RDONLY), dir_fd=pfd)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            if rw and e.errno in (errno.ETXTBSY, errno.EACCES, errno.EPERM, errno.EROFS):
+                continue
+            if e.errno == errno.ELOOP:
+                raise _linked(t, len(t.parts)) from None
+            if e.errno == errno.EISDIR:
+                raise IsADirectoryError(errno.EISDIR, "is a directory", t.shown()) from None
+            if e.errno == errno.ENXIO:
+                raise NotRegular("a socket or a FIFO", t.shown()) from None
+            raise _translate(e, t, len(t.parts)) from None
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError(errno.EISDIR, "is a directory", t.shown())
+            raise NotRegular(kind_of(mode), t.shown())
+        return fd, rw
+    return None  # unreachable: the read-only open either returns or raises
+
+
 def atomic_write(
     t: Target,
     data: bytes,
@@ -396,14 +459,24 @@ def atomic_write(
     *,
     refuse_protected: bool = False,
     like: tuple[Target, os.stat_result] | None = None,
-) -> None:
+    keep_links: bool = False,
+    expect: str | None = None,
+) -> Written:
     """Replace (or create) the target with exactly data: a temporary file in the same directory
     descriptor, flushed to disk, then renamed over the name. Missing parents are made through the
     same no-follow walk. ``mode``, when given, is set before the rename (a new file takes 0666
     less the umask). ``refuse_protected``: an existing file this process may not write is a
     PermissionError rather than replaced (the file tools; Zuno's own read-only artifacts are not).
     ``like``: a file and its stat when it was checked (a move's source) whose owner and kept
-    extended attributes the new file takes instead of the replaced one's, as ``mv`` keeps them."""
+    extended attributes the new file takes instead of the replaced one's, as ``mv`` keeps them.
+
+    ``expect``: the SHA-256 of the bytes the caller checked (MISSING: nothing was there); checked
+    on the descriptor of the file about to be replaced, just before it is, else Changed.
+    ``keep_links``: a file with more than one name (hard links) is rewritten inside its own inode,
+    so every name shows the new content (``inplace``): the temporary file, flushed first, stays
+    until the inode is flushed, so a crash in the middle leaves the new content whole in it
+    (``.NAME.HEX.zuno-tmp`` beside the file). The link count is read on that descriptor just before
+    the rename, so a link made after the check but before that is kept too."""
     if not t.parts:
         raise IsADirectoryError(errno.EISDIR, "is a directory", ".")
     with parent(t, create=True) as pfd:
@@ -417,26 +490,79 @@ def atomic_write(
             raise IsADirectoryError(errno.EISDIR, "is a directory", t.shown())
         if refuse_protected and st is not None and not _may_write(t.name, pfd):
             raise _write_protected(t)
-        tmp = f".{secrets.token_hex(8)}{TMP_SUFFIX}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, 0o666, dir_fd=pfd)
+        cur, rw = -1, False
+        if st is not None and (keep_links or expect is not None) and not stat.S_ISLNK(st.st_mode):
+            opened = _open_current(t, pfd, keep_links)
+            if opened is not None:
+                cur, rw = opened
+                st = os.fstat(cur)  # the inode that is checked, kept and maybe rewritten
+            else:
+                st = None
         try:
-            try:
-                _write_all(fd, data)
-                if like is not None:
-                    _keep_like(fd, *like)
-                elif st is not None:
-                    _keep_owner(fd, st)  # before the mode: a chown clears set-id bits
-                    _keep_xattrs(t.name, pfd, fd, st)
-                if mode is not None:
-                    os.fchmod(fd, mode)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            return _replace(t, pfd, data, mode, st, cur, rw, like, expect)
+        finally:
+            if cur >= 0:
+                os.close(cur)
+
+
+def _replace(
+    t: Target,
+    pfd: int,
+    data: bytes,
+    mode: int | None,
+    st: os.stat_result | None,
+    cur: int,
+    rw: bool,
+    like: tuple[Target, os.stat_result] | None,
+    expect: str | None,
+) -> Written:
+    tmp = _temp_name(t.name)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, 0o666, dir_fd=pfd)
+    keep_tmp = False
+    try:
+        try:
+            _write_all(fd, data)
+            if like is not None:
+                _keep_like(fd, *like)
+            elif st is not None:
+                _keep_owner(fd, st)  # before the mode: a chown clears set-id bits
+                _keep_xattrs(t.name, pfd, fd, st)
+            if mode is not None:
+                os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        links = os.fstat(cur).st_nlink if cur >= 0 else 1
+        old = inplace.read_all(cur) if cur >= 0 and rw and links > 1 else None
+        if expect is not None:
+            now = MISSING if cur < 0 else (hashlib.sha256(old).hexdigest() if old is not None else inplace.digest(cur))
+            if now != expect:
+                raise Changed(now)
+        if old is None:
             os.rename(tmp, t.name, src_dir_fd=pfd, dst_dir_fd=pfd)
-        except BaseException:
+            return Written(False, links)
+        try:
+            inplace.overwrite(cur, old, data)
+        except OSError as e:
+            if getattr(e, "restored", False):
+                raise
+            keep_tmp = True
+            raise OSError(
+                e.errno,
+                f"{e.strerror}; the file (one inode of {links} names) is partly rewritten, and its new content "
+                f"is whole in {tmp} beside it",
+                t.shown(),
+            ) from e
+        if mode is not None and stat.S_IMODE(os.fstat(cur).st_mode) != mode:
+            with contextlib.suppress(OSError):
+                os.fchmod(cur, mode)  # a write by a non-owner clears set-id bits; the mode asked for is kept
+        os.unlink(tmp, dir_fd=pfd)
+        return Written(True, links)
+    except BaseException:
+        if not keep_tmp:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=pfd)
-            raise
+        raise
 
 
 # Extended attributes a rewrite carries over: user.* (tags, origin marks), the POSIX access ACL

@@ -17,12 +17,22 @@ from pydantic import Field
 
 from zuno import safefs
 from zuno.declarations import BlockKind, Declarations
-from zuno.receipts import Conflict, check_fresh, check_fresh_digest, read_call, record_read, sha256_hex
+from zuno.receipts import (
+    Conflict,
+    changed_on_write,
+    check_fresh,
+    check_fresh_digest,
+    read_call,
+    record_read,
+    sha256_hex,
+)
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.file_scan import (
     digest_current,
     in_thread,
+    links_metadata,
+    links_note,
     normalization_twin,
     not_a_file,
     read_current,
@@ -154,7 +164,13 @@ class EditTool(Tool):
             data = _relay(out, logical, old, new, terms, tf, args.replace_all)
             mode = stat.S_IMODE(st.st_mode)
             try:
-                await in_thread(lambda _stop: safefs.atomic_write(where, data, mode, refuse_protected=True))
+                written = await in_thread(
+                    lambda _stop: safefs.atomic_write(
+                        where, data, mode, refuse_protected=True, keep_links=True, expect=cur_digest
+                    )
+                )
+            except safefs.Changed as e:
+                return changed_on_write(ctx, path, e.digest, op_digest).to_output()
             except OSError as e:
                 try:
                     after, _ = await in_thread(lambda _stop: read_current(where))
@@ -172,13 +188,14 @@ class EditTool(Tool):
             remember(ctx, path, op_digest, cur_digest, "before", "applied", self.name)
             remember(ctx, path, op_digest, after_digest, "after", "applied", self.name)
         return ToolOutput(
-            text=f"Edited {quote_path(shown, grep=False)}: {replaced} replacement(s).",
+            text=f"Edited {quote_path(shown, grep=False)}: {replaced} replacement(s).{links_note(written)}",
             metadata={
                 "writtenPaths": [shown],
                 "replacements": replaced,
                 "sha256": after_digest,
                 "bytes": len(data),
                 "readGeneration": gen,
+                **links_metadata(written),
             },
         )
 

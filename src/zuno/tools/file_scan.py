@@ -260,3 +260,20 @@ def twin_note(shown: str, twin: str) -> str:
         f"a file named {json.dumps(parent + twin)} exists, which looks the same as {json.dumps(shown)} but is "
         "spelled with other Unicode code points (another normalisation form); name it exactly as shown to reach it"
     )
+
+
+def links_note(w: safefs.Written) -> str:
+    """A sentence for a result about a rewritten file with hard links (empty for one name)."""
+    if w.links <= 1:
+        return ""
+    if w.in_place:
+        return f" It has {w.links} hard links: rewritten in place, so every name shows the new content."
+    return (
+        f" Note: it had {w.links} hard links; it was replaced by a new file, so the other "
+        f"{w.links - 1} name(s) keep the old content."
+    )
+
+
+def links_metadata(w: safefs.Written) -> dict[str, object]:
+    """``hardLinks`` / ``inPlace`` for a rewritten file with more than one name (nothing else)."""
+    return {"hardLinks": w.links, "inPlace": w.in_place} if w.links > 1 else {}

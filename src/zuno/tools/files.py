@@ -21,7 +21,7 @@ from pydantic import Field
 
 from zuno import limits, safefs
 from zuno.declarations import READ_ONLY_PARALLEL, BlockKind, Declarations
-from zuno.receipts import check_fresh_digest, record_read, record_seen, sha256_hex
+from zuno.receipts import changed_on_write, check_fresh_digest, record_read, record_seen, sha256_hex
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.file_scan import (
@@ -29,6 +29,8 @@ from zuno.tools.file_scan import (
     digest_current,
     image_format,
     in_thread,
+    links_metadata,
+    links_note,
     normalization_twin,
     not_a_file,
     refuse_directory_name,
@@ -312,14 +314,22 @@ class WriteTool(Tool):
                 return ToolOutput.failure(not_a_file(shown, e, "write creates or replaces files only"))
             existed = current is not None
             mode = None
+            expect = safefs.MISSING
             if current is not None:
                 cur_digest, _size, st = current
                 conflict = check_fresh_digest(ctx, path, cur_digest, op_digest)
                 if conflict is not None:
                     return conflict.to_output()
                 mode = stat.S_IMODE(st.st_mode)
+                expect = cur_digest
             try:
-                await in_thread(lambda _stop: safefs.atomic_write(where, data, mode, refuse_protected=True))
+                written = await in_thread(
+                    lambda _stop: safefs.atomic_write(
+                        where, data, mode, refuse_protected=True, keep_links=True, expect=expect
+                    )
+                )
+            except safefs.Changed as e:
+                return changed_on_write(ctx, path, e.digest, op_digest).to_output()
             except OSError as e:
                 return ToolOutput.failure(not_a_file(shown, e, "nothing was written"))
             generation = record_read(ctx, path, data)
@@ -327,13 +337,14 @@ class WriteTool(Tool):
         verb = "Replaced" if existed else "Created"
         note = f" Note: {twin_note(shown, twin)}; this is a second file beside it." if twin is not None else ""
         return ToolOutput(
-            text=f"{verb} {quote_path(shown, grep=False)} ({len(data)} bytes).{note}",
+            text=f"{verb} {quote_path(shown, grep=False)} ({len(data)} bytes).{note}{links_note(written)}",
             metadata={
                 "writtenPaths": [shown],
                 "bytes": len(data),
                 "sha256": sha256_hex(data),
                 "created": not existed,
                 "readGeneration": generation,
+                **links_metadata(written),
             },
         )
 

@@ -24,10 +24,11 @@ from pydantic import Field
 from zuno import family_migrations, safefs
 from zuno.declarations import BlockKind, Declarations
 from zuno.permissions import decide
-from zuno.receipts import Conflict, check_fresh, read_call, record_read, sha256_hex
+from zuno.receipts import Conflict, changed_on_write, check_fresh, read_call, record_read, sha256_hex
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
 from zuno.tools.file_scan import (
     in_thread,
+    links_metadata,
     normalization_twin,
     not_a_file,
     read_current,
@@ -476,12 +477,16 @@ class ApplyPatchTool(Tool):
         return ToolOutput.failure(text, **meta)
 
     async def _write(self, ctx: ToolContext, plans: list[Planned], patch_digest: str) -> ToolOutput:
+        """Write every planned file. An update rewrites a file with hard links in place (every name
+        shows it); a move writes a new file at the destination and removes the source's name, so
+        the source's other hard links keep its old content, as after ``mv`` and a rewrite. Each
+        file is checked, on the descriptor about to be written, to be what preflight read."""
         originals: dict[Path, tuple[safefs.Target, bytes | None]] = {}
         for plan in plans:
             originals[plan.source] = (plan.where, plan.before)
             if plan.dest is not None and plan.dest_where is not None:
                 originals[plan.dest] = (plan.dest_where, plan.dest_before)
-        writes: list[tuple[safefs.Target, bytes, int | None, tuple[safefs.Target, os.stat_result] | None]] = []
+        writes: list[tuple[Planned, safefs.Target, bytes, tuple[safefs.Target, os.stat_result] | None, str]] = []
         removals: list[safefs.Target] = []
         for plan in plans:
             if plan.op.kind == "delete":
@@ -489,17 +494,26 @@ class ApplyPatchTool(Tool):
             else:
                 assert plan.after is not None
                 st = plan.source_stat
-                like = (plan.where, st) if plan.dest is not None and st is not None else None  # a move
-                writes.append((plan.target_where, plan.after, plan.mode, like))
-                if plan.dest is not None:
+                if plan.dest is not None:  # a move: a new file at the destination (see _write's docs)
+                    like = (plan.where, st) if st is not None else None
+                    before = plan.dest_before
+                    expect = sha256_hex(before) if before is not None else ABSENT
+                    writes.append((plan, plan.target_where, plan.after, like, expect))
                     removals.append(plan.where)
+                else:
+                    writes.append((plan, plan.where, plan.after, None, plan.before_digest))
+        done: dict[Path, safefs.Written] = {}
+        changed_at: list[Planned] = []
 
         def apply(_stop: object) -> None:
-            for where, data, mode, like in writes:  # write protection: checked in preflight
-                if like is None:
-                    safefs.atomic_write(where, data, mode)
-                else:
-                    safefs.atomic_write(where, data, mode, like=like)
+            for plan, where, data, like, expect in writes:  # write protection: checked in preflight
+                try:
+                    done[plan.target] = safefs.atomic_write(
+                        where, data, plan.mode, like=like, keep_links=like is None and plan.dest is None, expect=expect
+                    )
+                except safefs.Changed:
+                    changed_at.append(plan)
+                    raise
             for where in removals:
                 safefs.unlink(where)
 
@@ -511,6 +525,10 @@ class ApplyPatchTool(Tool):
         try:
             await in_thread(apply)
         except Exception as e:  # I/O once writing began: observe what changed
+            if isinstance(e, safefs.Changed) and not done and changed_at:  # found before any write
+                plan = changed_at[0]
+                c = changed_on_write(ctx, plan.target, e.digest, plan.op_digest)
+                return self._refuse(ctx, plans, [c], [], patch_digest)
             changed, present = await in_thread(observe)
             if not changed:
                 return ToolOutput.failure(
@@ -564,8 +582,15 @@ class ApplyPatchTool(Tool):
                 "bytes": len(plan.after),
                 "readGeneration": gen,
             }
+            entry.update(links_metadata(done.get(plan.target, safefs.Written())))
             if plan.dest is not None:
                 entry["from"] = src_shown
+                left = plan.source_stat.st_nlink - 1 if plan.source_stat is not None else 0
+                if left > 0:  # a move is a new file: the source's other names keep its old content
+                    entry["sourceOtherNames"] = left
+                    summary[-1] += f" (the other {left} hard link(s) of {_named(src_shown)} keep its old content)"
+            elif done.get(plan.target, safefs.Written()).in_place:
+                summary[-1] += f" (in place: all {done[plan.target].links} hard links show it)"
             if plan.op.kind == "update":
                 entry["chunks"] = len(plan.op.chunks)
                 entry["matchedAtLines"] = plan.chunks_at
