@@ -7,8 +7,10 @@ it; a file with one name is still replaced by the atomic rename. Real files, rea
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -239,3 +241,43 @@ async def test_a_symlink_swapped_in_for_the_file_is_never_written_through(z: Ste
             assert any(w in r["text"] for w in ("symbolic link", "StaleRead", "outside the workspace")), r["text"]
     print({r["text"][:60] for r in results})
     assert temps(root) == [] and temps(outside) == []
+
+
+def _mount_tmpfs(where: Path, options: str) -> bool:
+    where.mkdir()
+    if os.geteuid() != 0:
+        return False
+    mount = ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)]
+    return subprocess.run(mount, capture_output=True).returncode == 0
+
+
+async def test_a_full_disk_while_extending_in_place_leaves_the_old_file_whole(z: StepClient) -> None:
+    """The recovery copy fits, the inode's growth does not: the rewrite in place fails while
+    extending the file, before any old byte changed, and the file is cut back. Every name keeps
+    the old bytes, no copy is left, and the result says nothing was written (the file unchanged)."""
+    full = z.root / "full"
+    if not _mount_tmpfs(full, "size=256k"):
+        pytest.skip("needs root to mount a small tmpfs")
+    try:
+        f = full / "f.txt"
+        f.write_text("one\n" * 2048)  # 8 KiB
+        os.link(f, full / "other.txt")
+        filler = full / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(fd, b"\0" * 4096)
+        os.close(fd)
+        os.truncate(filler, max(0, filler.stat().st_size - 48 * 1024))  # room for 48 KiB: the copy, not the growth
+        await z.read("full/f.txt")
+        for tool, args in (
+            ("write", {"path": "full/f.txt", "content": "two\n" * 10240}),  # 40 KiB
+            ("edit", {"path": "full/f.txt", "old_string": "one\n", "new_string": "two\n" * 6, "replace_all": True}),
+        ):
+            r = await z.call(tool, **args)
+            assert r["outcome"] == "error" and "No space left" in r["text"], r["text"]
+            assert "unchanged" in r["text"] or "nothing was written" in r["text"], r["text"]
+            assert f.read_text() == (full / "other.txt").read_text() == "one\n" * 2048
+            assert f.stat().st_nlink == 2 and temps(full) == []
+    finally:
+        subprocess.run(["umount", str(full)], check=False)  # noqa: ASYNC221 (a moment, nothing to overlap)
