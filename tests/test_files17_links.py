@@ -7,9 +7,11 @@ it; a file with one name is still replaced by the atomic rename. Real files, rea
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import os
+import shutil
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -281,3 +283,49 @@ async def test_a_full_disk_while_extending_in_place_leaves_the_old_file_whole(z:
             assert f.stat().st_nlink == 2 and temps(full) == []
     finally:
         subprocess.run(["umount", str(full)], check=False)  # noqa: ASYNC221 (a moment, nothing to overlap)
+
+
+async def test_a_running_executable_with_links_is_replaced_and_the_result_says_so(z: StepClient) -> None:
+    """The kernel refuses to open a running program for writing (ETXTBSY), so it cannot be
+    rewritten in place: it is replaced by the rename, as before, and the result says that its
+    other name keeps the old content."""
+    prog = z.root / "prog"
+    shutil.copy2("/bin/sleep", prog)
+    os.link(prog, z.root / "alias")
+    await z.call("read", path="prog")
+    running = await asyncio.create_subprocess_exec(str(prog), "30")
+    try:
+        for _ in range(100):  # until the program is running (its text is in use)
+            try:
+                os.close(os.open(prog, os.O_RDWR))
+            except OSError:
+                break
+            await asyncio.sleep(0.02)
+        r = await z.call("write", path="prog", content="#!/bin/sh\n")
+    finally:
+        running.kill()
+        await running.wait()
+    assert r["outcome"] == "ok", r["text"]
+    assert (r["metadata"]["hardLinks"], r["metadata"]["inPlace"]) == (2, False)
+    assert "the other 1 name(s) keep the old content" in r["text"]
+    assert prog.read_text() == "#!/bin/sh\n" and (z.root / "alias").read_bytes() == Path("/bin/sleep").read_bytes()
+
+
+async def test_a_change_between_the_check_and_the_rename_is_found_too(
+    z: StepClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same check on the rename path (a file with one name): another writer's bytes between
+    the receipt check and the rename are found on the descriptor, and the rename does not happen."""
+    f = z.root / "f.txt"
+    f.write_text("one\n")
+    await z.read("f.txt")
+    real = safefs._may_write
+
+    def another_writer(name: str, pfd: int) -> bool:
+        f.write_text("theirs\n")
+        return real(name, pfd)
+
+    monkeypatch.setattr(safefs, "_may_write", another_writer)
+    r = await _edit(z)
+    assert r["metadata"].get("conflict", {}).get("kind") == "StaleRead", r["text"]
+    assert f.read_text() == "theirs\n" and temps(z.root) == []
