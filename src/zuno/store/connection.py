@@ -139,6 +139,16 @@ def defer_to_loop(
     return handle
 
 
+def add_deferring_handler(
+    loop: asyncio.AbstractEventLoop, signum: int, callback: Callable[..., object], *args: Any
+) -> None:
+    """``loop.add_signal_handler(signum, callback, *args)``, its Python-level handler (which does
+    nothing: the callback runs from the loop's wakeup descriptor) replaced by ``defer_to_loop``'s,
+    so a store wait that keeps the loop from running ends at once. Raises as add_signal_handler."""
+    loop.add_signal_handler(signum, callback, *args)
+    signal.signal(signum, defer_to_loop(loop))
+
+
 def note_deferred(signum: int, loop: asyncio.AbstractEventLoop) -> None:
     """A stop signal came whose effect waits for ``loop``: noted until the loop runs again."""
     _deferred.append(signum)
