@@ -103,19 +103,16 @@ class StopSignals:
 
     @contextlib.contextmanager
     def installed(self, loop: asyncio.AbstractEventLoop) -> Iterator[StopSignals]:
-        from zuno.store.connection import defer_to_loop
+        from zuno.store.connection import add_deferring_handler
 
         signals = ((signal.SIGINT, EXIT_INTERRUPTED), (signal.SIGTERM, EXIT_TERMINATED))
         added = []
         for sig, status in signals:
             before = signal.getsignal(sig)
             with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, self._on, status)
+                # (noted until the loop runs: a store wait that keeps it from running ends at once)
+                add_deferring_handler(loop, sig, self._on, status)
                 added.append((sig, before))
-                # (the loop's Python-level handler does nothing: its callback runs from its wakeup
-                # descriptor. This one also notes the signal, so a store wait that keeps the loop
-                # from running ends at once.)
-                signal.signal(sig, defer_to_loop(loop))
         try:
             yield self
         finally:

@@ -85,6 +85,7 @@ async def _serve(
     from zuno.config import ConfigError
     from zuno.serve.mcp.server import Frontend
     from zuno.store import SessionBusy
+    from zuno.store.connection import add_deferring_handler
 
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
@@ -99,8 +100,10 @@ async def _serve(
         elif main is not None:
             main.cancel()
 
-    loop.add_signal_handler(signal.SIGTERM, stop, EXIT_TERMINATED)
-    loop.add_signal_handler(signal.SIGINT, stop, EXIT_INTERRUPTED)
+    # (noted until the loop runs: a store wait that keeps it from running, such as a call's write
+    # on a store another program keeps locked, ends at once)
+    add_deferring_handler(loop, signal.SIGTERM, stop, EXIT_TERMINATED)
+    add_deferring_handler(loop, signal.SIGINT, stop, EXIT_INTERRUPTED)
     try:
         if http is None:
             from zuno.serve.mcp.stdio import serve_stdio

@@ -4,14 +4,15 @@ opened read-only; closed with a checkpoint.
 The connection is opened in autocommit mode (``isolation_level=None``): the store begins and
 commits every transaction itself (``zuno.store.transaction``).
 
-The busy wait for a lock another process holds is spent in slices: SQLite waits ``SLICE_MS`` at a
-time, and the statement is tried again until the whole wait (``BUSY_TIMEOUT_MS``) is spent. Between
-tries a signal is handled (the wait runs on the event loop's thread, where a handler that only
-wakes the loop would otherwise run after the whole wait): a SIGINT or SIGTERM that comes during the
-wait ends it (``StoreWaitInterrupted``), its handler having run as usual. So does one that came
-just before the wait, or in its first slice (before the wait's own handler is installed), when its
-handler's effect waits for the event loop (``defer_to_loop``): the wait keeps the loop from running,
-so it would otherwise run to its end first.
+The busy wait for a lock another process holds is spent in slices: a statement is first tried
+without waiting, and when it meets the lock, SQLite waits ``SLICE_MS`` at a time and the statement
+is tried again until the whole wait (``BUSY_TIMEOUT_MS``) is spent. Between tries a signal is
+handled (the wait runs on the event loop's thread, where a handler that only wakes the loop would
+otherwise run after the whole wait): a SIGINT or SIGTERM that comes during the wait, its first
+slice included, ends it (``StoreWaitInterrupted``), its handler having run as usual. So does one
+that came just before the wait, when its handler's effect waits for the event loop
+(``defer_to_loop``): the wait keeps the loop from running, so it would otherwise run to its end
+first.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ WAL_AUTOCHECKPOINT_PAGES = 10_000
 WAL_SIZE_LIMIT_BYTES = 64 << 20
 BUSY_TIMEOUT_MS = 30_000  # read at each open (a test shortens it)
 # One SQLite busy wait: the statement is tried again after each until the whole wait is spent, so a
-# signal is handled within this long (one in the first slice, when the slice ends).
+# signal is handled within this long. (The first try of a statement does not wait at all: the
+# whole wait is spent with the handler that notes a signal installed.)
 SLICE_MS = 25
 WAIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -139,6 +141,16 @@ def defer_to_loop(
     return handle
 
 
+def add_deferring_handler(
+    loop: asyncio.AbstractEventLoop, signum: int, callback: Callable[..., object], *args: Any
+) -> None:
+    """``loop.add_signal_handler(signum, callback, *args)``, its Python-level handler (which does
+    nothing: the callback runs from the loop's wakeup descriptor) replaced by ``defer_to_loop``'s,
+    so a store wait that keeps the loop from running ends at once. Raises as add_signal_handler."""
+    loop.add_signal_handler(signum, callback, *args)
+    signal.signal(signum, defer_to_loop(loop))
+
+
 def note_deferred(signum: int, loop: asyncio.AbstractEventLoop) -> None:
     """A stop signal came whose effect waits for ``loop``: noted until the loop runs again."""
     _deferred.append(signum)
@@ -183,11 +195,12 @@ class StoreConnection(sqlite3.Connection):
     (SQLITE_BUSY / SQLITE_LOCKED after the busy wait) raises ``StoreLocked`` naming the file. Only
     statements run on this connection are mapped: an error from any other database passes as it is.
 
-    The busy wait is spent in slices (``SLICE_MS`` in SQLite, then the statement tried again, until
-    ``busy_ms``, or the block's ``waiting(ms)``, is spent), so a signal is handled during it. Only a
-    statement that can be tried again is: one outside a transaction (BEGIN, an autocommit statement)
-    and COMMIT; any other inside a transaction is mapped after its slice, and ``executemany`` /
-    ``executescript`` outside one wait the whole wait in SQLite (a retry could repeat a part)."""
+    A statement is first tried without waiting; one that meets the lock spends the busy wait in
+    slices (``SLICE_MS`` in SQLite, then the statement tried again, until ``busy_ms``, or the
+    block's ``waiting(ms)``, is spent), so a signal is handled during it. Only a statement that can
+    be tried again is: one outside a transaction (BEGIN, an autocommit statement) and COMMIT; any
+    other inside a transaction is mapped at once, and ``executemany`` / ``executescript`` outside
+    one wait the whole wait in SQLite (a retry could repeat a part)."""
 
     store_path: Path = Path()
     busy_ms: int = BUSY_TIMEOUT_MS
@@ -202,8 +215,9 @@ class StoreConnection(sqlite3.Connection):
     interrupted: StoreWaitInterrupted | None = None
 
     def _run(self, method: Callable[..., sqlite3.Cursor], *args: Any, again: bool = True) -> sqlite3.Cursor:
-        """One of sqlite3.Connection's statement methods, a lock it met waited for in slices
-        (``_waited``; ``again``: the statement may be tried again) or mapped (``_mapped``)."""
+        """One of sqlite3.Connection's statement methods, tried without waiting (the connection's
+        busy timeout is 0 outside ``_waited``); a lock it met is waited for in slices (``_waited``;
+        ``again``: the statement may be tried again) or mapped (``_mapped``)."""
         changes = self.total_changes
         again = again and not self.in_transaction
         began = time.monotonic()
@@ -245,7 +259,7 @@ class StoreConnection(sqlite3.Connection):
                 self.locked_out = True
             raise
         finally:
-            self._busy_timeout(min(SLICE_MS, whole))
+            self._busy_timeout(0)
 
     def _whole_ms(self) -> int:
         return self.busy_ms if self.wait_ms is None else self.wait_ms
@@ -272,7 +286,7 @@ class StoreConnection(sqlite3.Connection):
         try:
             return self._run(method, *args, again=False)
         finally:
-            self._busy_timeout(min(SLICE_MS, whole))
+            self._busy_timeout(0)
 
     def _mapped(self, e: sqlite3.OperationalError) -> sqlite3.OperationalError:
         return self._locked() if is_locked(e) else e
@@ -288,12 +302,10 @@ class StoreConnection(sqlite3.Connection):
     def waiting(self, ms: int) -> Iterator[None]:
         """The busy wait set to ``ms`` for the statements of the block (``locked_out`` untouched)."""
         self.wait_ms = ms
-        self._busy_timeout(min(SLICE_MS, ms))
         try:
             yield
         finally:
             self.wait_ms = None
-            self._busy_timeout(min(SLICE_MS, self.busy_ms))
 
 
 def _is_commit(args: tuple[Any, ...]) -> bool:
@@ -307,7 +319,7 @@ def _connect(target: str, path: Path, *, uri: bool = False) -> StoreConnection:
         uri=uri,
         isolation_level=None,
         check_same_thread=False,
-        timeout=min(SLICE_MS, busy) / 1000,
+        timeout=0,  # (each statement is tried first without waiting: ``StoreConnection._run``)
         factory=StoreConnection,
     )
     assert isinstance(db, StoreConnection)
