@@ -8,39 +8,95 @@ Read API::
 
     from zuno.tools.state import read_state
     read_state(runtime.store, session_id)   # {"goal": ..., "plan": ..., "todo": ...}
+
+The names are re-exported lazily (``__getattr__``): importing this package, as every module of the
+family does first, loads none of the family's tools, so ``zuno plan`` loads the read API and the
+documents it reads, ``zuno memory`` the memory's; the tools are imported when the registry
+registers them.
 """
 
 from __future__ import annotations
 
-from zuno.surface import Registry
-from zuno.tools.state.api import plan_instruction, read_goal, read_plan, read_state, read_todo
-from zuno.tools.state.docstore import MIGRATIONS as _DOC_MIGRATIONS
-from zuno.tools.state.goal import GoalGetTool, GoalUpdateTool
-from zuno.tools.state.goal_input import MIGRATIONS as _GOAL_INPUT_MIGRATIONS
-from zuno.tools.state.goal_input import GoalRequestInputTool
-from zuno.tools.state.history import HistoryTool, record_compaction
-from zuno.tools.state.memory import MIGRATIONS as _MEMORY_MIGRATIONS
-from zuno.tools.state.memory import MemoryReadTool, MemoryUpdateTool, accept_proposal, reject_proposal
-from zuno.tools.state.notes import MIGRATIONS as _NOTES_MIGRATIONS
-from zuno.tools.state.notes import NotesTool
-from zuno.tools.state.plan import PlanGetTool, PlanUpdateTool
-from zuno.tools.state.progress import observe_goal
-from zuno.tools.state.projection import refresh_goal, refresh_plan, refresh_todo
-from zuno.tools.state.sources import MIGRATIONS as _SOURCE_MIGRATIONS
-from zuno.tools.state.sources import lookup_message, record_message, source_digest
-from zuno.tools.state.task_context import TaskContextTool
-from zuno.tools.state.todo import TodoGetTool, TodoUpdateTool, TodoWriteTool
+import importlib
+from typing import TYPE_CHECKING, Any
 
+from zuno import family_migrations
+
+if TYPE_CHECKING:
+    from zuno.surface import Registry
+    from zuno.tools.state.api import plan_instruction, read_goal, read_plan, read_state, read_todo
+    from zuno.tools.state.history import record_compaction
+    from zuno.tools.state.memory import accept_proposal, reject_proposal
+    from zuno.tools.state.sources import lookup_message, record_message, source_digest
+
+# The family's tables (each module's MIGRATIONS), in the order the registry applies them.
 MIGRATIONS = [
-    *_DOC_MIGRATIONS,
-    *_SOURCE_MIGRATIONS,
-    *_NOTES_MIGRATIONS,
-    *_MEMORY_MIGRATIONS,
-    *_GOAL_INPUT_MIGRATIONS,
+    *family_migrations.STATE_DOCUMENTS,
+    *family_migrations.STATE_SOURCES,
+    *family_migrations.STATE_NOTES,
+    *family_migrations.STATE_MEMORY,
+    *family_migrations.STATE_GOAL_INPUT,
 ]
+
+# The re-exported names -> the module of the family that defines them (the tool classes too, as
+# the package bound them before it re-exported lazily).
+_WHERE = {
+    "plan_instruction": "api",
+    "read_goal": "api",
+    "read_plan": "api",
+    "read_state": "api",
+    "read_todo": "api",
+    "GoalGetTool": "goal",
+    "GoalUpdateTool": "goal",
+    "GoalRequestInputTool": "goal_input",
+    "HistoryTool": "history",
+    "record_compaction": "history",
+    "MemoryReadTool": "memory",
+    "MemoryUpdateTool": "memory",
+    "accept_proposal": "memory",
+    "reject_proposal": "memory",
+    "NotesTool": "notes",
+    "PlanGetTool": "plan",
+    "PlanUpdateTool": "plan",
+    "observe_goal": "progress",
+    "refresh_goal": "projection",
+    "refresh_plan": "projection",
+    "refresh_todo": "projection",
+    "lookup_message": "sources",
+    "record_message": "sources",
+    "source_digest": "sources",
+    "TaskContextTool": "task_context",
+    "TodoGetTool": "todo",
+    "TodoUpdateTool": "todo",
+    "TodoWriteTool": "todo",
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})
 
 
 def register(registry: Registry) -> None:
+    from zuno.tools.state.goal import GoalGetTool, GoalUpdateTool
+    from zuno.tools.state.goal_input import GoalRequestInputTool
+    from zuno.tools.state.history import HistoryTool
+    from zuno.tools.state.memory import MemoryReadTool, MemoryUpdateTool
+    from zuno.tools.state.notes import NotesTool
+    from zuno.tools.state.plan import PlanGetTool, PlanUpdateTool
+    from zuno.tools.state.progress import observe_goal
+    from zuno.tools.state.projection import refresh_goal, refresh_plan, refresh_todo
+    from zuno.tools.state.task_context import TaskContextTool
+    from zuno.tools.state.todo import TodoGetTool, TodoUpdateTool, TodoWriteTool
+
     registry.add("plan_get", PlanGetTool, profiles=("zuno",))
     registry.add("plan_update", PlanUpdateTool, profiles=("zuno",))
     registry.add("todo_get", TodoGetTool, profiles=("zuno",))
