@@ -9,6 +9,7 @@ tests/test_cli16_startup.py, by the modules a real CLI process has loaded when i
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -163,3 +164,46 @@ print("ok")
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=zuno_env(), timeout=120)
     assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr
+
+
+# The state family's registered slots: off the zuno profile's default surface.
+STATE_SLOTS = tuple(f"zuno.tools.state.{m}" for m in ("task_context", "history", "notes", "memory"))
+
+
+def test_a_state_slot_is_imported_only_when_offered(tmp_path: Path, workspace: Path) -> None:
+    (workspace / "a.txt").write_text("hi\n")
+    status, _out, modules, err = probe(tmp_path, workspace, "call", "read", '{"path": "a.txt"}')
+    assert status == 0, err
+    assert "zuno.tools.state.goal" in modules and "zuno.tools.state.projection" in modules  # on the surface
+    assert hits(modules, STATE_SLOTS) == []
+    status, out, modules, err = probe(tmp_path, workspace, "tools")
+    assert status in (0, None), err
+    assert 'task_context   (unavailable: a registered slot, not on the default surface: "tools": ' in out
+    assert hits(modules, STATE_SLOTS) == []
+    (workspace / "zuno.json").write_text(json.dumps({"tools": {"task_context": True}}))
+    status, out, modules, err = probe(tmp_path, workspace, "tools", "--json")
+    assert status in (0, None), err
+    offered = {t["name"]: t for t in json.loads(out)["tools"]}
+    assert offered["task_context"]["classifiedBy"] == "action"
+    assert hits(modules, STATE_SLOTS) == ["zuno.tools.state.task_context"]
+
+
+def test_the_registry_builds_each_tool_its_name_says() -> None:
+    """Every factory (a class, or the state family's deferred import) builds the tool of its
+    name; the refreshers and the Goal's observer are registered with the family, as before."""
+    from zuno.surface import DeferredTool, default_registry
+    from zuno.tools.jobs_context import jobs_section
+    from zuno.tools.state import progress, projection
+
+    reg = default_registry()
+    deferred = [n for (_p, n), f in reg.factories.items() if isinstance(f, DeferredTool)]
+    assert "task_context" in deferred and "plan_get" in deferred
+    for (profile, name), factory in reg.factories.items():
+        assert factory().name == name, (profile, name)
+    assert reg.refreshers == [
+        ("jobs", jobs_section),
+        ("goal", projection.refresh_goal),
+        ("plan", projection.refresh_plan),
+        ("todo", projection.refresh_todo),
+    ]
+    assert reg.goal_observers == [progress.observe_goal]

@@ -112,6 +112,21 @@ TOOLS_PACKAGE = "zuno.tools"
 ToolFactory = Callable[[], "Tool"]
 
 
+@dataclass(frozen=True, slots=True)
+class DeferredTool:
+    """A tool factory that imports the tool's module when the tool is built (``build_surface``),
+    not when its family registers: a registered slot off the surface (``task_context``, ``notes``,
+    ``history``, memory) costs no import. ``module``.``cls`` is the Tool class, built with no
+    arguments as a class factory is."""
+
+    module: str
+    cls: str
+
+    def __call__(self) -> Tool:
+        tool: Tool = getattr(importlib.import_module(self.module), self.cls)()
+        return tool
+
+
 @dataclass
 class Registry:
     factories: dict[tuple[str, str], ToolFactory] = field(default_factory=dict)

@@ -85,31 +85,34 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_WHERE})
 
 
+# The family's tools: (name, module, class, profiles), in the order they register.
+_TOOLS = [
+    ("plan_get", "plan", "PlanGetTool", ("zuno",)),
+    ("plan_update", "plan", "PlanUpdateTool", ("zuno",)),
+    ("todo_get", "todo", "TodoGetTool", ("zuno",)),
+    ("todo_update", "todo", "TodoUpdateTool", ("zuno",)),
+    ("goal_get", "goal", "GoalGetTool", ("zuno",)),
+    ("goal_update", "goal", "GoalUpdateTool", ("zuno",)),
+    ("goal_request_input", "goal_input", "GoalRequestInputTool", ("zuno",)),
+    ("todo_write", "todo", "TodoWriteTool", ("chord",)),
+    ("task_context", "task_context", "TaskContextTool", ("zuno",)),
+    ("history", "history", "HistoryTool", ("zuno",)),
+    ("notes", "notes", "NotesTool", ("zuno",)),
+    ("memory_read", "memory", "MemoryReadTool", ("zuno",)),
+    ("memory_update", "memory", "MemoryUpdateTool", ("zuno",)),
+]
+
+
 def register(registry: Registry) -> None:
-    from zuno.tools.state.goal import GoalGetTool, GoalUpdateTool
-    from zuno.tools.state.goal_input import GoalRequestInputTool
-    from zuno.tools.state.history import HistoryTool
-    from zuno.tools.state.memory import MemoryReadTool, MemoryUpdateTool
-    from zuno.tools.state.notes import NotesTool
-    from zuno.tools.state.plan import PlanGetTool, PlanUpdateTool
+    """The tools, each imported when it is built (the registered slots, off the default surface,
+    are not imported at all then); the refreshers and the Goal's observer now, as before (they
+    import the Goal, Plan and Todo documents' modules)."""
+    from zuno.surface import DeferredTool
     from zuno.tools.state.progress import observe_goal
     from zuno.tools.state.projection import refresh_goal, refresh_plan, refresh_todo
-    from zuno.tools.state.task_context import TaskContextTool
-    from zuno.tools.state.todo import TodoGetTool, TodoUpdateTool, TodoWriteTool
 
-    registry.add("plan_get", PlanGetTool, profiles=("zuno",))
-    registry.add("plan_update", PlanUpdateTool, profiles=("zuno",))
-    registry.add("todo_get", TodoGetTool, profiles=("zuno",))
-    registry.add("todo_update", TodoUpdateTool, profiles=("zuno",))
-    registry.add("goal_get", GoalGetTool, profiles=("zuno",))
-    registry.add("goal_update", GoalUpdateTool, profiles=("zuno",))
-    registry.add("goal_request_input", GoalRequestInputTool, profiles=("zuno",))
-    registry.add("todo_write", TodoWriteTool, profiles=("chord",))
-    registry.add("task_context", TaskContextTool, profiles=("zuno",))
-    registry.add("history", HistoryTool, profiles=("zuno",))
-    registry.add("notes", NotesTool, profiles=("zuno",))
-    registry.add("memory_read", MemoryReadTool, profiles=("zuno",))
-    registry.add("memory_update", MemoryUpdateTool, profiles=("zuno",))
+    for name, module, cls, profiles in _TOOLS:
+        registry.add(name, DeferredTool(f"{__name__}.{module}", cls), profiles=profiles)
     registry.refreshers.append(("goal", refresh_goal))
     registry.refreshers.append(("plan", refresh_plan))
     registry.refreshers.append(("todo", refresh_todo))
