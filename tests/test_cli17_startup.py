@@ -207,3 +207,23 @@ def test_the_registry_builds_each_tool_its_name_says() -> None:
         ("todo", projection.refresh_todo),
     ]
     assert reg.goal_observers == [progress.observe_goal]
+
+
+def test_the_unavailable_tools_are_listed_in_one_order(tmp_path: Path, workspace: Path) -> None:
+    """The same config lists them in the same order whatever the hash seed (it followed a set's)."""
+    (workspace / "zuno.json").write_text(json.dumps({"agent": {"tools": ["read", "plan_get"]}}))
+    seen = []
+    for seed in ("1", "2", "3"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "zuno", "tools", "--json"],
+            capture_output=True,
+            text=True,
+            cwd=workspace,
+            env=zuno_env({"PYTHONHASHSEED": seed}),
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr
+        seen.append(list(json.loads(proc.stdout)["unavailable"]))
+    assert seen[0] == seen[1] == seen[2]
+    # The gated slots switched off first (as before), then the rest in the profile's order.
+    assert seen[0][:7] == ["history", "notes", "memory_read", "memory_update", "glob", "grep", "write"]

@@ -340,7 +340,11 @@ def build_surface(
             tools[name] = extensions[name]
         elif name in built:
             tools[name] = built[name]()
-    for name in known - set(tools) - set(disabled):
+    # In the profile's order (a set's order changed with the hash seed: the same config listed
+    # its unavailable tools in another order at every start).
+    for name in dict.fromkeys([*PROFILE_DEFAULTS[profile], *PROFILE_SLOTS[profile]]):
+        if name in tools or name in disabled:
+            continue
         if name in built and name not in wanted:
             disabled[name] = (
                 f"not in the agent's tools allowlist (agent.tools): add {name!r} to it to offer it"
