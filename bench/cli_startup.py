@@ -9,7 +9,11 @@ median per command and tree, and each tree's median over the first one's.
 
 The `run` commands are one-shot `zuno run --json` turns against the loopback fake provider of the
 tests (one text answer each), through the anthropic and the openai SDK: their start-up is mostly
-the SDK's import.
+the SDK's import. The store commands (``sessions``, ``receipt``, ``memory``, ``plan``,
+``sessions prune --dry-run``) read the store the ``call`` / ``batch`` commands before them made.
+
+Set no ``PYTHONDONTWRITEBYTECODE`` (or run ``python -m compileall -q SRC_DIR`` on every tree first):
+a tree without bytecode recompiles every module at every start.
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ COMMANDS = {
     "batch -": ["batch", "-"],
     "tools": ["tools"],
     "sessions": ["sessions"],
+    "receipt": ["receipt", "rcp_none"],
+    "memory": ["memory"],
+    "plan": ["plan"],
+    "prune --dry-run": ["sessions", "prune", "--keep", "5", "--dry-run"],
     "run anthropic": ["run", "--json", "--model", "fa/m1", "hi"],
     "run openai": ["run", "--json", "--model", "fo/m1", "hi"],
 }
@@ -87,7 +95,7 @@ def main() -> None:
     print(f"{args.rounds} interleaved rounds; CPU seconds (user+sys) of the child, best / median")
     first = args.trees[0]
     for name in COMMANDS:
-        cells = [f"{name:<14}"]
+        cells = [f"{name:<16}"]
         for tree in args.trees:
             v = got[name, tree]
             ratio = statistics.median(v) / statistics.median(got[name, first])

@@ -17,17 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from zuno.config import ToolOutputConfig
+from zuno.line_count import count_lines
 from zuno.store import Store
 from zuno.tool import ToolOutput
-from zuno.workspace import Workspace
-
-ARTIFACTS_DIR = "artifacts"
-
-
-def count_lines(data: bytes) -> int:
-    if not data:
-        return 0
-    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+from zuno.workspace import ARTIFACTS_DIR, Workspace
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zuno.output import ARTIFACTS_DIR
 from zuno.session_ids import InvalidSessionId, validate_session_id
 from zuno.store import SessionBusy
+from zuno.workspace import ARTIFACTS_DIR
 
 if TYPE_CHECKING:
     from zuno.workspace_store import WorkspaceStore

@@ -112,6 +112,21 @@ TOOLS_PACKAGE = "zuno.tools"
 ToolFactory = Callable[[], "Tool"]
 
 
+@dataclass(frozen=True, slots=True)
+class DeferredTool:
+    """A tool factory that imports the tool's module when the tool is built (``build_surface``),
+    not when its family registers: a registered slot off the surface (``task_context``, ``notes``,
+    ``history``, memory) costs no import. ``module``.``cls`` is the Tool class, built with no
+    arguments as a class factory is."""
+
+    module: str
+    cls: str
+
+    def __call__(self) -> Tool:
+        tool: Tool = getattr(importlib.import_module(self.module), self.cls)()
+        return tool
+
+
 @dataclass
 class Registry:
     factories: dict[tuple[str, str], ToolFactory] = field(default_factory=dict)
@@ -325,7 +340,11 @@ def build_surface(
             tools[name] = extensions[name]
         elif name in built:
             tools[name] = built[name]()
-    for name in known - set(tools) - set(disabled):
+    # In the profile's order (a set's order changed with the hash seed: the same config listed
+    # its unavailable tools in another order at every start).
+    for name in dict.fromkeys([*PROFILE_DEFAULTS[profile], *PROFILE_SLOTS[profile]]):
+        if name in tools or name in disabled:
+            continue
         if name in built and name not in wanted:
             disabled[name] = (
                 f"not in the agent's tools allowlist (agent.tools): add {name!r} to it to offer it"

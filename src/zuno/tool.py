@@ -8,7 +8,6 @@ cancellation. Errors are values: a tool returns ``ToolOutput.failure(...)`` or r
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import math
@@ -438,6 +437,8 @@ class FunctionTool(Tool):
         if inspect.iscoroutinefunction(self.fn):
             value = await self.fn(**kwargs)
         else:
+            import asyncio  # (here: a command that reads the store through a tool module runs no loop)
+
             value = await asyncio.to_thread(self.fn, **kwargs)
         if isinstance(value, ToolOutput):
             return value

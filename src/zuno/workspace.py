@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     import asyncio
 
 STATE_DIR = ".zuno"
+# A session's saved outputs, under the state directory (zuno.output.Artifacts; zuno sessions prune).
+ARTIFACTS_DIR = "artifacts"
 _STATE_GITIGNORE = "# Zuno's durable state: never committed.\n*\n"
 
 

@@ -8,52 +8,111 @@ Read API::
 
     from zuno.tools.state import read_state
     read_state(runtime.store, session_id)   # {"goal": ..., "plan": ..., "todo": ...}
+
+The names are re-exported lazily (``__getattr__``): importing this package, as every module of the
+family does first, loads none of the family's tools, so ``zuno plan`` loads the read API and the
+documents it reads, ``zuno memory`` the memory's; the tools are imported when the registry
+registers them.
 """
 
 from __future__ import annotations
 
-from zuno.surface import Registry
-from zuno.tools.state.api import plan_instruction, read_goal, read_plan, read_state, read_todo
-from zuno.tools.state.docstore import MIGRATIONS as _DOC_MIGRATIONS
-from zuno.tools.state.goal import GoalGetTool, GoalUpdateTool
-from zuno.tools.state.goal_input import MIGRATIONS as _GOAL_INPUT_MIGRATIONS
-from zuno.tools.state.goal_input import GoalRequestInputTool
-from zuno.tools.state.history import HistoryTool, record_compaction
-from zuno.tools.state.memory import MIGRATIONS as _MEMORY_MIGRATIONS
-from zuno.tools.state.memory import MemoryReadTool, MemoryUpdateTool, accept_proposal, reject_proposal
-from zuno.tools.state.notes import MIGRATIONS as _NOTES_MIGRATIONS
-from zuno.tools.state.notes import NotesTool
-from zuno.tools.state.plan import PlanGetTool, PlanUpdateTool
-from zuno.tools.state.progress import observe_goal
-from zuno.tools.state.projection import refresh_goal, refresh_plan, refresh_todo
-from zuno.tools.state.sources import MIGRATIONS as _SOURCE_MIGRATIONS
-from zuno.tools.state.sources import lookup_message, record_message, source_digest
-from zuno.tools.state.task_context import TaskContextTool
-from zuno.tools.state.todo import TodoGetTool, TodoUpdateTool, TodoWriteTool
+import importlib
+from typing import TYPE_CHECKING, Any
 
+from zuno import family_migrations
+
+if TYPE_CHECKING:
+    from zuno.surface import Registry
+    from zuno.tools.state.api import plan_instruction, read_goal, read_plan, read_state, read_todo
+    from zuno.tools.state.history import record_compaction
+    from zuno.tools.state.memory import accept_proposal, reject_proposal
+    from zuno.tools.state.sources import lookup_message, record_message, source_digest
+
+# The family's tables (each module's MIGRATIONS), in the order the registry applies them.
 MIGRATIONS = [
-    *_DOC_MIGRATIONS,
-    *_SOURCE_MIGRATIONS,
-    *_NOTES_MIGRATIONS,
-    *_MEMORY_MIGRATIONS,
-    *_GOAL_INPUT_MIGRATIONS,
+    *family_migrations.STATE_DOCUMENTS,
+    *family_migrations.STATE_SOURCES,
+    *family_migrations.STATE_NOTES,
+    *family_migrations.STATE_MEMORY,
+    *family_migrations.STATE_GOAL_INPUT,
+]
+
+# The re-exported names -> the module of the family that defines them (the tool classes too, as
+# the package bound them before it re-exported lazily).
+_WHERE = {
+    "plan_instruction": "api",
+    "read_goal": "api",
+    "read_plan": "api",
+    "read_state": "api",
+    "read_todo": "api",
+    "GoalGetTool": "goal",
+    "GoalUpdateTool": "goal",
+    "GoalRequestInputTool": "goal_input",
+    "HistoryTool": "history",
+    "record_compaction": "history",
+    "MemoryReadTool": "memory",
+    "MemoryUpdateTool": "memory",
+    "accept_proposal": "memory",
+    "reject_proposal": "memory",
+    "NotesTool": "notes",
+    "PlanGetTool": "plan",
+    "PlanUpdateTool": "plan",
+    "observe_goal": "progress",
+    "refresh_goal": "projection",
+    "refresh_plan": "projection",
+    "refresh_todo": "projection",
+    "lookup_message": "sources",
+    "record_message": "sources",
+    "source_digest": "sources",
+    "TaskContextTool": "task_context",
+    "TodoGetTool": "todo",
+    "TodoUpdateTool": "todo",
+    "TodoWriteTool": "todo",
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})
+
+
+# The family's tools: (name, module, class, profiles), in the order they register.
+_TOOLS = [
+    ("plan_get", "plan", "PlanGetTool", ("zuno",)),
+    ("plan_update", "plan", "PlanUpdateTool", ("zuno",)),
+    ("todo_get", "todo", "TodoGetTool", ("zuno",)),
+    ("todo_update", "todo", "TodoUpdateTool", ("zuno",)),
+    ("goal_get", "goal", "GoalGetTool", ("zuno",)),
+    ("goal_update", "goal", "GoalUpdateTool", ("zuno",)),
+    ("goal_request_input", "goal_input", "GoalRequestInputTool", ("zuno",)),
+    ("todo_write", "todo", "TodoWriteTool", ("chord",)),
+    ("task_context", "task_context", "TaskContextTool", ("zuno",)),
+    ("history", "history", "HistoryTool", ("zuno",)),
+    ("notes", "notes", "NotesTool", ("zuno",)),
+    ("memory_read", "memory", "MemoryReadTool", ("zuno",)),
+    ("memory_update", "memory", "MemoryUpdateTool", ("zuno",)),
 ]
 
 
 def register(registry: Registry) -> None:
-    registry.add("plan_get", PlanGetTool, profiles=("zuno",))
-    registry.add("plan_update", PlanUpdateTool, profiles=("zuno",))
-    registry.add("todo_get", TodoGetTool, profiles=("zuno",))
-    registry.add("todo_update", TodoUpdateTool, profiles=("zuno",))
-    registry.add("goal_get", GoalGetTool, profiles=("zuno",))
-    registry.add("goal_update", GoalUpdateTool, profiles=("zuno",))
-    registry.add("goal_request_input", GoalRequestInputTool, profiles=("zuno",))
-    registry.add("todo_write", TodoWriteTool, profiles=("chord",))
-    registry.add("task_context", TaskContextTool, profiles=("zuno",))
-    registry.add("history", HistoryTool, profiles=("zuno",))
-    registry.add("notes", NotesTool, profiles=("zuno",))
-    registry.add("memory_read", MemoryReadTool, profiles=("zuno",))
-    registry.add("memory_update", MemoryUpdateTool, profiles=("zuno",))
+    """The tools, each imported when it is built (the registered slots, off the default surface,
+    are not imported at all then); the refreshers and the Goal's observer now, as before (they
+    import the Goal, Plan and Todo documents' modules)."""
+    from zuno.surface import DeferredTool
+    from zuno.tools.state.progress import observe_goal
+    from zuno.tools.state.projection import refresh_goal, refresh_plan, refresh_todo
+
+    for name, module, cls, profiles in _TOOLS:
+        registry.add(name, DeferredTool(f"{__name__}.{module}", cls), profiles=profiles)
     registry.refreshers.append(("goal", refresh_goal))
     registry.refreshers.append(("plan", refresh_plan))
     registry.refreshers.append(("todo", refresh_todo))

@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from zuno import limits
-from zuno.output import count_lines
+from zuno.line_count import count_lines
 from zuno.tools.state.docstore import StateRefusal
 
 HEAD_ALLOWANCE_BYTES = 256
