@@ -13,10 +13,10 @@ machinery and no event loop; the shell tool is imported when the registry regist
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from zuno import family_migrations
+from zuno.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from zuno.surface import Registry
@@ -39,17 +39,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_WHERE})
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE, globals())
 
 
 def register(registry: Registry) -> None:
