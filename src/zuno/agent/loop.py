@@ -46,6 +46,7 @@ from zuno.agent.events import (
     ToolResultEvent,
     TurnResult,
 )
+from zuno.agent.fit import cut_notice, fit_results
 from zuno.agent.items import Mode, ToolResultRow
 from zuno.agent.reconcile import Reconciliation
 from zuno.agent.recovery import settle_unmatched
@@ -416,7 +417,18 @@ class AgentLoop(Reconciliation):
                 self._note_compaction_failed(turn, outcome, estimate, budget)
             if outcome != "compacted":
                 break
-        return request, context_digest
+        return self._fit(request), context_digest
+
+    def _fit(self, request: ModelRequest) -> ModelRequest:
+        """A request still longer than the model's context (less its answer) once compacted goes out
+        with its largest tool results shortened (``agent/fit.py``); the record keeps them whole."""
+        context = self.provider.context_tokens
+        output = self.provider.output_tokens
+        limit = context - output if 0 < output < context else context
+        fitted, cuts = fit_results(request, limit, context, self.estimate)
+        if cuts:
+            self.emit(NoticeEvent(cut_notice(cuts, context), "context"))
+        return fitted
 
     async def _take_notices(self, turn: int) -> None:
         """Pending notices (recovery of an interrupted call, a job's completion) reach the next
