@@ -82,3 +82,4 @@ def test_a_tool_result_that_fits_is_sent_whole(workspace: Path, fake: FakeProvid
     assert "shortened" not in p.stderr
     (sent,) = _tool_texts(fake.requests[-1].body)
     assert "left out" not in sent and "line 49" in sent
+

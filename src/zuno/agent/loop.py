@@ -48,6 +48,7 @@ from zuno.agent.events import (
 )
 from zuno.agent.fit import cut_notice, fit_results
 from zuno.agent.items import Mode, ToolResultRow
+from zuno.agent.providers.retry import OVERFLOW_CATEGORIES
 from zuno.agent.reconcile import Reconciliation
 from zuno.agent.recovery import settle_unmatched
 from zuno.agent.transcript import StreamSaver, Transcript
@@ -126,7 +127,8 @@ class _Stop(Exception):
 
 
 class _Overflow(Exception):
-    """A turn's request the server refused as longer than the model's context (``context_length``):
+    """A turn's request the server refused as longer than the model's context (``context_length``)
+    or larger than it accepts (``too_large``, HTTP 413):
     the turn compacts harder and sends it again, once."""
 
     def __init__(self, error: ProviderError) -> None:
@@ -508,11 +510,11 @@ class AgentLoop(Reconciliation):
         except ProviderError as e:
             # A turn's text streamed before the error is kept (shown already), marked failed; a
             # request refused as too long is sent again compacted, so nothing of it is kept.
-            kept = "".join(partial) if purpose == "turn" and e.category != "context_length" else ""
+            kept = "".join(partial) if purpose == "turn" and e.category not in OVERFLOW_CATEGORIES else ""
             attempts = e.attempts or tuple(outcome.attempts)
             self.transcript.request_failed(req_id, e.category, str(e), attempts, turn=turn.n, partial=kept)
             self.emit(RequestEvent(req_id, purpose, "ended", len(outcome.attempts)))
-            if e.category == "context_length" and purpose == "turn":
+            if e.category in OVERFLOW_CATEGORIES and purpose == "turn":
                 raise _Overflow(e) from None
             if purpose == "compaction":
                 raise SummaryFailed(e.category, str(e)) from None
