@@ -83,3 +83,15 @@ def test_a_tool_result_that_fits_is_sent_whole(workspace: Path, fake: FakeProvid
     (sent,) = _tool_texts(fake.requests[-1].body)
     assert "left out" not in sent and "line 49" in sent
 
+
+
+def test_an_empty_answer_is_said_not_silent(workspace: Path, fake: FakeProvider) -> None:
+    """Before: a model that ended its turn with no text left `zuno run` silent with exit 0, as if
+    nothing had run. Now one line on stderr says the answer was empty; `--json` is unchanged."""
+    _config(workspace, fake, "openai-chat")
+    fake.script(Reply(text=""), Reply(text=""))
+    p = _zuno(workspace, "run", "hi")
+    assert p.returncode == 0 and p.stdout.strip() == ""
+    assert "zuno: the model's answer was empty (it ended its turn with no text)" in p.stderr
+    q = _zuno(workspace, "run", "hi", "--json")
+    assert q.returncode == 0 and json.loads(q.stdout)["final_text"] == "" and "empty" not in q.stderr
