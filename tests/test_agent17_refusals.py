@@ -76,3 +76,4 @@ def test_a_refusal_names_the_config_key_to_check(workspace: Path, fake: FakeProv
     assert fix in json.loads(p.stdout)["detail"]
     (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith("zuno: ")]
     assert fix in line
+

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from conftest import zuno_env
-from fake_provider import Call, FakeProvider, Reply
+from fake_provider import Call, Fail, FakeProvider, Reply
 
 
 @pytest.fixture
@@ -95,3 +95,14 @@ def test_an_empty_answer_is_said_not_silent(workspace: Path, fake: FakeProvider)
     assert "zuno: the model's answer was empty (it ended its turn with no text)" in p.stderr
     q = _zuno(workspace, "run", "hi", "--json")
     assert q.returncode == 0 and json.loads(q.stdout)["final_text"] == "" and "empty" not in q.stderr
+
+
+def test_a_refused_key_read_from_the_environment_names_the_variable(workspace: Path, fake: FakeProvider) -> None:
+    (workspace / "zuno.json").write_text(json.dumps({"model": "openai/m1", "provider": {"openai": {
+        "options": {"baseURL": fake.base_url, "maxRetries": 0}}}}))
+    fake.script(Fail(401))
+    p = subprocess.run([sys.executable, "-m", "zuno", "run", "hi", "--json", "--root", str(workspace)],
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                       env=zuno_env({"NO_COLOR": "1", "OPENAI_API_KEY": "k-from-env"}), timeout=60)
+    assert p.returncode == 1
+    assert "check provider.openai.options.apiKey (or OPENAI_API_KEY)." in json.loads(p.stdout)["detail"]
