@@ -234,6 +234,8 @@ def overflow_advice(provider: Provider, error: ProviderError, estimate: int) -> 
     said = str(error).rstrip()
     if not said.endswith((".", "!", "?")):
         said += "."  # the server's sentence ends before Zuno's begins
+    if error.category == "too_large":  # bytes, not tokens: the error names what to do
+        return f"{said} Compacting the history could not make it small enough."
     return (
         f"{said} The request (~{estimate} tokens) is longer than the model's context, which Zuno takes "
         f"to be {provider.context_tokens} tokens: set provider.{pid}.models.{name}.context to the server's "

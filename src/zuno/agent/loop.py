@@ -46,7 +46,9 @@ from zuno.agent.events import (
     ToolResultEvent,
     TurnResult,
 )
+from zuno.agent.fit import cut_notice, fit_results
 from zuno.agent.items import Mode, ToolResultRow
+from zuno.agent.providers.retry import OVERFLOW_CATEGORIES
 from zuno.agent.reconcile import Reconciliation
 from zuno.agent.recovery import settle_unmatched
 from zuno.agent.transcript import StreamSaver, Transcript
@@ -125,7 +127,8 @@ class _Stop(Exception):
 
 
 class _Overflow(Exception):
-    """A turn's request the server refused as longer than the model's context (``context_length``):
+    """A turn's request the server refused as longer than the model's context (``context_length``)
+    or larger than it accepts (``too_large``, HTTP 413):
     the turn compacts harder and sends it again, once."""
 
     def __init__(self, error: ProviderError) -> None:
@@ -416,7 +419,18 @@ class AgentLoop(Reconciliation):
                 self._note_compaction_failed(turn, outcome, estimate, budget)
             if outcome != "compacted":
                 break
-        return request, context_digest
+        return self._fit(request), context_digest
+
+    def _fit(self, request: ModelRequest) -> ModelRequest:
+        """A request still longer than the model's context (less its answer) once compacted goes out
+        with its largest tool results shortened (``agent/fit.py``); the record keeps them whole."""
+        context = self.provider.context_tokens
+        output = self.provider.output_tokens
+        limit = context - output if 0 < output < context else context
+        fitted, cuts = fit_results(request, limit, context, self.estimate)
+        if cuts:
+            self.emit(NoticeEvent(cut_notice(cuts, context), "context"))
+        return fitted
 
     async def _take_notices(self, turn: int) -> None:
         """Pending notices (recovery of an interrupted call, a job's completion) reach the next
@@ -496,11 +510,11 @@ class AgentLoop(Reconciliation):
         except ProviderError as e:
             # A turn's text streamed before the error is kept (shown already), marked failed; a
             # request refused as too long is sent again compacted, so nothing of it is kept.
-            kept = "".join(partial) if purpose == "turn" and e.category != "context_length" else ""
+            kept = "".join(partial) if purpose == "turn" and e.category not in OVERFLOW_CATEGORIES else ""
             attempts = e.attempts or tuple(outcome.attempts)
             self.transcript.request_failed(req_id, e.category, str(e), attempts, turn=turn.n, partial=kept)
             self.emit(RequestEvent(req_id, purpose, "ended", len(outcome.attempts)))
-            if e.category == "context_length" and purpose == "turn":
+            if e.category in OVERFLOW_CATEGORIES and purpose == "turn":
                 raise _Overflow(e) from None
             if purpose == "compaction":
                 raise SummaryFailed(e.category, str(e)) from None

@@ -36,6 +36,7 @@ from zuno.commands.terminal_width import char_width
 from zuno.permissions import ApprovalRequest, Approver
 
 TOOL_LINE_MAX = 100
+EMPTY_ANSWER = "zuno: the model's answer was empty (it ended its turn with no text); ask again, or check the model"
 SPINNER_FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 SPINNER_INTERVAL_S = 0.08
 CLEAR_LINE = "\r\x1b[K"
@@ -249,6 +250,9 @@ class View:
             self._quiet()
             if ev.stop_reason != "final":
                 self._err(f"zuno: stopped: {ev.stop_reason} ({visible_controls(ev.detail)})")
+            elif not ev.final_text.strip() and not self.json_mode:
+                # Otherwise an empty answer is silence and exit 0, as if nothing had run.
+                self._err(EMPTY_ANSWER)
 
     def end(self) -> None:
         self._flush_text()

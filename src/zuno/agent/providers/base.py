@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from zuno import limits
+from zuno.agent.providers.advice import refusal_advice
 from zuno.agent.providers.retry import Failure, RetryPolicy, classify
 from zuno.agent.types import (
     Attempt,
@@ -69,6 +70,8 @@ class ProviderSettings:
     read_timeout_s: float = READ_TIMEOUT_S
     # Wire attempts per request (the first included); None: the retry policy's own.
     max_attempts: int | None = None
+    # The environment variable a built-in provider id reads its key from (named in a refusal).
+    env_key: str | None = None
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -136,6 +139,9 @@ class StreamingProvider(ABC):
             f"provider {pid} ({self.api}, model {self.settings.model}): "
             f"{failure.category}{tries} — {failure.detail}"
         )
+        advice = refusal_advice(failure.category, failure.status, pid, self.settings.model, self.settings.env_key)
+        if advice:
+            msg = msg.rstrip(".") + ". " + advice
         if retries_ran_out:
             # Name the knobs (a slow local server may want a longer timeout, or more retries).
             msg += f". Retries: provider.{pid}.options.maxRetries = {self.retry.max_attempts - 1}"

@@ -122,6 +122,7 @@ def resolve_settings(
         connect_timeout_s=opts.connectTimeout / 1000,
         read_timeout_s=opts.timeout / 1000,
         max_attempts=opts.maxRetries + 1,
+        env_key=builtin.key_env if builtin is not None and pconf.options.apiKey is None else None,
     )
 
 

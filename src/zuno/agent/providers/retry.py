@@ -32,6 +32,9 @@ RETRY_AFTER_CAP_S = 60.0
 MESSAGE_QUOTE_CHARS = 300
 
 TRANSIENT_CATEGORIES = frozenset({"rate_limited", "overloaded", "server", "connection", "timeout"})
+# Refusals of a request as too long (tokens) or too large (bytes, HTTP 413): a retry never helps, a
+# compaction may (the loop compacts harder and sends it again, once).
+OVERFLOW_CATEGORIES = frozenset({"context_length", "too_large"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +120,9 @@ def _status_category(status: int, error_type: str | None) -> str:
         return "auth"
     if status == 404:
         return "not_found"
-    if status in (400, 413, 422):
+    if status == 413 or error_type == "request_too_large":
+        return "too_large"
+    if status in (400, 422):
         return "bad_request"
     return "client"
 
