@@ -70,6 +70,7 @@ class Scan:
     # itself; searched for only while they matter: before the window is read, and after it only
     # for the pictures of controls its rows hold, until those are found.
     pictures: set[str] = field(default_factory=set)
+    controls: bool = False  # a row may hold a control read shows as a picture (a lone CR, an ESC, ...)
 
     @property
     def cr_symbol(self) -> bool:
@@ -115,6 +116,7 @@ def scan_window(
             size = len(text.encode())
         else:  # controls shown as three-byte pictures
             text, cut, kept, size = _with_controls(held, text, cut, at_break, hold)
+            out.controls = True
         cost = width + 1 + size + 1 + (CUT_NOTE_BYTES if cut else 0)
         if out.rows and used + cost > budget:
             done = True
@@ -135,7 +137,7 @@ def scan_window(
             break
         h.update(chunk)
         out.size += len(chunk)
-        if wanted is None or wanted:
+        if (wanted is None or wanted) and (b"\xe2" in chunk or b"\xe2" in last):  # a memchr first
             _find_pictures(chunk, last, out.pictures)
             if wanted:
                 wanted -= out.pictures

@@ -163,7 +163,7 @@ class ReadTool(Tool):
             out.append(f"{row.number:>{width}}\t{text}")
         body = "\n".join(out)
         notes: list[str] = []
-        if control_pictures.CONTROLS.search(body):  # a lone CR, an ESC, ...: shown as pictures
+        if scan.controls and control_pictures.CONTROLS.search(body):  # a lone CR, an ESC, ...: shown as pictures
             body, notes = _shown_controls(body, scan)
         end = scan.rows[-1].number if scan.rows else start - 1
         if end < total:
