@@ -21,9 +21,10 @@ from conftest import zuno_env
 
 # An SGR colour, a carriage return that would overwrite the line, a right-to-left override.
 HOSTILE = "a\x1b[31mred\x1b[0m\rX\u202eabc\n"
-# What read gives the model of it: the lone CR shown as U+240D (read's own sign for it, with a
-# footer line saying so, docs/safe-paths.md); the other controls as the file holds them.
-READ_LINE = "1\t" + HOSTILE.replace("\r", "\u240d").removesuffix("\n")
+# What read gives the model of it: the lone CR shown as U+240D and the ESCs as U+241B (read's own
+# control pictures, with footer lines saying so: sixteenth and seventeenth rounds); the bidi
+# control as the file holds it.
+READ_LINE = "1\t" + HOSTILE.replace("\r", "\u240d").replace("\x1b", "\u241b").removesuffix("\n")
 
 
 def on_a_pty(root: Path, *args: str) -> tuple[int, bytes, str]:
@@ -91,7 +92,7 @@ def test_call_into_a_pipe_keeps_the_exact_text(workspace: Path) -> None:
     p = piped(workspace, "call", "read", '{"path": "hostile.txt"}')
     assert p.returncode == 0, p.stderr
     first, _, footer = p.stdout.partition(b"\n")
-    assert first == READ_LINE.encode()  # the model's text, byte for byte: ESC and the override raw
+    assert first == READ_LINE.encode()  # the model's text, byte for byte: the override raw
     assert b"lone carriage return" in footer
 
 

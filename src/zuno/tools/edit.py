@@ -132,9 +132,12 @@ class EditTool(Tool):
             logical = "".join(line + ("\n" if eol else "") for line, eol in zip(tf.lines, tf.eols, strict=True))
             terms = [e for e in tf.eols if e]
             given_old, given_new = args.old_string, args.new_string
-            if textfile.CR_SHOWN in given_old and textfile.CR_SHOWN not in logical:
-                # copied from read, which shows a lone CR as that sign (the file holds none itself)
-                old, new, given_old, given_new = map(textfile.from_shown, (old, new, given_old, given_new))
+            taken = textfile.taken_pictures(given_old, logical)
+            if taken:
+                # copied from read, which shows a lone CR, an ESC, ... as its control picture (for
+                # each picture the file holds none of itself)
+                copied = (old, new, given_old, given_new)
+                old, new, given_old, given_new = (textfile.from_shown(t, taken) for t in copied)
             if _as_given(logical, old, given_old):
                 old, new = given_old, given_new
             count = logical.count(old)

@@ -20,6 +20,7 @@ from typing import TypeVar
 from zuno import limits, safefs
 from zuno.declarations import BlockKind
 from zuno.errors import Refused
+from zuno.tools import control_pictures
 
 _T = TypeVar("_T")
 
@@ -55,6 +56,7 @@ class Row:
     text: str  # decoded, without the terminator (the LF, or a CRLF's one CR)
     length: int  # the line's real length in bytes (more than held when it was cut)
     cut: bool = False
+    kept: int = 0  # when cut: how many of its bytes ``text`` holds
 
 
 @dataclass(slots=True)
@@ -64,13 +66,15 @@ class Scan:
     lines: int = 0
     head: bytes = b""
     rows: list[Row] = field(default_factory=list)
-    # The file holds U+240D (read's sign for a lone CR) itself; searched for only while it matters:
-    # before the window is read, and after it when a row of it holds a lone CR.
-    cr_symbol: bool = False
+    # The control pictures (U+240D, read's sign for a lone CR; U+241B for ESC; ...) the file holds
+    # itself; searched for only while they matter: before the window is read, and after it only
+    # for the pictures of controls its rows hold, until those are found.
+    pictures: set[str] = field(default_factory=set)
+    controls: bool = False  # a row may hold a control read shows as a picture (a lone CR, an ESC, ...)
 
-
-# read's sign for a lone CR, U+240D (``textfile.CR_SHOWN``; that package imports this module).
-_CR_SHOWN_BYTES = b"\xe2\x90\x8d"
+    @property
+    def cr_symbol(self) -> bool:
+        return control_pictures.CR_SHOWN in self.pictures
 
 # What read's note on a cut row ("[... line N is L bytes; read holds its first H. ...]") may take.
 CUT_NOTE_BYTES = 160
@@ -93,24 +97,37 @@ def scan_window(
     held = bytearray()
     real = 0
     last = b""
-    look_for_symbol = True  # whether cr_symbol may still matter (see below)
+    wanted: set[str] | None = None  # once the window is read: the pictures still worth looking for
+    # What this chunk holds (found once a row takes from it): 0 no control, 1 CRs only as parts of
+    # CRLFs, 2 a lone CR or another control (shown as pictures, three bytes each).
+    flagged: int | None = None
+    held_controls = 0  # the most of that over the chunks the held bytes are from
 
     def finish(at_break: bool = True) -> None:
-        nonlocal used, done, held, real
+        nonlocal used, done, held, real, held_controls
         text = bytes(held).decode("utf-8", "replace")
         cut = real > len(held)
-        if not cut and at_break:
-            text = text.removesuffix("\r")  # a CRLF's CR only: "x\r\r\n" is the line "x\r" to edit
-        cost = width + 1 + len(text.encode()) + 1 + (CUT_NOTE_BYTES if cut else 0)
+        kept = len(held)
+        if not held_controls:
+            size = len(text.encode())
+        elif held_controls == 1:  # the only CR a CRLF's
+            if not cut and at_break:
+                text = text.removesuffix("\r")
+            size = len(text.encode())
+        else:  # controls shown as three-byte pictures
+            text, cut, kept, size = _with_controls(held, text, cut, at_break, hold)
+            out.controls = True
+        cost = width + 1 + size + 1 + (CUT_NOTE_BYTES if cut else 0)
         if out.rows and used + cost > budget:
             done = True
         else:
-            out.rows.append(Row(cur, text, real, cut))
+            out.rows.append(Row(cur, text, real, cut, kept))
             used += cost
             if cur >= last_line:
                 done = True
         held = bytearray()
         real = 0
+        held_controls = flagged or 0  # the next row's bytes are from this chunk
 
     while True:
         if stop.is_set():
@@ -120,18 +137,23 @@ def scan_window(
             break
         h.update(chunk)
         out.size += len(chunk)
-        if look_for_symbol and not out.cr_symbol:  # no copy of the chunk: it and its seam with the last
-            out.cr_symbol = _CR_SHOWN_BYTES in chunk or _CR_SHOWN_BYTES in last + chunk[:2]
-        last = chunk[-2:]
+        if (wanted is None or wanted) and (b"\xe2" in chunk or b"\xe2" in last):  # a memchr first
+            _find_pictures(chunk, last, out.pictures)
+            if wanted:
+                wanted -= out.pictures
+        last = chunk[-2:] if len(chunk) > 1 else (last + chunk)[-2:]  # a picture may span three reads
         if len(head) < limits.READ_BINARY_SNIFF_BYTES:
             head += chunk[: limits.READ_BINARY_SNIFF_BYTES - len(head)]
         if done:
-            # cr_symbol matters only for rows holding a lone CR: once the window is read without
-            # one, the rest of a large file is not searched for the sign (it cost 40% of the scan).
-            look_for_symbol = look_for_symbol and any("\r" in row.text for row in out.rows)
+            # A picture matters only for rows holding its control: once the window is read, the
+            # rest of a large file is searched only for the pictures of its rows' controls, until
+            # they are found (a search of every chunk cost 40% of the scan).
+            if wanted is None:
+                wanted = _shown_pictures(out.rows) - out.pictures
             cur += chunk.count(b"\n")
             continue
         i, n = 0, len(chunk)
+        flagged = None
         while True:
             if cur < start:  # before the window: skip to the next line break, or past the chunk
                 rest = chunk.count(b"\n", i)
@@ -147,6 +169,13 @@ def scan_window(
             real += seg_end - i
             room = hold - len(held)
             if room > 0:
+                if flagged is None:  # once a chunk, and only when rows take from it: C passes
+                    others = chunk.translate(None, control_pictures.NOT_CONTROL_BUT_CR_BYTES)
+                    if others or b"\r" not in chunk:
+                        flagged = 2 if others else 0
+                    else:  # a CR at the chunk's end counts as lone: its LF is not in this chunk
+                        flagged = 1 if chunk.count(b"\r") == chunk.count(b"\r\n") else 2
+                    held_controls = max(held_controls, flagged) if held else flagged
                 held += chunk[i : min(seg_end, i + room)]
             if j < 0:
                 break
@@ -165,6 +194,69 @@ def scan_window(
     out.sha256 = h.hexdigest()
     out.head = bytes(head)
     return out
+
+
+def _with_controls(held: bytearray, text: str, cut: bool, at_break: bool, hold: int) -> tuple[str, bool, int, int]:
+    """A row that may hold controls: its text without a CRLF's CR, cut where its shown text (each
+    control a three-byte picture) reaches ``hold`` bytes; the text, whether it is cut, how many of
+    the line's bytes it holds, and its shown size in bytes."""
+    kept = len(held)
+    controls = len(held.translate(None, control_pictures.NOT_CONTROL_BYTES))
+    if not cut and at_break and text.endswith("\r"):
+        text = text[:-1]  # a CRLF's CR only: "x\r\r\n" is the line "x\r" to edit
+        controls -= 1
+    size = len(text.encode())
+    if controls and size + 2 * controls > hold:  # cut where the shown text reaches hold bytes
+        kept = _shown_prefix(held, hold)
+        text = bytes(held[:kept]).decode("utf-8", "replace")
+        cut = True
+        size = len(text.encode())
+        controls = len(held[:kept].translate(None, control_pictures.NOT_CONTROL_BYTES))
+    return text, cut, kept, size + 2 * controls
+
+
+def _find_pictures(chunk: bytes, last: bytes, into: set[str]) -> None:
+    """Add the control pictures in ``chunk`` and in its seam with the chunk before (whose last two
+    bytes are ``last``) to ``into``: a C search for their common lead, no copy of the chunk."""
+    seam = last + chunk[:2]
+    lead = control_pictures.PICTURE_LEAD
+    # b"\xe2" first: a memchr, and absent from most code (ASCII); the two-byte search is slower
+    whole = lead[:1] in chunk and lead in chunk
+    for part in (chunk, seam) if whole else (seam,):
+        if control_pictures.PICTURE_LEAD in part:
+            into.update(map(control_pictures.picture_of_byte, b"".join(control_pictures.PICTURE_BYTES.findall(part))))
+
+
+def _shown_pictures(rows: list[Row]) -> set[str]:
+    """The pictures of the controls the rows hold (a row's lone CR included)."""
+    found = set(control_pictures.CONTROLS.findall("".join(row.text for row in rows)))
+    return {control_pictures.PICTURE[c] for c in found}
+
+
+_CODE_SET = frozenset(control_pictures.CODES)
+
+
+def _shown_prefix(held: bytearray, hold: int) -> int:
+    """How many of ``held``'s bytes fit in ``hold`` bytes once each control is a three-byte picture
+    (backed off to the start of a UTF-8 character): counted 4 KiB at a time, then byte by byte."""
+    size = i = 0
+    step = 4096
+    while i + step <= len(held):
+        more = step + 2 * len(held[i : i + step].translate(None, control_pictures.NOT_CONTROL_BYTES))
+        if size + more > hold:
+            break
+        size += more
+        i += step
+    while i < len(held):
+        size += 3 if held[i] in _CODE_SET else 1
+        if size > hold:
+            break
+        i += 1
+    else:
+        return len(held)
+    while i > 0 and 0x80 <= held[i] < 0xC0:
+        i -= 1
+    return i
 
 
 async def in_thread(fn: Callable[[threading.Event], _T]) -> _T:

@@ -24,6 +24,7 @@ from zuno.declarations import READ_ONLY_PARALLEL, BlockKind, Declarations
 from zuno.receipts import changed_on_write, check_fresh_digest, record_read, record_seen, sha256_hex
 from zuno.surface import Registry
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
+from zuno.tools import control_pictures
 from zuno.tools.file_scan import (
     Scan,
     digest_current,
@@ -150,13 +151,8 @@ class ReadTool(Tool):
         width = len(str(min(total, start + want - 1)))
         out = []
         bom = scan.head.startswith(_UTF8_BOM)
-        crs: list[int] = []  # rows holding a lone CR
         for row in scan.rows:
             text = row.text
-            if "\r" in text:
-                crs.append(row.number)
-                if not scan.cr_symbol:
-                    text = text.replace("\r", textfile.CR_SHOWN)
             if bom and row.number == 1:
                 # The byte-order mark is not text: shown, it is copied into old_string or patch
                 # context, which edit and apply_patch match without it (and keep it on write).
@@ -164,9 +160,13 @@ class ReadTool(Tool):
             if row.cut:
                 text += (
                     f" [... line {row.number} is {row.length} bytes; read holds its first "
-                    f"{hold}. Read the rest with grep or shell.]"
+                    f"{row.kept}. Read the rest with grep or shell.]"
                 )
             out.append(f"{row.number:>{width}}\t{text}")
+        body = "\n".join(out)
+        notes: list[str] = []
+        if scan.controls and control_pictures.CONTROLS.search(body):  # a lone CR, an ESC, ...: shown as pictures
+            body, notes = _shown_controls(body, scan)
         end = scan.rows[-1].number if scan.rows else start - 1
         if end < total:
             footer = f"(lines {start}-{end} of {total}; continue with offset={end + 1})"
@@ -175,11 +175,10 @@ class ReadTool(Tool):
         if bom and start == 1:
             note = "(the file starts with a UTF-8 byte-order mark, not shown; edit and apply_patch keep it)"
             footer = f"{footer}\n{note}" if footer else note
-        if crs:
-            note = _lone_cr_note(crs, scan.cr_symbol)
+        for note in notes:
             footer = f"{footer}\n{note}" if footer else note
         return ToolOutput(
-            text="\n".join(out),
+            text=body,
             tail=footer,
             metadata={
                 "path": shown,
@@ -231,6 +230,49 @@ class ReadTool(Tool):
 
 
 _UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _shown_controls(body: str, scan: Scan) -> tuple[str, list[str]]:
+    """The rows' text with their controls shown as pictures (each but those whose picture the file
+    holds itself), and the footer lines that say so: the lone CR's as before, one for the others."""
+    crs: list[int] = []  # rows holding a lone CR
+    others: list[int] = []  # rows holding another control
+    held: set[str] = set()
+    for row in scan.rows:
+        found = set(control_pictures.CONTROLS.findall(row.text))
+        if "\r" in found:
+            crs.append(row.number)
+            found.discard("\r")
+        if found:
+            others.append(row.number)
+            held |= found
+    notes = [_lone_cr_note(crs, scan.cr_symbol)] if crs else []
+    if others:
+        notes.append(_controls_note(others, held, scan.pictures))
+    return control_pictures.to_shown(body, scan.pictures), notes
+
+
+def _controls_note(rows: list[int], controls: set[str], pictures: set[str]) -> str:
+    """The footer line for rows holding C0 controls other than TAB, LF and a lone CR (an ESC
+    sequence, a backspace, a form feed): sent raw, they act on a terminal or log showing them."""
+    where = f"line {rows[0]} holds" if len(rows) == 1 else f"{len(rows)} lines (first: {rows[0]}) hold"
+    shown = sorted(c for c in controls if control_pictures.PICTURE[c] not in pictures)
+    raw = sorted(c for c in controls if control_pictures.PICTURE[c] in pictures)
+    parts = []
+    if shown:
+        listed = ", ".join(f"{control_pictures.name(c)} as {control_pictures.PICTURE[c]}" for c in shown)
+        parts.append(
+            f"shown as Unicode control pictures: {listed}; edit and apply_patch take such a picture in old "
+            "text for its control"
+        )
+    if raw:
+        listed = ", ".join(control_pictures.name(c) for c in raw)
+        signs = ", ".join(f"{control_pictures.PICTURE[c]} (U+{ord(control_pictures.PICTURE[c]):04X})" for c in raw)
+        parts.append(
+            f"sent as the raw character{'s' if len(raw) > 1 else ''}: {listed}, as this file also holds {signs} "
+            "itself, so that picture cannot stand for it"
+        )
+    return f"({where} control characters, " + "; ".join(parts) + ")"
 
 
 def _lone_cr_note(rows: list[int], cr_symbol: bool) -> str:

@@ -26,6 +26,7 @@ from zuno.declarations import BlockKind, Declarations
 from zuno.permissions import decide
 from zuno.receipts import Conflict, changed_on_write, check_fresh, read_call, record_read, sha256_hex
 from zuno.tool import Refused, Tool, ToolArgs, ToolContext, ToolOutput
+from zuno.tools import control_pictures
 from zuno.tools.file_scan import (
     in_thread,
     links_metadata,
@@ -641,19 +642,22 @@ def given_path(ctx: ToolContext, raw: str) -> Path:
 
 
 def _from_shown_crs(chunks: list[Chunk], lines: list[str]) -> list[Chunk]:
-    """The chunks with read's sign for a lone CR (``textfile.CR_SHOWN``) taken back as the CR, in
-    each chunk whose context/removed lines or anchor hold it, when the file holds no such sign
-    itself (so the sign, copied from read, cannot mean itself there)."""
-    sign = textfile.CR_SHOWN
-    if not any(sign in t for c in chunks for t in [*c.old, c.title or ""]):
+    """The chunks with read's control pictures (a lone CR's ``textfile.CR_SHOWN``, an ESC's U+241B,
+    ...) taken back as their controls, in each chunk whose context/removed lines or anchor hold
+    them, for each picture the file holds none of itself (so that picture, copied from read, cannot
+    mean itself there)."""
+    old = "\n".join(t for c in chunks for t in [*c.old, c.title or ""])
+    if not control_pictures.PICTURES.search(old):
         return chunks
-    if any(sign in line for line in lines):
+    taken = textfile.taken_pictures(old, "\n".join(lines))
+    if not taken:
         return chunks
     out = []
     for c in chunks:
-        if any(sign in t for t in [*c.old, c.title or ""]):
-            ops = [(kind, textfile.from_shown(text)) for kind, text in c.ops]
-            c = replace(c, ops=ops, title=None if c.title is None else textfile.from_shown(c.title))
+        mine = taken & control_pictures.pictures_in("\n".join([*c.old, c.title or ""]))
+        if mine:
+            ops = [(kind, textfile.from_shown(text, mine)) for kind, text in c.ops]
+            c = replace(c, ops=ops, title=None if c.title is None else textfile.from_shown(c.title, mine))
         out.append(c)
     return out
 

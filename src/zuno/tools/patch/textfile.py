@@ -14,15 +14,16 @@ import operator
 from dataclasses import dataclass
 
 from zuno import limits
+from zuno.tools import control_pictures
 
 BOM = b"\xef\xbb\xbf"
 LF = "\n"
 CRLF = "\r\n"
 # How read shows a lone CR (text inside a line, not a line break): U+240D SYMBOL FOR CARRIAGE
-# RETURN, so that no terminal or log showing the row returns to its start and overwrites it. In
-# a file that holds no U+240D itself, edit and apply_patch take it back as the CR (``from_shown``).
-CR_SHOWN = "\u240d"
-CR_SHOWN_BYTES = CR_SHOWN.encode()
+# RETURN, so that no terminal or log showing the row returns to its start and overwrites it; the
+# other C0 controls but TAB likewise (``control_pictures``). In a file that holds no such picture
+# itself, edit and apply_patch take it back as its control (``from_shown``).
+CR_SHOWN = control_pictures.CR_SHOWN
 
 # Byte-order marks of the text encodings whose text holds NUL bytes (UTF-32 first: its LE mark
 # starts with UTF-16 LE's).
@@ -97,9 +98,16 @@ def decode(data: bytes) -> TextFile:
     return TextFile(bom, lines, eols, style)
 
 
-def from_shown(text: str) -> str:
-    """Text copied from read's rows with each shown lone CR back as the CR it stands for."""
-    return text.replace(CR_SHOWN, "\r")
+def taken_pictures(old: str, text: str) -> set[str]:
+    """The control pictures in ``old`` (text copied from read) that stand for their controls: those
+    ``text`` (the file's) does not hold itself, where read showed the control as its picture."""
+    return {p for p in control_pictures.pictures_in(old) if p not in text}
+
+
+def from_shown(text: str, pictures: set[str]) -> str:
+    """Text copied from read's rows with each of ``pictures`` (a lone CR's U+240D, an ESC's U+241B,
+    ...) back as the control it stands for."""
+    return control_pictures.from_shown(text, pictures)
 
 
 def replaced_eols(old: list[str], added: int) -> list[str | None]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zuno.tools.search.collect import FileHits, quote_path
+from zuno.tools.search.collect import FileHits, quote_path, shown_controls
 
 
 @dataclass(slots=True)
@@ -34,7 +34,7 @@ class Rendered:
 
 
 def hit_line(path: str, number: int, text: str) -> str:
-    return f"{path}:{number}:{text}"
+    return f"{path}:{number}:{shown_controls(text)}"
 
 
 def context_line(path: str, number: int, text: str) -> str:

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from zuno import limits
+from zuno.tools.control_pictures import CONTROLS, to_shown
 
 # rg prints this on stdout, without a NUL, for an explicitly named binary file that matched.
 _BINARY_NOTICE = re.compile(rb': binary file matches \(found "\\0" byte around offset \d+\)$')
@@ -61,14 +62,16 @@ def _counted_run_regex(prefix: bytes) -> re.Pattern[bytes]:
 
 def _line(number: int, hit: bool, body: bytes, at: int) -> Line:
     """One record's line, its text from ``body[at:]``: a hit cut at 2000 UTF-16 units, context
-    shortened to 256 bytes, the CR of a CRLF line dropped, bytes that are not UTF-8 replaced."""
+    shortened to 256 bytes, the CR of a CRLF line dropped, bytes that are not UTF-8 replaced. A
+    context line's controls are shown as pictures before it is shortened (a picture is three
+    bytes); a hit line's where it is printed (``chord_format.hit_line``: one UTF-16 unit each)."""
     text = body[at : at + _DECODE_BYTES].decode("utf-8", "replace")
     if text.endswith("\r") and len(body) - at <= _DECODE_BYTES:
         text = text[:-1]
     if hit:
         text, capped = cap_utf16(text)
     else:
-        text, capped = shorten_bytes(text)
+        text, capped = shorten_bytes(shown_controls(text))
     return Line(number, hit, text, capped)
 
 
@@ -120,6 +123,13 @@ def _run_end(data: bytes, pos: int, prefix: bytes | None) -> tuple[int, int]:
     if lines == 1 + data.count(b"\n" + prefix, pos, end - 1):
         return end, lines
     return -1, 0
+
+
+def shown_controls(text: str) -> str:
+    """A line's C0 controls but TAB (a lone CR, an ESC sequence, a backspace) as their Unicode
+    control pictures, as read shows them, never acting on a terminal or log showing the line. Each
+    picture is one UTF-16 unit, as its control is, so a hit line's cap is unchanged."""
+    return to_shown(text) if CONTROLS.search(text) else text
 
 
 def utf16_units(s: str) -> int:

@@ -29,7 +29,7 @@ from zuno.tools.search.base import (
     rule_scope,
     search_subject_forms,
 )
-from zuno.tools.search.collect import FileHits, GrepCollector, quote_paths
+from zuno.tools.search.collect import FileHits, GrepCollector, quote_paths, shown_controls
 from zuno.tools.search.glob import truncation_note
 from zuno.tools.search.rg import RgResult, pattern_error
 from zuno.tools.search.rg_discovery import Rg
@@ -212,7 +212,7 @@ class GrepTool(Tool):
         rows: list[str] = []
         for f, q in zip(files, quote_paths([f.path for f in files]), strict=True):  # once per file, not per line
             if f.plain:  # `number:text` lines: the rows are the path, a colon and each of them
-                rows.append(q + ":" + f.plain.replace("\n", "\n" + q + ":"))
+                rows.append(q + ":" + shown_controls(f.plain).replace("\n", "\n" + q + ":"))
             rows += [chord_format.hit_line(q, ln.number, ln.text) for ln in f.lines if ln.hit]
         note = truncation_note(
             col.drops, meta["matches"], col.total_hits, "matches", "Narrow the pattern, the path or the include glob."
