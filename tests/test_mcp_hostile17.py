@@ -62,3 +62,25 @@ async def test_bare_invalid_params_are_named_and_serving_goes_on(workspace: Path
     assert ping == {"jsonrpc": "2.0", "id": 4, "result": {}}
     proc.stdin.close()
     assert await asyncio.wait_for(proc.wait(), 30) == 0
+
+
+async def test_a_line_that_is_not_utf8_is_a_parse_error_not_replacement_characters(workspace: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "zuno", "mcp", "--root", str(workspace),
+        env=zuno_env(), cwd=str(workspace),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin is not None
+    proc.stdin.write(INIT)
+    assert "result" in await _next(proc)
+    call = {"name": "write", "arguments": {"path": "f.txt", "content": "AB"}}
+    raw = _line({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}).replace(b"AB", b"A\xffB")
+    proc.stdin.write(raw)
+    proc.stdin.write(_line({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+    error, ping = await _next(proc), await _next(proc)
+    assert error["id"] is None and error["error"]["code"] == -32700
+    assert "not UTF-8" in error["error"]["message"] and "0xff" in error["error"]["message"]
+    assert ping == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    assert not (workspace / "f.txt").exists()  # nothing written with a replacement character
+    proc.stdin.close()
+    assert await asyncio.wait_for(proc.wait(), 30) == 0
