@@ -42,6 +42,7 @@ from zuno.serve.mcp.approvals import (
 )
 from zuno.serve.mcp.gate import ArrivalGate
 from zuno.serve.mcp.listing import tool_listing
+from zuno.serve.mcp.params_errors import NamedParamsErrors
 from zuno.serve.mcp.results import call_tool_result, failure_result
 
 SERVER_NAME = "zuno"
@@ -257,7 +258,7 @@ class _Server(Server[Any]):
 def build_server(frontend: Frontend) -> Server[Any]:
     from importlib.metadata import version
 
-    return _Server(
+    server = _Server(
         SERVER_NAME,
         version=version("zuno"),
         instructions=(
@@ -267,3 +268,5 @@ def build_server(frontend: Frontend) -> Server[Any]:
         on_list_tools=frontend.list_tools,
         on_call_tool=frontend.call_tool,
     )
+    server.middleware.append(NamedParamsErrors())
+    return server

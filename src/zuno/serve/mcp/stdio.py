@@ -27,7 +27,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
 from zuno.serve.mcp.server import STDIO_IDENTITY, Frontend, build_server
-from zuno.serve.mcp.wire_check import MAX_MESSAGE_BYTES, oversized, reject
+from zuno.serve.mcp.wire_check import MAX_MESSAGE_BYTES, not_utf8, oversized, reject
 
 # The longest JSON-RPC line read from the client (a large write's content).
 MAX_LINE_BYTES = MAX_MESSAGE_BYTES
@@ -54,7 +54,11 @@ class _Lines:
                 continue
             if not line:
                 raise StopAsyncIteration
-            text = line.decode("utf-8", "replace")
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as e:  # (was decoded with U+FFFD: a write's content changed silently)
+                self._rejected.send_nowait(not_utf8(e))
+                continue
             error = reject(text)
             if error is None:
                 return text

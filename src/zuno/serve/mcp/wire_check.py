@@ -101,3 +101,13 @@ def oversized(head: bytes, limit: int) -> types.JSONRPCError:
         types.INVALID_REQUEST,
         f"Invalid request: a message longer than {mib} MiB was dropped unread; send less per message",
     )
+
+
+def not_utf8(e: UnicodeDecodeError) -> types.JSONRPCError:
+    """The answer to a line that is not UTF-8 (JSON text is): a parse error naming the byte."""
+    return _error(
+        None,
+        types.PARSE_ERROR,
+        f"Parse error: the message is not UTF-8 (byte 0x{e.object[e.start]:02x} at offset {e.start}); "
+        "send JSON encoded as UTF-8 (escape other characters as \\uXXXX)",
+    )
