@@ -265,12 +265,19 @@ async def _serve_on(frontend: Frontend, sock: socket.socket, host: str, token: s
     await server.serve(sockets=[sock])
 
 
+HTTP_BACKLOG = 2048  # uvicorn's default backlog
+
+
 def bind_socket(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        # Listening before "serving" is said: a client that connects as soon as it reads that line
+        # waits in the backlog until uvicorn accepts, instead of being refused (uvicorn's own
+        # listen() comes once its startup has run).
+        sock.listen(HTTP_BACKLOG)
     except OSError as e:
         sock.close()
         raise UsageError(
