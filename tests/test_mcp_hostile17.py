@@ -39,12 +39,17 @@ async def _next(proc: asyncio.subprocess.Process) -> dict[str, Any]:
     return json.loads(line)
 
 
-async def test_bare_invalid_params_are_named_and_serving_goes_on(workspace: Path) -> None:
-    proc = await asyncio.create_subprocess_exec(
+async def _serve(workspace: Path) -> asyncio.subprocess.Process:
+    """``zuno mcp`` over stdio in a process of its own, its three pipes held by the test."""
+    return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "zuno", "mcp", "--root", str(workspace),
         env=zuno_env(), cwd=str(workspace),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
+
+
+async def test_bare_invalid_params_are_named_and_serving_goes_on(workspace: Path) -> None:
+    proc = await _serve(workspace)
     assert proc.stdin is not None
     proc.stdin.write(_line({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
     before = await _next(proc)
@@ -65,11 +70,7 @@ async def test_bare_invalid_params_are_named_and_serving_goes_on(workspace: Path
 
 
 async def test_a_line_that_is_not_utf8_is_a_parse_error_not_replacement_characters(workspace: Path) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "zuno", "mcp", "--root", str(workspace),
-        env=zuno_env(), cwd=str(workspace),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    proc = await _serve(workspace)
     assert proc.stdin is not None
     proc.stdin.write(INIT)
     assert "result" in await _next(proc)
